@@ -1,0 +1,29 @@
+# The two set-up commands of the README: `make run` and `make test`.
+# Both create .venv and install prepflow with the pinned constraints.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+CONSTRAINTS := constraints.txt
+PYTEST_ARGS ?=
+
+.PHONY: run test lint bench clean
+
+$(STAMP): pyproject.toml $(CONSTRAINTS)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade "pip>=24" "setuptools>=68" wheel
+	$(BIN)/python -m pip install -q -c $(CONSTRAINTS) -e ".[dev]"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/prepflow run examples/titanic/config.yaml --dataset examples/titanic/titanic.csv \
+	  --output artifacts --cache-dir .prepflow-cache
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf artifacts .prepflow-cache

@@ -1,0 +1,21 @@
+"""prepflow storage: content-addressed cache, artifact writer/reader, loaders, Preprocessor."""
+
+from __future__ import annotations
+
+__all__ = ["Artifact", "Preprocessor", "StageCache"]
+
+
+def __getattr__(name: str):  # lazy: importing storage must not import torch
+    if name == "Artifact":
+        from storage.artifact import Artifact
+
+        return Artifact
+    if name == "Preprocessor":
+        from storage.preprocessor import Preprocessor
+
+        return Preprocessor
+    if name == "StageCache":
+        from storage.cache import StageCache
+
+        return StageCache
+    raise AttributeError(name)

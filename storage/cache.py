@@ -1,0 +1,126 @@
+"""Content-addressed stage cache.
+
+Layout: ``<cache_dir>/<stage>/<key>/`` holds the stage's output files plus ``_entry.json``
+(written last) listing every file with its sha256 and size. An entry is trusted only when
+``_entry.json`` exists and every listed file still matches it.
+
+Writes are atomic: ``StageCache.writer`` yields a private temporary folder
+(``<stage>/.tmp-<key>-<random>``); on success it records the hashes and renames the folder
+into place, on failure it deletes it. Two runs racing on the same key both build a folder and
+the loser's rename fails harmlessly (the winner's identical entry stays). A corrupted entry
+(a file truncated or edited on disk) is reported by ``get`` and moved aside, so the stage
+recomputes it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from storage.hashing import sha256_file, stable_hash
+
+log = logging.getLogger("prepflow.cache")
+
+ENTRY_FILE = "_entry.json"
+
+
+def cache_key(stage: str, code_version: str, parents: list[str], config_slice: object) -> str:
+    """Key of a stage output: its name, code version, parent keys and the config it reads."""
+    return stable_hash(
+        {"stage": stage, "code_version": code_version, "parents": list(parents), "config": config_slice}
+    )
+
+
+def list_files(root: Path) -> list[str]:
+    out = []
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            rel = os.path.relpath(os.path.join(dirpath, name), root)
+            if rel != ENTRY_FILE:
+                out.append(rel.replace(os.sep, "/"))
+    return sorted(out)
+
+
+def describe_files(root: Path) -> dict[str, dict]:
+    """``{relative path: {"sha256", "bytes"}}`` for every file under ``root``."""
+    return {
+        rel: {"sha256": sha256_file(str(root / rel)), "bytes": (root / rel).stat().st_size}
+        for rel in list_files(root)
+    }
+
+
+def verify_files(root: Path, files: dict[str, dict]) -> list[str]:
+    """Problems (missing, wrong size, wrong sha256) of ``files`` under ``root``; [] if all good."""
+    problems = []
+    for rel, info in files.items():
+        path = root / rel
+        if not path.is_file():
+            problems.append(f"{rel}: missing")
+        elif path.stat().st_size != info["bytes"]:
+            problems.append(f"{rel}: {path.stat().st_size} bytes, expected {info['bytes']}")
+        elif sha256_file(str(path)) != info["sha256"]:
+            problems.append(f"{rel}: sha256 differs from the recorded one")
+    return problems
+
+
+class StageCache:
+    """The cache of one ``cache_dir`` (local filesystem)."""
+
+    def __init__(self, cache_dir: str | os.PathLike):
+        self.root = Path(cache_dir)
+
+    def path(self, stage: str, key: str) -> Path:
+        return self.root / stage / key
+
+    def get(self, stage: str, key: str) -> Path | None:
+        """The entry's folder if it is complete and intact, else None (corrupt ones are moved aside)."""
+        entry = self.path(stage, key)
+        meta_path = entry / ENTRY_FILE
+        if not meta_path.is_file():
+            return None
+        try:
+            meta = json.loads(meta_path.read_text())
+            problems = verify_files(entry, meta["files"])
+        except (OSError, ValueError, KeyError) as exc:
+            problems = [f"{ENTRY_FILE}: unreadable ({exc})"]
+        if problems:
+            log.warning("cache entry %s/%s is corrupt and will be recomputed: %s", stage, key, "; ".join(problems))
+            self._discard(entry)
+            return None
+        return entry
+
+    def _discard(self, entry: Path) -> None:
+        trash = entry.parent / f".corrupt-{entry.name}-{uuid.uuid4().hex[:8]}"
+        try:
+            os.rename(entry, trash)
+            shutil.rmtree(trash, ignore_errors=True)
+        except OSError:
+            pass
+
+    @contextmanager
+    def writer(self, stage: str, key: str) -> Iterator[Path]:
+        """Yield a temporary folder; on success its content becomes the entry ``stage/key``."""
+        final = self.path(stage, key)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.parent / f".tmp-{key}-{uuid.uuid4().hex[:12]}"
+        tmp.mkdir()
+        try:
+            yield tmp
+            meta = {"stage": stage, "key": key, "files": describe_files(tmp)}
+            (tmp / ENTRY_FILE).write_text(json.dumps(meta, indent=1, sort_keys=True))
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                # Another run published the same key first, or a stale entry is in the way.
+                if self.get(stage, key) is None:
+                    shutil.rmtree(final, ignore_errors=True)
+                    os.rename(tmp, final)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,55 @@
+"""Filesystem helpers over fsspec: local paths and URLs (s3://, file://, memory://) alike.
+
+Failures are wrapped with the path in the message (Kedro style).
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from typing import IO, Iterator
+
+import fsspec
+
+from tasks.errors import DataError
+
+
+def is_url(path: str) -> bool:
+    return "://" in str(path)
+
+
+def strip_file_scheme(path: str) -> str:
+    return path[len("file://"):] if str(path).startswith("file://") else str(path)
+
+
+def storage_options() -> dict:
+    """S3 endpoint/credentials from the environment (AWS_* and S3_ENDPOINT_URL / AWS_ENDPOINT_URL)."""
+    endpoint = os.environ.get("S3_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL")
+    return {"client_kwargs": {"endpoint_url": endpoint}} if endpoint else {}
+
+
+def filesystem(path: str):
+    protocol = path.split("://", 1)[0] if is_url(path) else "file"
+    opts = storage_options() if protocol in ("s3", "s3a") else {}
+    return fsspec.filesystem(protocol, **opts)
+
+
+@contextmanager
+def open_input(path: str) -> Iterator[IO[bytes]]:
+    """Open a local path or URL for binary reading, with a clear error if it cannot be."""
+    try:
+        if is_url(path) and not path.startswith("file://"):
+            opts = storage_options() if path.startswith(("s3://", "s3a://")) else {}
+            fh = fsspec.open(path, "rb", **opts).open()
+        else:
+            fh = open(strip_file_scheme(path), "rb")
+    except FileNotFoundError:
+        raise DataError(f"{path}: dataset file not found") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a directory; pass a file") from None
+    except Exception as exc:  # network/credential errors from fsspec backends
+        raise DataError(f"{path}: cannot open ({type(exc).__name__}: {exc})") from exc
+    try:
+        yield fh
+    finally:
+        fh.close()

@@ -1,0 +1,74 @@
+"""Fingerprints and content keys.
+
+Two kinds of hashing live here:
+
+* ``fingerprint_*``: the hash of data bytes (a file streamed in chunks, never its path or mtime).
+* ``stable_hash``: the hash of a JSON-like value. The encoding is typed, so ``1``, ``1.0``,
+  ``"1"`` and ``True`` all hash differently, and dict key order does not matter.
+
+Golden values for both are pinned in ``tests/unit/test_hashing.py``: changing this module
+changes every cache key and artifact id, which must be a deliberate, versioned decision.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any, BinaryIO, Iterable
+
+CHUNK = 1 << 20
+
+
+def _encode(value: Any) -> Any:
+    """Turn a value into a JSON structure that carries each scalar's type."""
+    if value is None:
+        return ["none"]
+    if isinstance(value, bool):
+        return ["bool", value]
+    if isinstance(value, int):
+        return ["int", str(value)]
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ["float", "nan"]
+        return ["float", value.hex()]
+    if isinstance(value, str):
+        return ["str", value]
+    if isinstance(value, bytes):
+        return ["bytes", value.hex()]
+    if isinstance(value, (list, tuple)):
+        return ["list", [_encode(v) for v in value]]
+    if isinstance(value, dict):
+        items = []
+        for k in sorted(value, key=lambda k: (type(k).__name__, str(k))):
+            items.append([_encode(k), _encode(value[k])])
+        return ["dict", items]
+    # numpy scalars and the like: hash by their Python value, typed.
+    item = getattr(value, "item", None)
+    if callable(item):
+        return _encode(item())
+    raise TypeError(f"cannot hash a value of type {type(value).__name__}: {value!r}")
+
+
+def stable_hash(value: Any, length: int = 32) -> str:
+    """Hex sha256 of a typed canonical encoding of ``value`` (first ``length`` hex digits)."""
+    payload = json.dumps(_encode(value), separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(payload.encode("ascii")).hexdigest()[:length]
+
+
+def hash_stream(stream: BinaryIO) -> str:
+    """sha256 of everything read from a binary stream, in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    while chunk := stream.read(CHUNK):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def sha256_file(path: str) -> str:
+    with open(path, "rb") as fh:
+        return hash_stream(fh)
+
+
+def combine(parts: Iterable[str]) -> str:
+    """Hash an ordered list of hex digests into one."""
+    return stable_hash(list(parts))

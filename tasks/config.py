@@ -1,0 +1,300 @@
+"""The prepflow config: a superset of Ludwig's preprocessing config (DESIGN section 2).
+
+Loading goes in two steps, both before any data is read:
+
+1. the YAML is parsed safely and validated against pydantic models (unknown keys and bad
+   values raise ``ConfigError`` naming the key path and the closest valid spelling);
+2. each feature's ``preprocessing`` is resolved: the type's built-in defaults, then
+   ``defaults.<type>.preprocessing``, then the feature's own block, validated by the feature
+   type's own ``Preprocessing`` model.
+
+Ludwig's model-side sections (``combiner``, ``trainer``, ``hyperopt``, ...) and feature keys
+(``encoder``, ``decoder``, ``loss``, ...) are accepted and ignored, so a Ludwig config that
+uses only supported preprocessing options runs unchanged.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from tasks.errors import ConfigError
+
+LUDWIG_MODEL_SECTIONS = ("combiner", "trainer", "hyperopt", "backend", "ludwig_version", "model_type")
+LUDWIG_FEATURE_KEYS = ("encoder", "decoder", "loss", "tied", "dependencies", "reduce_input",
+                       "reduce_dependencies", "top_k", "calibration", "threshold", "class_similarities",
+                       "column", "proc_column", "active", "augmentation", "input_size")
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class FeatureConfig(BaseModel):
+    """One input or output feature. ``preprocessing`` is validated by the feature type."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1)
+    type: str | None = None  # None: inferred from the data (``infer_types``)
+    column: str | None = None  # Ludwig: the dataset column; defaults to ``name``
+    preprocessing: dict[str, Any] = Field(default_factory=dict)
+    # Ludwig model-side keys, accepted and ignored.
+    encoder: Any = None
+    decoder: Any = None
+    loss: Any = None
+    tied: Any = None
+    dependencies: Any = None
+    reduce_input: Any = None
+    reduce_dependencies: Any = None
+    top_k: Any = None
+    calibration: Any = None
+    threshold: Any = None
+    class_similarities: Any = None
+    proc_column: Any = None
+    active: Any = None
+    augmentation: Any = None
+    input_size: Any = None
+
+    @property
+    def source_column(self) -> str:
+        return self.column or self.name
+
+
+class SplitConfig(StrictModel):
+    type: Literal["random", "fixed", "stratify", "datetime", "hash"] = "random"
+    probabilities: list[float] = Field(default_factory=lambda: [0.7, 0.1, 0.2])
+    seed: int = 42
+    column: str | None = None  # fixed / stratify / datetime / hash
+
+    @field_validator("probabilities")
+    @classmethod
+    def _probabilities(cls, value: list[float]) -> list[float]:
+        if len(value) != 3:
+            raise ValueError(f"must have 3 values (train, validation, test), got {len(value)}")
+        if any(p < 0 for p in value):
+            raise ValueError(f"must be non-negative, got {value}")
+        if abs(sum(value) - 1.0) > 1e-6:
+            raise ValueError(f"must sum to 1, got {value} (sum {sum(value):g})")
+        return value
+
+    @model_validator(mode="after")
+    def _column_needed(self) -> "SplitConfig":
+        if self.type != "random" and not self.column:
+            raise ValueError(f"split type '{self.type}' needs 'column'")
+        return self
+
+
+class BalanceConfig(StrictModel):
+    oversample_minority: float | None = Field(default=None, gt=0, le=1)
+    undersample_majority: float | None = Field(default=None, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _exclusive(self) -> "BalanceConfig":
+        if self.oversample_minority is not None and self.undersample_majority is not None:
+            raise ValueError("oversample_minority and undersample_majority are mutually exclusive")
+        return self
+
+
+class GlobalPreprocessing(StrictModel):
+    split: SplitConfig = Field(default_factory=SplitConfig)
+    balance: BalanceConfig = Field(default_factory=BalanceConfig)
+    # Ludwig spells the balance options directly under preprocessing; both are accepted.
+    oversample_minority: float | None = Field(default=None, gt=0, le=1)
+    undersample_majority: float | None = Field(default=None, gt=0, le=1)
+    fit_on: Literal["train", "all"] = "train"
+    sample_ratio: float = Field(default=1.0, gt=0, le=1)
+    sample_size: int | None = Field(default=None, gt=0)
+    sample_seed: int = 42
+
+    @model_validator(mode="after")
+    def _merge_balance(self) -> "GlobalPreprocessing":
+        if self.oversample_minority is not None or self.undersample_majority is not None:
+            self.balance = BalanceConfig(
+                oversample_minority=self.oversample_minority or self.balance.oversample_minority,
+                undersample_majority=self.undersample_majority or self.balance.undersample_majority,
+            )
+            self.oversample_minority = self.undersample_majority = None
+        return self
+
+
+class TypeDefaults(StrictModel):
+    preprocessing: dict[str, Any] = Field(default_factory=dict)
+    # Ludwig lets defaults carry encoder/decoder/loss too: accepted and ignored.
+    encoder: Any = None
+    decoder: Any = None
+    loss: Any = None
+
+
+class ValidationConfig(StrictModel):
+    raw: str | list[str] | None = None
+    encoded: str | list[str] | None = None
+    on_failure: Literal["fail", "warn"] = "fail"
+    generated: bool = True  # run the suites prepflow derives from the config
+
+
+class PublishConfig(StrictModel):
+    formats: list[Literal["parquet", "npy"]] = Field(default_factory=lambda: ["parquet"])
+    channels: dict[str, list[str]] | None = None
+    shard_rows: int = Field(default=1_000_000, gt=0)
+    row_group_rows: int = Field(default=65_536, gt=0)
+
+    @field_validator("formats")
+    @classmethod
+    def _formats(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("must name at least one format (parquet, npy)")
+        return sorted(set(value), key=value.index)
+
+
+class StageSpec(StrictModel):
+    uses: str
+    after: str = "fill_missing"
+    name: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class Config(StrictModel):
+    input_features: list[FeatureConfig] = Field(min_length=1)
+    output_features: list[FeatureConfig] = Field(default_factory=list)
+    preprocessing: GlobalPreprocessing = Field(default_factory=GlobalPreprocessing)
+    defaults: dict[str, TypeDefaults] = Field(default_factory=dict)
+    validation: ValidationConfig = Field(default_factory=ValidationConfig)
+    publish: PublishConfig = Field(default_factory=PublishConfig)
+    stages: list[StageSpec] = Field(default_factory=list)
+    # Ludwig model-side sections, accepted and ignored.
+    combiner: Any = None
+    trainer: Any = None
+    hyperopt: Any = None
+    backend: Any = None
+    ludwig_version: Any = None
+    model_type: Any = None
+
+    @property
+    def features(self) -> list[FeatureConfig]:
+        return [*self.input_features, *self.output_features]
+
+    def is_output(self, name: str) -> bool:
+        return any(f.name == name for f in self.output_features)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> "Config":
+        seen: set[str] = set()
+        for feature in self.features:
+            if feature.name in seen:
+                raise ValueError(f"feature name '{feature.name}' is used twice")
+            seen.add(feature.name)
+        return self
+
+
+# --------------------------------------------------------------------------------------
+# Error formatting
+
+
+def _loc_to_path(loc: tuple) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += ("." if path else "") + str(part)
+    return path
+
+
+def _known_fields(model: type[BaseModel], loc: tuple) -> list[str]:
+    """Field names valid at the parent of ``loc`` (for 'did you mean')."""
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(part)
+            if field is None:
+                return []
+            current = _model_of(field.annotation)
+        else:
+            return []
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        names = list(current.model_fields)
+        if current is FeatureConfig:
+            names = [n for n in names if n not in LUDWIG_FEATURE_KEYS or n == "column"]
+        return names
+    return []
+
+
+def _model_of(annotation: Any) -> Any:
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def suggest(word: str, choices: list[str]) -> str:
+    match = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f"; did you mean '{match[0]}'?" if match else (
+        f"; valid keys: {', '.join(choices)}" if choices else "")
+
+
+def format_validation_error(exc: ValidationError, model: type[BaseModel], prefix: str = "") -> str:
+    lines = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        path = prefix + _loc_to_path(loc)
+        if err["type"] == "extra_forbidden":
+            lines.append(f"{path}: unknown key{suggest(str(loc[-1]), _known_fields(model, loc))}")
+        elif err["type"] == "literal_error":
+            expected = err["ctx"]["expected"].replace("'", "")
+            lines.append(f"{path}: must be one of {expected}. Got {err['input']!r} instead.")
+        elif err["type"] == "missing":
+            lines.append(f"{path}: required key is missing")
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+            lines.append(f"{path}: {msg} (got {err.get('input')!r})" if loc else msg)
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------
+# Loading
+
+
+def parse_config(data: Any, source: str = "config") -> Config:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping with 'input_features', got {type(data).__name__}")
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: invalid config\n{format_validation_error(exc, Config)}") from None
+    from tasks.features import resolve_preprocessing
+
+    resolve_preprocessing(config, source)
+    return config
+
+
+def load_config(path: str | Path) -> Config:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    try:
+        data = yaml.safe_load(text)  # safe: tags like !!python/object are rejected
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    return parse_config(data, str(path))
+
+
+def json_schema() -> dict:
+    schema = Config.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "prepflow config"
+    return schema

@@ -1,0 +1,78 @@
+"""What every stage receives: the resolved config, feature objects, cache and run options.
+
+``StageResult`` is what a stage returns (and what Prefect tasks pass between them): the cache
+key, the entry's folder, whether it came from the cache, and its statistics. No Dask collection
+ever crosses a stage boundary, only paths and keys.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from storage.cache import StageCache, cache_key
+from tasks.config import Config
+from tasks.features import build_all
+from tasks.features.base import FeatureType
+from tasks.statistics import Statistics
+
+
+@dataclass
+class RunContext:
+    config: Config
+    dataset: str
+    cache: StageCache
+    npartitions: int | None = None
+    output: str = "artifacts"
+
+    def __post_init__(self) -> None:
+        self.features: list[FeatureType] = build_all(self.config)
+
+    def feature(self, name: str) -> FeatureType:
+        return next(f for f in self.features if f.name == name)
+
+    def features_slice(self, names: list[str] | None = None) -> list[dict]:
+        """The config slice of the named features (all by default), for cache keys."""
+        chosen = [f for f in self.config.features if names is None or f.name in names]
+        return [{"name": f.name, "type": f.type, "column": f.source_column, "preprocessing": f.preprocessing,
+                 "output": self.config.is_output(f.name)} for f in chosen]
+
+
+@dataclass
+class StageResult:
+    stage: str
+    key: str
+    path: str
+    cached: bool
+    seconds: float = 0.0
+    statistics: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"stage": self.stage, "key": self.key, "path": self.path, "cached": self.cached,
+                "seconds": round(self.seconds, 4), "statistics": self.statistics}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "StageResult":
+        return cls(**data)
+
+
+STATS_FILE = "statistics.json"
+
+
+def run_cached(ctx: RunContext, stage: str, code_version: str, parents: list[str], config_slice: object,
+               compute: Callable[[Path], Statistics]) -> StageResult:
+    """Return the cached entry for this key, or run ``compute(tmp_dir)`` and store it atomically."""
+    start = time.perf_counter()
+    key = cache_key(stage, code_version, parents, config_slice)
+    hit = ctx.cache.get(stage, key)
+    if hit is not None:
+        stats = json.loads((hit / STATS_FILE).read_text()) if (hit / STATS_FILE).exists() else {}
+        return StageResult(stage, key, str(hit), True, time.perf_counter() - start, stats)
+    with ctx.cache.writer(stage, key) as tmp:
+        stats = compute(tmp)
+        (tmp / STATS_FILE).write_text(json.dumps(stats.to_json(), sort_keys=True))
+    return StageResult(stage, key, str(ctx.cache.path(stage, key)), False, time.perf_counter() - start,
+                       stats.to_json())

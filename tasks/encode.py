@@ -1,0 +1,102 @@
+"""encode: every feature of every row -> fixed-dtype columns, written per split.
+
+Each Dask partition is prepared (cast, drop, fill), encoded by its feature types with the fitted
+metadata, expanded by the balance multiplicities (training rows only) and written as
+``<split>/part-NNNNN.parquet`` (one per partition, in row order). Publish re-shards them, so the
+artifact does not depend on the partitioning.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from dask import delayed
+
+from tasks import balance as balance_mod
+from tasks import fill_missing, frame, vocab
+from tasks import ingest as ingest_mod
+from tasks import split as split_mod
+from tasks.split import SPLIT_NAMES
+from tasks.statistics import Statistics
+
+CODE_VERSION = "encode-1"
+
+
+def to_arrow(values: np.ndarray) -> pa.Array:
+    """1-D arrays as plain columns, n x d (or n x a x b) arrays as fixed-size lists."""
+    if values.ndim == 1:
+        return pa.array(values)
+    flat = pa.array(np.ascontiguousarray(values).reshape(-1))
+    for width in reversed(values.shape[1:]):
+        flat = pa.FixedSizeListArray.from_arrays(flat, width)
+    return flat
+
+
+def encode_frame(features, metadata: dict, df) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for f in features:
+        out.update(f.encode(df[f.name], metadata[f.name]))
+    return out
+
+
+def _encode_partition(prepared, index, features, metadata, mult, out_dir):
+    df = prepared.frame
+    stats = Statistics()
+    for name, n in prepared.filled.items():
+        stats.counter(f"fill_missing.filled.{name}", n)
+    for name, n in prepared.dropped.items():
+        stats.counter(f"fill_missing.rows_dropped.{name}", n)
+    rows_out = {}
+    for split_id, split_name in enumerate(SPLIT_NAMES):
+        part = df.loc[df[frame.SPLIT] == split_id].reset_index(drop=True)
+        if split_id == 0 and mult is not None and len(part):
+            reps = np.asarray(mult[part[ingest_mod.ROW].to_numpy()], dtype=np.int64)
+            part = part.iloc[np.repeat(np.arange(len(part)), reps)].reset_index(drop=True)
+        columns = encode_frame(features, metadata, part)
+        for f in features:
+            if metadata[f.name].get("idx2str") is not None and f.name in columns and columns[f.name].ndim == 1:
+                stats.counter(f"encode.oov.{split_name}.{f.name}", int((columns[f.name] == 0).sum()))
+        table = pa.table({name: to_arrow(arr) for name, arr in columns.items()})
+        folder = out_dir / split_name
+        folder.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, folder / f"part-{index:05d}.parquet")
+        rows_out[split_name] = table.num_rows
+        stats.counter(f"encode.rows_out.{split_name}", table.num_rows)
+    return stats, rows_out
+
+
+def run(ctx, ingest, split, missing, balance, fitted):
+    from tasks.context import run_cached
+
+    config_slice = {"features": ctx.features_slice()}
+
+    def compute(out: Path) -> Statistics:
+        assign = split_mod.load(split)
+        states = fill_missing.load(missing)
+        metadata = vocab.load(fitted)
+        mult = balance_mod.load(balance)
+        parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
+        prepared = frame.filled_partitions(parts, ctx.features, assign, states)
+        results = frame.compute([delayed(_encode_partition)(p, i, ctx.features, metadata, mult, out)
+                                 for i, p in enumerate(prepared)])
+        stats = Statistics()
+        for partial, _rows in results:
+            stats = stats.merge(partial)
+        counts = {s: sum(r[s] for _st, r in results) for s in SPLIT_NAMES}
+        (out / "encode.json").write_text(json.dumps({"rows": counts, "parts": len(results)}))
+        return stats
+
+    return run_cached(ctx, "encode", CODE_VERSION, [ingest.key, split.key, missing.key, balance.key, fitted.key],
+                      config_slice, compute)
+
+
+def split_parts(result, split_name: str) -> list[Path]:
+    return sorted((Path(result.path) / split_name).glob("part-*.parquet"))
+
+
+def row_counts(result) -> dict[str, int]:
+    return json.loads((Path(result.path) / "encode.json").read_text())["rows"]

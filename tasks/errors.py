@@ -1,0 +1,34 @@
+"""Error types a user can act on.
+
+Every error prepflow raises for a user mistake is a ``PrepflowError`` whose message names the
+file, row, column or config key and what was expected. The CLI maps them to exit codes:
+``ConfigError`` -> 2 (usage/config), ``DataError`` / ``ValidationFailed`` -> 1 (data).
+"""
+
+from __future__ import annotations
+
+
+class PrepflowError(Exception):
+    """Base class of the errors prepflow reports to users (never a bare traceback)."""
+
+    exit_code = 1
+
+
+class ConfigError(PrepflowError):
+    """The config (or a CLI argument) is wrong; raised before any data is read."""
+
+    exit_code = 2
+
+
+class DataError(PrepflowError):
+    """The dataset does not match the config or cannot be read."""
+
+    exit_code = 1
+
+
+class ValidationFailed(DataError):
+    """A data-quality gate with ``on_failure: fail`` did not pass."""
+
+
+class IntegrityError(DataError):
+    """A cache entry or an artifact file does not match its recorded sha256."""

@@ -1,0 +1,86 @@
+"""Feature-type registry and config resolution.
+
+``REGISTRY`` maps a config ``type`` to its ``FeatureType`` class. Custom types are named by
+``"pkg.module:Class"`` (see ``load_feature_class``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from pydantic import ValidationError
+
+from tasks.config import Config, FeatureConfig, format_validation_error
+from tasks.errors import ConfigError
+from tasks.features.base import MISSING_STRATEGIES, FeatureType
+from tasks.features.binary import BinaryFeature
+from tasks.features.category import CategoryFeature
+from tasks.features.number import NumberFeature
+
+REGISTRY: dict[str, type[FeatureType]] = {
+    "binary": BinaryFeature,
+    "number": NumberFeature,
+    "numerical": NumberFeature,  # Ludwig < 0.5 spelling
+    "category": CategoryFeature,
+}
+
+
+def load_feature_class(type_name: str, where: str) -> type[FeatureType]:
+    if type_name in REGISTRY:
+        return REGISTRY[type_name]
+    if ":" in type_name:
+        module_name, _, attr = type_name.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"{where}.type: cannot load custom feature type {type_name!r}: {exc}") from None
+        if not (isinstance(cls, type) and issubclass(cls, FeatureType)):
+            raise ConfigError(f"{where}.type: {type_name!r} is not a subclass of tasks.features.FeatureType")
+        return cls
+    from tasks.config import suggest
+
+    raise ConfigError(f"{where}.type: unknown feature type {type_name!r}{suggest(type_name, sorted(REGISTRY))}")
+
+
+def _resolve_one(feature: FeatureConfig, where: str, config: Config) -> None:
+    if feature.type is None:
+        return  # filled in by infer_types once the data is read
+    cls = load_feature_class(feature.type, where)
+    merged: dict[str, Any] = {}
+    for key in (feature.type, cls.type_name):
+        if key in config.defaults:
+            merged.update(config.defaults[key].preprocessing)
+    merged.update(feature.preprocessing)
+    try:
+        options = cls.Preprocessing.model_validate(merged)
+    except ValidationError as exc:
+        msgs = format_validation_error(exc, cls.Preprocessing, prefix=f"{where}.preprocessing.")
+        msgs = msgs.replace(": must be one of", f": the parameter of {cls.type_name} feature '{feature.name}' "
+                            "must be one of")
+        raise ConfigError(msgs) from None
+    strategy = options.missing_value_strategy
+    if strategy is not None and strategy not in cls.allowed_missing_strategies:
+        valid = ", ".join(cls.allowed_missing_strategies)
+        hint = "" if strategy in MISSING_STRATEGIES else ""
+        raise ConfigError(f"{where}.preprocessing.missing_value_strategy: the 'missing_value_strategy' parameter "
+                          f"of {cls.type_name} feature '{feature.name}' must be one of {valid}. "
+                          f"Got {strategy!r} instead.{hint}")
+    feature.preprocessing = options.model_dump()
+
+
+def resolve_preprocessing(config: Config, source: str = "config") -> None:
+    """Validate every feature's preprocessing against its type; store the merged options."""
+    for section in ("input_features", "output_features"):
+        for i, feature in enumerate(getattr(config, section)):
+            _resolve_one(feature, f"{source}: {section}[{i}]", config)
+
+
+def build(feature: FeatureConfig, is_output: bool) -> FeatureType:
+    cls = load_feature_class(feature.type or "", feature.name)
+    options = cls.Preprocessing.model_validate(feature.preprocessing)
+    return cls(feature.name, feature.source_column, options, is_output=is_output)
+
+
+def build_all(config: Config) -> list[FeatureType]:
+    return [build(f, config.is_output(f.name)) for f in config.features]

@@ -1,0 +1,133 @@
+"""binary: one bool per row.
+
+Raw values may be booleans, 0/1 numbers or strings. Strings in Ludwig's true/false sets
+(yes/no, y/n, true/false, t/f, 1/0, on/off, case-insensitive) map directly; any other column
+with exactly two distinct strings maps ``fallback_true_label`` (default: the larger of the two
+in string order) to True. ``str2bool``/``bool2str`` are recorded when the raw values are
+strings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tasks.errors import DataError
+from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, first_bad, merge_counts
+
+TRUE_STRS = {"yes", "y", "true", "t", "1", "1.0", "on"}
+FALSE_STRS = {"no", "n", "false", "f", "0", "0.0", "off"}
+
+
+class BinaryPreprocessing(BasePreprocessing):
+    fallback_true_label: str | None = None
+
+
+class BinaryFeature(FeatureType):
+    type_name = "binary"
+    Preprocessing = BinaryPreprocessing
+    default_missing_strategy = "fill_with_false"
+    allowed_missing_strategies = ("fill_with_const", "fill_with_mode", "fill_with_false", "fill_with_true",
+                                  "bfill", "ffill", "drop_row")
+
+    def cast(self, values: pd.Series, rows: np.ndarray) -> pd.Series:
+        if pd.api.types.is_bool_dtype(values.dtype):
+            return values.map({True: "true", False: "false"}).astype("string")
+        if pd.api.types.is_numeric_dtype(values.dtype):
+            x = values.to_numpy(dtype="float64", na_value=np.nan)
+            bad = ~np.isnan(x) & (x != 0) & (x != 1)
+            if bad.any():
+                row, value = first_bad(bad, values, rows)
+                raise DataError(f"row {row + 1}, column '{self.column}': binary feature '{self.name}' expects "
+                                f"0/1, true/false or two distinct strings, got {value!r}")
+            out = pd.Series(np.where(x == 1, "1", "0"), index=values.index, dtype="string")
+            return out.mask(np.isnan(x))
+        return values.astype("string").str.strip()
+
+    def missing_partial(self, values: pd.Series) -> dict:
+        partial = super().missing_partial(values)
+        partial["raw_counts"] = _counts(values)
+        return partial
+
+    def missing_merge(self, a: dict, b: dict) -> dict:
+        out = super().missing_merge(a, b)
+        out["raw_counts"] = merge_counts(a["raw_counts"], b["raw_counts"])
+        return out
+
+    def missing_state(self, partial: dict) -> dict:
+        distinct = sorted(partial["raw_counts"])
+        standard = all(v.lower() in TRUE_STRS | FALSE_STRS for v in distinct)
+        if standard:
+            str2bool = {v: v.lower() in TRUE_STRS for v in distinct}
+        else:
+            if len(distinct) > 2:
+                raise DataError(f"column '{self.column}': binary feature '{self.name}' has {len(distinct)} "
+                                f"distinct values {distinct[:5]}; expected at most 2")
+            true_label = self.options.fallback_true_label or distinct[-1]
+            if true_label not in distinct:
+                raise DataError(f"binary feature '{self.name}': fallback_true_label {true_label!r} is not one "
+                                f"of the column's values {distinct}")
+            str2bool = {v: v == true_label for v in distinct}
+        state = {"str2bool": str2bool, "missing_value_strategy": self.missing_strategy, "computed_fill_value": None}
+        strategy = self.missing_strategy
+        if strategy in ("fill_with_false", "fill_with_true"):
+            state["computed_fill_value"] = strategy == "fill_with_true"
+        elif strategy == "fill_with_const":
+            state["computed_fill_value"] = self._to_bool(self.options.fill_value, str2bool)
+        elif strategy == "fill_with_mode":
+            bool_counts: dict[bool, int] = {}
+            for raw, n in partial["raw_counts"].items():
+                bool_counts[str2bool[raw]] = bool_counts.get(str2bool[raw], 0) + n
+            if not bool_counts:
+                raise DataError(f"feature '{self.name}': fill_with_mode needs at least one non-missing value")
+            state["computed_fill_value"] = sorted(bool_counts, key=lambda b: (-bool_counts[b], b))[0]
+        return state
+
+    def _to_bool(self, value: Any, str2bool: dict) -> bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip()
+        if text in str2bool:
+            return str2bool[text]
+        if text.lower() in TRUE_STRS | FALSE_STRS:
+            return text.lower() in TRUE_STRS
+        raise DataError(f"binary feature '{self.name}': fill_value {value!r} is not a boolean or one of "
+                        f"{sorted(str2bool)}")
+
+    def normalize(self, values: pd.Series, missing_state: dict, rows: np.ndarray) -> pd.Series:
+        str2bool = missing_state["str2bool"]
+        lookup = dict(str2bool)
+        for v in list(values.dropna().unique()):
+            if v not in lookup and str(v).lower() in TRUE_STRS | FALSE_STRS:
+                lookup[v] = str(v).lower() in TRUE_STRS
+        mapped = values.map(lookup)
+        bad = mapped.isna().to_numpy() & values.notna().to_numpy()
+        if bad.any():
+            row, value = first_bad(bad, values, rows)
+            raise DataError(f"row {row + 1}, column '{self.column}': binary feature '{self.name}' got {value!r}, "
+                            f"which is not one of the fitted values {sorted(str2bool)}")
+        return mapped.astype("boolean")
+
+    def finalize(self, partial: Any, missing_state: dict) -> dict:
+        str2bool = missing_state["str2bool"]
+        meta: dict[str, Any] = {}
+        if str2bool and not all(v.lower() in TRUE_STRS | FALSE_STRS for v in str2bool):
+            meta["str2bool"] = str2bool
+            falses = sorted(k for k, v in str2bool.items() if not v)
+            trues = sorted(k for k, v in str2bool.items() if v)
+            meta["bool2str"] = [falses[0] if falses else "false", trues[0] if trues else "true"]
+            meta["fallback_true_label"] = meta["bool2str"][1]
+        return meta
+
+    def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
+        return {self.name: values.to_numpy(dtype=bool, na_value=False)}
+
+    def output_columns(self, metadata: dict) -> list[ColumnSpec]:
+        return [ColumnSpec(self.name, "bool")]
+
+
+def _counts(values: pd.Series) -> dict[str, int]:
+    vc = values.dropna().value_counts(sort=False)
+    return {str(k): int(v) for k, v in vc.items()}

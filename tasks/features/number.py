@@ -1,0 +1,157 @@
+"""number: one float32 value per row, normalized; metadata keys as in Ludwig.
+
+normalization  encoded value                       metadata
+zscore         (x - mean) / std  (std 0 -> x-mean)  mean, std (sample std, ddof=1)
+minmax         (x - min) / (max - min)             min, max
+iq             (x - q2) / (q3 - q1)                q1, q2, q3
+log1p          log1p(x); x <= -1 is an error       -
+none           x                                   -
+
+Statistics are exact (``storage.exact_sum``) so they do not depend on the partitioning.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from storage.exact_sum import ExactSum
+from tasks.errors import DataError
+from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, first_bad
+
+
+class NumberPreprocessing(BasePreprocessing):
+    normalization: Literal["zscore", "minmax", "iq", "log1p", "none"] = "zscore"  # Ludwig >= 0.7 default
+
+
+class NumberFeature(FeatureType):
+    type_name = "number"
+    Preprocessing = NumberPreprocessing
+    default_missing_strategy = "fill_with_mean"
+    allowed_missing_strategies = ("fill_with_const", "fill_with_mode", "fill_with_mean", "bfill", "ffill",
+                                  "drop_row")
+    default_fill_value = 0.0
+
+    def read_as(self) -> str:
+        return "float64"
+
+    @property
+    def normalization(self) -> str:
+        return self.options.normalization
+
+    def cast(self, values: pd.Series, rows: np.ndarray) -> pd.Series:
+        if pd.api.types.is_bool_dtype(values.dtype):
+            return values.astype("float64")
+        if pd.api.types.is_numeric_dtype(values.dtype):
+            out = values.astype("float64")
+        else:
+            text = values.astype("string").str.strip()
+            out = pd.to_numeric(text, errors="coerce").astype("float64")
+            bad = out.isna().to_numpy() & text.notna().to_numpy() & (text != "").fillna(False).to_numpy()
+            bad &= ~text.str.lower().isin(["nan", "na", "null", "none"]).fillna(False).to_numpy()
+            if bad.any():
+                row, value = first_bad(bad, values, rows)
+                raise DataError(f"row {row + 1}, column '{self.column}': number feature '{self.name}' expects "
+                                f"a number, got {value!r}")
+        arr = out.to_numpy(dtype="float64", na_value=np.nan)
+        inf = np.isinf(arr)
+        if inf.any():
+            row, value = first_bad(inf, out, rows)
+            raise DataError(f"row {row + 1}, column '{self.column}': number feature '{self.name}' got "
+                            f"{value!r}; infinities are not allowed (use a fill strategy for missing values)")
+        return pd.Series(arr, index=values.index)
+
+    def fill_value_from_config(self, value: Any) -> float:
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise DataError(f"feature '{self.name}': fill_value must be a number, got {value!r}") from None
+
+    def missing_partial(self, values: pd.Series) -> dict:
+        partial = super().missing_partial(values)
+        if self.missing_strategy == "fill_with_mean":
+            partial["sum"] = ExactSum().add_array(values.dropna().to_numpy())
+        return partial
+
+    def missing_merge(self, a: dict, b: dict) -> dict:
+        out = super().missing_merge(a, b)
+        if "sum" in a:
+            out["sum"] = a["sum"].merge(b["sum"])
+        return out
+
+    def missing_state(self, partial: dict) -> dict:
+        state = super().missing_state(partial)
+        if state["missing_value_strategy"] == "fill_with_mean":
+            n = partial["count"] - partial["nulls"]
+            if n == 0:
+                raise DataError(f"feature '{self.name}': fill_with_mean needs at least one non-missing value "
+                                "in the rows the fill is fitted on")
+            state["computed_fill_value"] = float(partial["sum"].fraction() / n)
+        return state
+
+    # ---- fit -------------------------------------------------------------------------------
+    def fit_partial(self, values: pd.Series) -> dict:
+        x = values.dropna().to_numpy(dtype="float64")
+        partial: dict[str, Any] = {"n": int(x.size), "sum": ExactSum().add_array(x),
+                                   "sumsq": ExactSum().add_array(x * x),
+                                   "min": float(x.min()) if x.size else None,
+                                   "max": float(x.max()) if x.size else None}
+        if self.normalization == "iq":
+            partial["values"] = x
+        return partial
+
+    def merge(self, a: dict, b: dict) -> dict:
+        out = {"n": a["n"] + b["n"], "sum": a["sum"].merge(b["sum"]), "sumsq": a["sumsq"].merge(b["sumsq"]),
+               "min": _opt(min, a["min"], b["min"]), "max": _opt(max, a["max"], b["max"])}
+        if "values" in a:
+            out["values"] = np.concatenate([a["values"], b["values"]])
+        return out
+
+    def finalize(self, partial: dict, missing_state: dict) -> dict:
+        n = partial["n"]
+        meta: dict[str, Any] = {"normalization": self.normalization}
+        if n == 0:
+            raise DataError(f"number feature '{self.name}': no non-missing values to fit on")
+        total, sumsq = partial["sum"].fraction(), partial["sumsq"].fraction()
+        mean = total / n
+        var = (sumsq - total * total / n) / (n - 1) if n > 1 else Fraction(0)
+        meta.update(mean=float(mean), std=float(np.sqrt(float(max(var, Fraction(0))))),
+                    min=partial["min"], max=partial["max"])
+        if self.normalization == "iq":
+            q1, q2, q3 = np.quantile(np.sort(partial["values"]), [0.25, 0.5, 0.75])
+            meta.update(q1=float(q1), q2=float(q2), q3=float(q3))
+        if self.normalization == "log1p" and partial["min"] <= -1:
+            raise DataError(f"number feature '{self.name}': log1p normalization needs values > -1, "
+                            f"the fitted minimum is {partial['min']}")
+        return meta
+
+    def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
+        x = values.to_numpy(dtype="float64", na_value=np.nan)
+        norm = metadata["normalization"]
+        if norm == "zscore":
+            std = metadata["std"] or 1.0
+            x = (x - metadata["mean"]) / std
+        elif norm == "minmax":
+            span = (metadata["max"] - metadata["min"]) or 1.0
+            x = (x - metadata["min"]) / span
+        elif norm == "iq":
+            span = (metadata["q3"] - metadata["q1"]) or 1.0
+            x = (x - metadata["q2"]) / span
+        elif norm == "log1p":
+            with np.errstate(invalid="ignore", divide="ignore"):
+                x = np.log1p(x)
+        return {self.name: x.astype(np.float32)}
+
+    def output_columns(self, metadata: dict) -> list[ColumnSpec]:
+        return [ColumnSpec(self.name, "float32")]
+
+
+def _opt(fn, a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return fn(a, b)

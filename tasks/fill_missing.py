@@ -1,0 +1,59 @@
+"""fill_missing: fit each feature's missing-value state on the ``fit_on`` rows.
+
+Output ``missing.json``: per feature ``missing_value_strategy`` and ``computed_fill_value`` (the
+value actually used; None for ffill/bfill/drop_row), plus type-specific state such as a binary
+feature's ``str2bool``. The fill itself is applied by ``tasks.frame.normalize_and_fill`` in every
+later stage, so this stage writes no copy of the data.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import reduce
+from pathlib import Path
+
+import numpy as np
+from dask import delayed
+
+from tasks import frame
+from tasks import ingest as ingest_mod
+from tasks import split as split_mod
+from tasks.statistics import Statistics
+
+CODE_VERSION = "fill_missing-1"
+
+
+def _partial(pdf, features, assign, fit_on):
+    typed = frame.cast_partition(pdf, features, assign)
+    drop = np.zeros(len(typed), dtype=bool)
+    for f in features:
+        if f.missing_strategy == "drop_row":
+            drop |= typed[f.name].isna().to_numpy()
+    fit = frame.fit_rows(typed.loc[~drop], fit_on)
+    return {f.name: f.missing_partial(fit[f.name]) for f in features}
+
+
+def run(ctx, ingest, split):
+    from tasks.context import run_cached
+
+    fit_on = ctx.config.preprocessing.fit_on
+    config_slice = {"features": ctx.features_slice(), "fit_on": fit_on}
+
+    def compute(out: Path) -> Statistics:
+        assign = split_mod.load(split)
+        parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
+        partials = frame.compute([delayed(_partial)(p, ctx.features, assign, fit_on) for p in parts])
+        states = {}
+        stats = Statistics()
+        for f in ctx.features:
+            merged = reduce(f.missing_merge, [p[f.name] for p in partials])
+            states[f.name] = f.missing_state(merged)
+            stats.counter(f"fill_missing.missing_in_fit_rows.{f.name}", merged["nulls"])
+        (out / "missing.json").write_text(json.dumps(states, sort_keys=True, indent=1))
+        return stats
+
+    return run_cached(ctx, "fill_missing", CODE_VERSION, [ingest.key, split.key], config_slice, compute)
+
+
+def load(result) -> dict:
+    return json.loads((Path(result.path) / "missing.json").read_text())

@@ -1,0 +1,166 @@
+"""Dask partitions of the ingested table, and the per-partition preparation every stage shares.
+
+``partitions(ingest_dir, n)`` returns the Dask DataFrame's delayed partitions (in row order).
+``prepare`` turns one raw partition into typed, split-tagged, filled values:
+
+    cast (per feature type) -> keep sampled rows -> normalize (binary str->bool)
+        -> drop rows where a drop_row feature is missing -> fill (const/mode/mean/true/false,
+           ffill/bfill with carries from earlier/later partitions)
+
+It is pure pandas/numpy, so it is unit-testable without Dask or Prefect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import dask
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+
+from tasks.features.base import FeatureType
+from tasks.ingest import ROW
+
+SPLIT = "__split__"
+
+
+def read_ingested(ingest_dir: str, npartitions: int | None) -> dd.DataFrame:
+    ddf = dd.read_parquet(ingest_dir)
+    if npartitions and npartitions != ddf.npartitions:
+        ddf = ddf.repartition(npartitions=npartitions)
+    return ddf
+
+
+def partitions(ingest_dir: str, npartitions: int | None) -> list:
+    return list(read_ingested(ingest_dir, npartitions).to_delayed())
+
+
+def compute(tasks: list) -> list:
+    """Run delayed tasks on the active scheduler (a distributed Client if one is set)."""
+    return list(dask.compute(*tasks)) if tasks else []
+
+
+@dataclass
+class Prepared:
+    frame: pd.DataFrame  # typed (and, when fills are given, filled) columns by feature name + ROW, SPLIT
+    filled: dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)
+
+
+def cast_partition(pdf: pd.DataFrame, features: list[FeatureType], assign: np.ndarray) -> pd.DataFrame:
+    rows = pdf[ROW].to_numpy(dtype=np.int64)
+    split = assign[rows]
+    keep = split >= 0
+    pdf = pdf.loc[keep]
+    rows, split = rows[keep], split[keep]
+    out = {f.name: f.cast(pdf[f.column], rows).reset_index(drop=True) for f in features}
+    frame = pd.DataFrame(out)
+    frame[ROW] = rows
+    frame[SPLIT] = split
+    return frame
+
+
+def first_last_valid(frame: pd.DataFrame, names: list[str]) -> dict[str, tuple]:
+    """Per column: (first non-null value, last non-null value), None when all are null."""
+    out = {}
+    for name in names:
+        col = frame[name]
+        first, last = col.first_valid_index(), col.last_valid_index()
+        out[name] = (None if first is None else _py(col.loc[first]), None if last is None else _py(col.loc[last]))
+    return out
+
+
+def carries(edges: list[dict[str, tuple]], names: list[str]) -> list[dict[str, tuple]]:
+    """For each partition: (last non-null before it, first non-null after it) per column."""
+    result = [dict() for _ in edges]
+    for name in names:
+        before = None
+        for i, edge in enumerate(edges):
+            result[i][name] = [before, None]
+            if edge[name][1] is not None:
+                before = edge[name][1]
+        after = None
+        for i in range(len(edges) - 1, -1, -1):
+            result[i][name][1] = after
+            if edges[i][name][0] is not None:
+                after = edges[i][name][0]
+    return result
+
+
+def normalize_and_fill(frame: pd.DataFrame, features: list[FeatureType], states: dict[str, dict],
+                       carry: dict[str, list] | None = None) -> Prepared:
+    rows = frame[ROW].to_numpy()
+    for f in features:
+        frame[f.name] = f.normalize(frame[f.name], states[f.name], rows)
+    dropped: dict[str, int] = {}
+    drop_mask = np.zeros(len(frame), dtype=bool)
+    for f in features:
+        if states[f.name]["missing_value_strategy"] == "drop_row":
+            missing = frame[f.name].isna().to_numpy()
+            dropped[f.name] = int((missing & ~drop_mask).sum())
+            drop_mask |= missing
+    if drop_mask.any():
+        frame = frame.loc[~drop_mask].reset_index(drop=True)
+    filled: dict[str, int] = {}
+    for f in features:
+        state = states[f.name]
+        strategy = state["missing_value_strategy"]
+        col = frame[f.name]
+        n_missing = int(col.isna().sum())
+        if strategy in ("drop_row", "keep"):
+            continue
+        filled[f.name] = n_missing
+        if n_missing == 0:
+            continue
+        if strategy in ("ffill", "bfill"):
+            before, after = (carry or {}).get(f.name, (None, None))
+            primary, secondary = (col.ffill(), after) if strategy == "ffill" else (col.bfill(), before)
+            lead = before if strategy == "ffill" else after
+            if lead is not None:
+                primary = primary.fillna(lead)
+            # the opposite fill for a leading (ffill) or trailing (bfill) gap of the whole dataset
+            primary = primary.bfill() if strategy == "ffill" else primary.ffill()
+            if secondary is not None:
+                primary = primary.fillna(secondary)
+            frame[f.name] = primary
+        else:
+            frame[f.name] = col.fillna(state["computed_fill_value"])
+    return Prepared(frame, filled, dropped)
+
+
+def needs_carries(states: dict[str, dict]) -> list[str]:
+    return sorted(n for n, s in states.items() if s["missing_value_strategy"] in ("ffill", "bfill"))
+
+
+def _py(value):
+    return value.item() if hasattr(value, "item") else value
+
+
+def _edges(pdf, features, assign, states):
+    frame = cast_partition(pdf, features, assign)
+    names = needs_carries(states)
+    prepared = normalize_and_fill(frame, features, {n: (s if n not in names else {**s, "missing_value_strategy":
+                                                         "keep"}) for n, s in states.items()})
+    return first_last_valid(prepared.frame, names)
+
+
+def _prepare(pdf, features, assign, states, carry):
+    return normalize_and_fill(cast_partition(pdf, features, assign), features, states, carry)
+
+
+def filled_partitions(parts: list, features: list[FeatureType], assign: np.ndarray,
+                      states: dict[str, dict]) -> list:
+    """Delayed ``Prepared`` partitions: typed, split-tagged, rows dropped, values filled."""
+    from dask import delayed
+
+    names = needs_carries(states)
+    carry_list: list = [None] * len(parts)
+    if names:
+        edges = compute([delayed(_edges)(p, features, assign, states) for p in parts])
+        carry_list = carries(edges, names)
+    return [delayed(_prepare)(p, features, assign, states, c) for p, c in zip(parts, carry_list)]
+
+
+def fit_rows(frame: pd.DataFrame, fit_on: str) -> pd.DataFrame:
+    return frame.loc[frame[SPLIT] == 0] if fit_on == "train" else frame

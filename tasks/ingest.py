@@ -1,0 +1,362 @@
+"""ingest: read the dataset into the stage cache as Parquet parts with a global row number.
+
+Formats: CSV, TSV, JSON (array of records), JSONL, Parquet, Feather/Arrow IPC, Excel; local
+paths or fsspec URLs. Only the columns the config names are read. Text formats read number
+columns as float64 and everything else as Arrow strings (so category ids like ``007`` keep their
+spelling). Each part gets ``__row__``, the 0-based position of the row in the input: split
+assignment and the published row order depend on it, never on partitioning.
+
+The dataset fingerprint is the sha256 of the file's bytes (streamed), so a moved or copied
+file keeps its cache entries and a one-byte edit invalidates them.
+
+When pyarrow's fast reader rejects the file, a slow pure-Python pass locates the problem and
+the error names the file, line and column.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from storage.fs import open_input
+from storage.hashing import hash_stream, stable_hash
+from tasks.errors import DataError
+
+ROW = "__row__"
+CODE_VERSION = "ingest-1"
+PART_ROWS = 1 << 18  # rows per cached Parquet part
+FORMATS = ("csv", "tsv", "json", "jsonl", "parquet", "feather", "excel")
+
+
+@dataclass(frozen=True)
+class IngestSpec:
+    """What ingest needs: the columns to read and how to read them from text formats."""
+
+    columns: dict[str, str]  # column -> "string" | "float64"
+    format: str
+
+    def slice(self) -> dict:
+        return {"columns": dict(sorted(self.columns.items())), "format": self.format}
+
+
+def detect_format(path: str) -> str:
+    name = str(path).lower().split("?")[0]
+    for suffix in (".gz", ".bz2", ".zst", ".xz"):
+        name = name.removesuffix(suffix)
+    ext = os.path.splitext(name)[1].lstrip(".")
+    mapping = {"csv": "csv", "tsv": "tsv", "tab": "tsv", "json": "json", "jsonl": "jsonl", "ndjson": "jsonl",
+               "parquet": "parquet", "pq": "parquet", "feather": "feather", "arrow": "feather", "ipc": "feather",
+               "xlsx": "excel", "xls": "excel"}
+    if ext not in mapping:
+        raise DataError(f"{path}: cannot tell the format from the extension {ext!r}; expected one of "
+                        ".csv .tsv .json .jsonl .parquet .feather .xlsx")
+    return mapping[ext]
+
+
+def fingerprint(path: str) -> str:
+    """sha256 of the dataset's bytes (a directory: of its sorted files' names and bytes)."""
+    p = Path(path)
+    if p.is_dir():
+        parts = []
+        for f in sorted(x for x in p.rglob("*") if x.is_file()):
+            with open(f, "rb") as fh:
+                parts.append([f.relative_to(p).as_posix(), hash_stream(fh)])
+        return stable_hash(parts, length=64)
+    with open_input(path) as fh:
+        return hash_stream(fh)
+
+
+# ---- readers: each yields pyarrow RecordBatches with exactly the requested columns -------------
+
+def _check_columns(path: str, available: list[str], wanted: dict[str, str]) -> None:
+    dupes = sorted({c for c in available if available.count(c) > 1})
+    if dupes:
+        raise DataError(f"{path}: duplicate column names {dupes}; every column needs a unique name")
+    missing = [c for c in wanted if c not in available]
+    if missing:
+        import difflib
+
+        hints = []
+        for c in missing:
+            close = difflib.get_close_matches(c, available, n=1)
+            hints.append(f"'{c}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+        raise DataError(f"{path}: column(s) {', '.join(hints)} named in the config are not in the dataset; "
+                        f"its columns are {available}")
+
+
+def _pa_type(kind: str) -> pa.DataType:
+    return pa.float64() if kind == "float64" else pa.string()
+
+
+def _read_csv(path: str, spec: IngestSpec, delimiter: str):
+    with open_input(path) as fh:
+        head = fh.read(1 << 16)
+    if not head.strip():
+        raise DataError(f"{path}: the file is empty; expected a header line and data rows")
+    if head.startswith(codecs.BOM_UTF8):
+        head = head[3:]
+    try:
+        header_line = head.decode("utf-8").splitlines()[0]
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: line 1: not UTF-8 (byte 0x{head[exc.start]:02x} at offset {exc.start}); "
+                        "re-save the file as UTF-8") from None
+    available = next(csv.reader([header_line], delimiter=delimiter))
+    _check_columns(path, available, spec.columns)
+    convert = pacsv.ConvertOptions(
+        column_types={c: _pa_type(k) for c, k in spec.columns.items()},
+        include_columns=list(spec.columns),
+        strings_can_be_null=True,
+        null_values=["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"],
+    )
+    parse = pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True)
+    read = pacsv.ReadOptions(block_size=1 << 24)
+    try:
+        with open_input(path) as fh:
+            reader = pacsv.open_csv(fh, read_options=read, parse_options=parse, convert_options=convert)
+            for batch in reader:
+                yield batch
+    except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
+        raise _locate_csv_problem(path, delimiter, spec, str(exc)) from None
+
+
+def _locate_csv_problem(path: str, delimiter: str, spec: IngestSpec, arrow_message: str) -> DataError:
+    """Slow path: find the line and column pyarrow choked on."""
+    with open_input(path) as fh:
+        raw = fh.read()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        return DataError(f"{path}: line {line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+                         "re-save the file as UTF-8")
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    try:
+        header = next(reader)
+        for record in reader:
+            line = reader.line_num
+            if len(record) != len(header) and record:
+                return DataError(f"{path}: line {line}: expected {len(header)} fields, got {len(record)} "
+                                 f"(ragged row or an unbalanced quote)")
+            for col, kind in spec.columns.items():
+                if kind != "float64":
+                    continue
+                value = record[header.index(col)].strip()
+                if value in ("", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"):
+                    continue
+                try:
+                    float(value)
+                except ValueError:
+                    return DataError(f"{path}: line {line}, column '{col}': expected a number, got {value!r}")
+    except csv.Error as exc:
+        return DataError(f"{path}: line {reader.line_num}: malformed CSV ({exc})")
+    if text.count('"') % 2:
+        return DataError(f"{path}: unbalanced quote character (\") somewhere in the file")
+    return DataError(f"{path}: cannot parse as CSV: {arrow_message}")
+
+
+def _read_jsonl(path: str, spec: IngestSpec):
+    with open_input(path) as fh:
+        lines = fh.read().decode("utf-8", errors="strict").splitlines()
+    records = []
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}: line {i}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+        if not isinstance(records[-1], dict):
+            raise DataError(f"{path}: line {i}: expected a JSON object per line, got {type(records[-1]).__name__}")
+    yield from _records_to_batches(path, records, spec)
+
+
+def _read_json(path: str, spec: IngestSpec):
+    with open_input(path) as fh:
+        data = fh.read()
+    try:
+        records = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise DataError(f"{path}: line {line}: not UTF-8 (byte at offset {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: line {exc.lineno}: invalid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise DataError(f"{path}: JSON nested too deeply to read") from None
+    if isinstance(records, dict):  # pandas 'columns' orient: {col: {idx: value}} or {col: [values]}
+        try:
+            import pandas as pd
+
+            records = pd.DataFrame(records).to_dict("records")
+        except ValueError as exc:
+            raise DataError(f"{path}: expected a list of records or a column mapping: {exc}") from None
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise DataError(f"{path}: expected a JSON array of objects (one per row)")
+    yield from _records_to_batches(path, records, spec)
+
+
+def _records_to_batches(path: str, records: list[dict], spec: IngestSpec):
+    available = list(dict.fromkeys(k for r in records[:1000] for k in r))
+    if not records:
+        raise DataError(f"{path}: the file has no rows")
+    _check_columns(path, available, spec.columns)
+    arrays = []
+    for col, kind in spec.columns.items():
+        values = [r.get(col) for r in records]
+        if kind == "float64":
+            arrays.append(_json_numbers(path, col, values))
+        else:
+            arrays.append(pa.array([None if v is None else (v if isinstance(v, str) else json.dumps(v))
+                                    for v in values], type=pa.string()))
+    table = pa.Table.from_arrays(arrays, names=list(spec.columns))
+    yield from table.to_batches(max_chunksize=PART_ROWS)
+
+
+def _json_numbers(path: str, col: str, values: list) -> pa.Array:
+    out = []
+    for i, v in enumerate(values):
+        if v is None or isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.append(None if v is None else float(v))
+            continue
+        try:
+            out.append(float(v))
+        except (TypeError, ValueError):
+            raise DataError(f"{path}: row {i + 1}, column '{col}': expected a number, got {v!r}") from None
+    return pa.array(out, type=pa.float64())
+
+
+def _read_parquet(path: str, spec: IngestSpec):
+    with open_input(path) as fh:
+        try:
+            pf = pq.ParquetFile(fh)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise DataError(f"{path}: not a readable Parquet file ({exc})") from None
+        _check_columns(path, pf.schema_arrow.names, spec.columns)
+        yield from pf.iter_batches(batch_size=PART_ROWS, columns=list(spec.columns))
+
+
+def _read_feather(path: str, spec: IngestSpec):
+    import pyarrow.feather as feather
+
+    with open_input(path) as fh:
+        try:
+            table = feather.read_table(fh)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise DataError(f"{path}: not a readable Feather/Arrow file ({exc})") from None
+    _check_columns(path, table.column_names, spec.columns)
+    yield from table.select(list(spec.columns)).to_batches(max_chunksize=PART_ROWS)
+
+
+def _read_excel(path: str, spec: IngestSpec):
+    import pandas as pd
+
+    with open_input(path) as fh:
+        try:
+            df = pd.read_excel(fh, dtype=object)
+        except ImportError as exc:
+            raise DataError(f"{path}: reading Excel needs openpyxl ({exc})") from None
+        except Exception as exc:
+            raise DataError(f"{path}: not a readable Excel file ({exc})") from None
+    _check_columns(path, [str(c) for c in df.columns], spec.columns)
+    yield from _records_to_batches(path, df.where(df.notna(), None).to_dict("records"), spec)
+
+
+def read_batches(path: str, spec: IngestSpec):
+    fmt = spec.format
+    if fmt in ("csv", "tsv"):
+        return _read_csv(path, spec, "," if fmt == "csv" else "\t")
+    return {"json": _read_json, "jsonl": _read_jsonl, "parquet": _read_parquet, "feather": _read_feather,
+            "excel": _read_excel}[fmt](path, spec)
+
+
+def normalize_batch(batch: pa.RecordBatch, spec: IngestSpec) -> pa.Table:
+    """Strings stay strings; everything else keeps the type its format gave it (cast later)."""
+    table = pa.Table.from_batches([batch])
+    cols = []
+    for name in spec.columns:
+        col = table.column(name)
+        if pa.types.is_large_string(col.type) or pa.types.is_string_view(col.type):
+            col = col.cast(pa.string())
+        if pa.types.is_dictionary(col.type):
+            col = col.cast(col.type.value_type)
+        cols.append(col)
+    return pa.Table.from_arrays(cols, names=list(spec.columns))
+
+
+def write_parts(batches, spec: IngestSpec, out_dir: Path, path: str) -> int:
+    """Write batches as fixed-size Parquet parts with ``__row__``; returns the row count."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pending: list[pa.Table] = []
+    pending_rows = 0
+    total = 0
+    part = 0
+
+    def flush(tables: list[pa.Table]) -> None:
+        nonlocal part, total
+        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        rows = pa.array(range(total, total + table.num_rows), type=pa.int64())
+        table = table.append_column(ROW, rows)
+        pq.write_table(table, out_dir / f"part-{part:05d}.parquet", row_group_size=PART_ROWS)
+        total += table.num_rows
+        part += 1
+
+    for batch in batches:
+        table = normalize_batch(batch, spec)
+        while table.num_rows:
+            take = min(PART_ROWS - pending_rows, table.num_rows)
+            pending.append(table.slice(0, take))
+            pending_rows += take
+            table = table.slice(take)
+            if pending_rows == PART_ROWS:
+                flush(pending)
+                pending, pending_rows = [], 0
+    if pending_rows:
+        flush(pending)
+    if total == 0:
+        raise DataError(f"{path}: the dataset has a header but no data rows")
+    return total
+
+
+def ingest_spec(ctx) -> IngestSpec:
+    """Columns to read: every feature's column plus the split column, if any."""
+    columns: dict[str, str] = {}
+    for f in ctx.features:
+        kind = f.read_as()
+        columns[f.column] = kind if columns.get(f.column, kind) == kind else "string"
+    split_col = ctx.config.preprocessing.split.column
+    if split_col and split_col not in columns:
+        columns[split_col] = "string"
+    return IngestSpec(columns=columns, format=detect_format(ctx.dataset))
+
+
+def run(ctx, fingerprint_hex: str | None = None):
+    from tasks.context import run_cached
+    from tasks.statistics import Statistics
+
+    spec = ingest_spec(ctx)
+    fp = fingerprint_hex or fingerprint(ctx.dataset)
+
+    def compute(out: Path) -> Statistics:
+        rows = write_parts(read_batches(ctx.dataset, spec), spec, out / "data", ctx.dataset)
+        (out / "ingest.json").write_text(json.dumps({"fingerprint": fp, "rows": rows, "spec": spec.slice()}))
+        stats = Statistics()
+        stats.counter("ingest.rows_out", rows)
+        return stats
+
+    return run_cached(ctx, "ingest", CODE_VERSION, [fp], spec.slice(), compute)
+
+
+def num_rows(ingest_path: str) -> int:
+    return json.loads((Path(ingest_path) / "ingest.json").read_text())["rows"]
+
+
+def data_dir(ingest_path: str) -> str:
+    return str(Path(ingest_path) / "data")

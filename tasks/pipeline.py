@@ -1,0 +1,58 @@
+"""The stage graph as plain function calls (no Prefect): the reference the flow must match.
+
+``STAGES`` lists the stages in order; ``run_pipeline`` runs them in-process and is what unit and
+contract tests call. ``flows/preprocess.py`` wraps the same stage functions as Prefect tasks.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from tasks import balance, encode, fill_missing, ingest, publish, split, vocab
+from tasks.context import RunContext, StageResult
+from tasks.statistics import Statistics
+
+STAGES = ("ingest", "split", "fill_missing", "balance", "vocab", "encode", "publish")
+
+
+@dataclass
+class PipelineResult:
+    artifact: dict
+    stages: list[StageResult] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        return {**{k: self.artifact[k] for k in ("artifact_path", "artifact_id", "rows")},
+                "stages": [{"name": s.stage, "seconds": round(s.seconds, 3), "cached": s.cached}
+                           for s in self.stages]}
+
+
+def merged_statistics(results: list[StageResult]) -> dict:
+    total = Statistics()
+    for r in results:
+        total = total.merge(Statistics.from_json(r.statistics))
+    return total.to_json()
+
+
+def publish_stage(ctx: RunContext, fingerprint: str, results: list[StageResult]) -> tuple[dict, StageResult]:
+    start = time.perf_counter()
+    enc = next(r for r in results if r.stage == "encode")
+    fit = next(r for r in results if r.stage == "vocab")
+    art = publish.run(ctx, fingerprint, enc, fit, merged_statistics(results))
+    return art, StageResult("publish", art["artifact_id"], art["artifact_path"], art["reused"],
+                            time.perf_counter() - start)
+
+
+def run_pipeline(ctx: RunContext) -> PipelineResult:
+    start = time.perf_counter()
+    fp = ingest.fingerprint(ctx.dataset)
+    ing = ingest.run(ctx, fp)
+    ing.seconds += time.perf_counter() - start  # fingerprinting is part of ingest's cost
+    spl = split.run(ctx, ing)
+    mis = fill_missing.run(ctx, ing, spl)
+    bal = balance.run(ctx, ing, spl, mis)
+    fit = vocab.run(ctx, ing, spl, mis)
+    enc = encode.run(ctx, ing, spl, mis, bal, fit)
+    results = [ing, spl, mis, bal, fit, enc]
+    art, pub = publish_stage(ctx, fp, results)
+    return PipelineResult(art, [*results, pub])

@@ -1,0 +1,241 @@
+"""publish: write the artifact (DESIGN section 5) atomically.
+
+The artifact is built in a private staging folder next to its final place and renamed into
+``<output>/<artifact_id>`` only when complete (manifest.json last); then ``<output>/LATEST`` is
+replaced atomically. An artifact that already exists with a valid manifest is reused, so a rerun
+never rewrites it.
+
+Determinism: shards hold ``shard_rows`` rows (row groups of ``row_group_rows``) regardless of how
+the encode stage was partitioned, so the bytes depend only on data + config. ``created_at`` is the
+only time in the artifact; set ``SOURCE_DATE_EPOCH`` to pin it (reproducible-builds convention).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+
+from storage.cache import describe_files
+from storage.hashing import stable_hash
+from tasks import encode as encode_mod
+from tasks import vocab
+from tasks.split import SPLIT_NAMES
+
+SCHEMA_VERSION = 1
+ENCODING_VERSION = "1"
+PREPFLOW_VERSION = "0.1.0"
+MANIFEST = "manifest.json"
+LATEST = "LATEST"
+
+
+def artifact_id(fingerprint: str, config_json: dict) -> str:
+    return stable_hash({"fingerprint": fingerprint, "config": config_json, "encoding": ENCODING_VERSION}, 24)
+
+
+def normalized_config(config) -> dict:
+    return config.model_dump(mode="json", exclude_none=True)
+
+
+def created_at() -> str:
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    when = dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc) if epoch else dt.datetime.now(dt.timezone.utc)
+    return when.replace(microsecond=0).isoformat()
+
+
+# ---- feature spec ------------------------------------------------------------------------------
+
+TORCH_DTYPES = {"float32": "torch.float32", "float64": "torch.float64", "int32": "torch.int32",
+                "int64": "torch.int64", "int8": "torch.int8", "uint8": "torch.uint8", "bool": "torch.bool"}
+
+
+def default_channels(ctx) -> dict[str, list[str]]:
+    channels: dict[str, list[str]] = {"numerical": [], "categorical": [], "label": []}
+    for f in ctx.config.features:
+        if ctx.config.is_output(f.name):
+            channels["label"].append(f.name)
+        elif f.type in ("number", "numerical", "binary"):
+            channels["numerical"].append(f.name)
+        elif f.type == "category":
+            channels["categorical"].append(f.name)
+        else:
+            channels[f.name] = [f.name]
+    return {k: v for k, v in channels.items() if v}
+
+
+def column_specs(ctx, metadata: dict) -> dict[str, dict]:
+    specs = {}
+    for f in ctx.features:
+        for col in f.output_columns(metadata[f.name]):
+            spec = {"dtype": TORCH_DTYPES[col.dtype], "shape": list(col.shape), "feature": f.name}
+            if col.dtype.startswith("int") and "vocab_size" in metadata[f.name] and not col.shape:
+                spec["cardinality"] = metadata[f.name]["vocab_size"]
+            specs[col.name] = spec
+    return specs
+
+
+def channel_spec(ctx, columns: dict[str, dict]) -> dict[str, list[str]]:
+    configured = ctx.config.publish.channels
+    channels = configured if configured else default_channels(ctx)
+    out = {}
+    for channel, names in channels.items():
+        expanded = []
+        for name in names:
+            expanded.extend(c for c, spec in columns.items() if spec["feature"] == name)
+        out[channel] = expanded
+    return out
+
+
+# ---- writers -------------------------------------------------------------------------------------
+
+def _write_parquet(parts: list[Path], folder: Path, shard_rows: int, row_group_rows: int) -> list[str]:
+    files: list[str] = []
+    writer = None
+    shard_fill = 0
+
+    def open_next(schema):
+        nonlocal writer, shard_fill
+        name = f"part-{len(files):05d}.parquet"
+        files.append(name)
+        writer = pq.ParquetWriter(folder / name, schema, compression="zstd", write_statistics=True)
+        shard_fill = 0
+
+    schema = None
+    for part in parts:
+        table = pq.read_table(part)
+        schema = schema or table.schema
+        while table.num_rows:
+            if writer is None or shard_fill == shard_rows:
+                if writer is not None:
+                    writer.close()
+                open_next(schema)
+            take = min(shard_rows - shard_fill, table.num_rows)
+            writer.write_table(table.slice(0, take), row_group_size=row_group_rows)
+            shard_fill += take
+            table = table.slice(take)
+    if writer is not None:
+        writer.close()
+    elif schema is not None or parts:  # empty split: one empty shard with the schema
+        schema = schema or pq.read_schema(parts[0])
+        pq.write_table(schema.empty_table(), folder / "part-00000.parquet", compression="zstd")
+        files.append("part-00000.parquet")
+    return files
+
+
+def _write_npy(parts: list[Path], folder: Path, columns: dict[str, dict], n_rows: int) -> dict[str, str]:
+    files = {}
+    handles = {}
+    for name, spec in columns.items():
+        dtype = np.dtype(spec["dtype"].removeprefix("torch."))
+        path = folder / f"{name}.npy"
+        fh = open(path, "wb")
+        np.lib.format.write_array_header_1_0(
+            fh, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
+                 "shape": (n_rows, *spec["shape"])})
+        handles[name] = (fh, dtype)
+        files[name] = f"{name}.npy"
+    try:
+        for part in parts:
+            table = pq.read_table(part)
+            for name, (fh, dtype) in handles.items():
+                col = table.column(name).combine_chunks()
+                flat = col
+                while pa.types.is_fixed_size_list(flat.type):
+                    flat = flat.flatten()
+                fh.write(np.ascontiguousarray(flat.to_numpy(zero_copy_only=False).astype(dtype)).tobytes())
+    finally:
+        for fh, _ in handles.values():
+            fh.close()
+    return files
+
+
+# ---- publish -------------------------------------------------------------------------------------
+
+def find_existing(output: Path, art_id: str) -> Path | None:
+    path = output / art_id
+    return path if (path / MANIFEST).is_file() else None
+
+
+def write_latest(output: Path, art_id: str) -> None:
+    tmp = output / f".{LATEST}.{uuid.uuid4().hex[:8]}"
+    tmp.write_text(art_id + "\n")
+    os.replace(tmp, output / LATEST)
+
+
+def run(ctx, fingerprint: str, encoded, fitted, stage_stats: dict, validation: dict | None = None) -> dict:
+    """Publish and return ``{"artifact_path", "artifact_id", "rows", "reused"}``."""
+    output = Path(ctx.output)
+    output.mkdir(parents=True, exist_ok=True)
+    config_json = normalized_config(ctx.config)
+    art_id = artifact_id(fingerprint, config_json)
+    rows = encode_mod.row_counts(encoded)
+    existing = find_existing(output, art_id)
+    if existing is not None:
+        write_latest(output, art_id)
+        return {"artifact_path": str(existing), "artifact_id": art_id, "rows": rows, "reused": True}
+
+    metadata = vocab.load(fitted)
+    columns = column_specs(ctx, metadata)
+    pub = ctx.config.publish
+    staging = output / f".tmp-{art_id}-{uuid.uuid4().hex[:12]}"
+    staging.mkdir()
+    try:
+        source_spec: dict[str, list] = {}
+        for split_name in SPLIT_NAMES:
+            folder = staging / split_name
+            folder.mkdir()
+            parts = encode_mod.split_parts(encoded, split_name)
+            chunks = []
+            if "parquet" in pub.formats:
+                files = _write_parquet(parts, folder, pub.shard_rows, pub.row_group_rows)
+                chunks.append({"type": "parquet", "features": list(columns),
+                               "files": [f"{split_name}/{f}" for f in files]})
+            if "npy" in pub.formats:
+                npy = _write_npy(parts, folder, columns, rows[split_name])
+                for name, file in npy.items():
+                    chunks.append({"type": "npy", "features": [name], "files": [f"{split_name}/{file}"]})
+            source_spec[split_name] = chunks
+        (staging / vocab.METADATA_FILE).write_text(
+            json.dumps(metadata, sort_keys=True, indent=1, ensure_ascii=False))
+        feature_spec = {
+            "feature_spec": {name: {k: v for k, v in spec.items() if k != "feature"} for name, spec in columns.items()},
+            "source_spec": source_spec,
+            "channel_spec": channel_spec(ctx, columns),
+            "metadata": {"artifact_id": art_id, "prepflow_version": PREPFLOW_VERSION,
+                         "rows": rows, "training_set_metadata": vocab.METADATA_FILE},
+        }
+        (staging / "feature_spec.yaml").write_text(yaml.safe_dump(feature_spec, sort_keys=False))
+        manifest = {
+            "schema_version": SCHEMA_VERSION,
+            "artifact_id": art_id,
+            "dataset_fingerprint": fingerprint,
+            "config_hash": stable_hash(config_json),
+            "encoding_version": ENCODING_VERSION,
+            "prepflow_version": PREPFLOW_VERSION,
+            "created_at": created_at(),
+            "rows": rows,
+            "config": config_json,
+            "files": describe_files(staging),
+            "statistics": stage_stats,
+            "validation": validation or {},
+        }
+        (staging / MANIFEST).write_text(json.dumps(manifest, sort_keys=True, indent=1))
+        final = output / art_id
+        try:
+            os.rename(staging, final)
+        except OSError:
+            if find_existing(output, art_id) is None:
+                raise
+        write_latest(output, art_id)
+        return {"artifact_path": str(final), "artifact_id": art_id, "rows": rows, "reused": False}
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,131 @@
+"""Pipeline statistics (after Magenta's ``statistics.py``): mergeable Counter and Histogram.
+
+Names are ``stage.statistic`` (``fill_missing.filled.age``). Stages build them per partition and
+merge them; merging is associative and commutative, so the result does not depend on the
+partitioning. ``Statistics`` is a named collection; everything serializes to plain JSON.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Iterable
+
+import numpy as np
+
+
+class Statistic:
+    kind = ""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def merge_from(self, other: "Statistic") -> None:
+        raise NotImplementedError
+
+    def copy(self) -> "Statistic":
+        return type(self).from_json(self.to_json())
+
+    def to_json(self) -> dict:
+        raise NotImplementedError
+
+    @staticmethod
+    def from_json(data: dict) -> "Statistic":
+        return {"counter": Counter, "histogram": Histogram}[data["kind"]].from_json(data)
+
+
+class Counter(Statistic):
+    kind = "counter"
+
+    def __init__(self, name: str, count: int = 0):
+        super().__init__(name)
+        self.count = int(count)
+
+    def increment(self, by: int = 1) -> None:
+        self.count += int(by)
+
+    def merge_from(self, other: Statistic) -> None:
+        if not isinstance(other, Counter) or other.name != self.name:
+            raise TypeError(f"cannot merge {other!r} into counter {self.name}")
+        self.count += other.count
+
+    def to_json(self) -> dict:
+        return {"kind": "counter", "name": self.name, "count": self.count}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Counter":
+        return cls(data["name"], data["count"])
+
+    def __repr__(self) -> str:
+        return f"{self.name}: {self.count}"
+
+
+class Histogram(Statistic):
+    """Counts of values in buckets ``[-inf, b0), [b0, b1), ..., [bn, inf)`` for fixed starts."""
+
+    kind = "histogram"
+
+    def __init__(self, name: str, starts: Iterable[float], counts: Iterable[int] | None = None):
+        super().__init__(name)
+        self.starts = [float(s) for s in starts]
+        if self.starts != sorted(self.starts):
+            raise ValueError(f"histogram {name}: bucket starts must be sorted")
+        self.counts = [int(c) for c in counts] if counts is not None else [0] * (len(self.starts) + 1)
+
+    def add(self, value: float, count: int = 1) -> None:
+        self.counts[bisect.bisect_right(self.starts, value)] += count
+
+    def add_array(self, values: np.ndarray) -> None:
+        idx = np.searchsorted(np.asarray(self.starts), np.asarray(values, dtype=np.float64), side="right")
+        for i, n in enumerate(np.bincount(idx, minlength=len(self.counts))):
+            self.counts[i] += int(n)
+
+    def merge_from(self, other: Statistic) -> None:
+        if not isinstance(other, Histogram) or other.starts != self.starts or other.name != self.name:
+            raise TypeError(f"cannot merge {other!r} into histogram {self.name}")
+        self.counts = [a + b for a, b in zip(self.counts, other.counts)]
+
+    def to_json(self) -> dict:
+        return {"kind": "histogram", "name": self.name, "starts": self.starts, "counts": self.counts}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Histogram":
+        return cls(data["name"], data["starts"], data["counts"])
+
+    def __repr__(self) -> str:
+        return f"{self.name}: {sum(self.counts)} values in {len(self.counts)} buckets"
+
+
+class Statistics:
+    """A named set of statistics; ``merge`` adds counters and histograms of the same name."""
+
+    def __init__(self, items: Iterable[Statistic] = ()):
+        self.items: dict[str, Statistic] = {}
+        for item in items:
+            self.add(item)
+
+    def add(self, stat: Statistic) -> None:
+        if not isinstance(stat, Statistic):
+            raise TypeError(f"statistics must be Counter or Histogram objects, got {type(stat).__name__}")
+        if stat.name in self.items:
+            self.items[stat.name].merge_from(stat)
+        else:
+            self.items[stat.name] = stat.copy()
+
+    def counter(self, name: str, by: int = 1) -> None:
+        self.add(Counter(name, by))
+
+    def merge(self, other: "Statistics") -> "Statistics":
+        out = Statistics(self.items.values())
+        for stat in other.items.values():
+            out.add(stat)
+        return out
+
+    def to_json(self) -> dict:
+        return {name: self.items[name].to_json() for name in sorted(self.items)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Statistics":
+        return cls(Statistic.from_json(v) for v in data.values())
+
+    def flat(self) -> dict[str, object]:
+        return {n: (s.count if isinstance(s, Counter) else s.counts) for n, s in sorted(self.items.items())}
