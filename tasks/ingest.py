@@ -358,5 +358,9 @@ def num_rows(ingest_path: str) -> int:
     return json.loads((Path(ingest_path) / "ingest.json").read_text())["rows"]
 
 
+def fingerprint_of(result) -> str:
+    return json.loads((Path(result.path) / "ingest.json").read_text())["fingerprint"]
+
+
 def data_dir(ingest_path: str) -> str:
     return str(Path(ingest_path) / "data")

@@ -34,8 +34,9 @@ def merged_statistics(results: list[StageResult]) -> dict:
     return total.to_json()
 
 
-def publish_stage(ctx: RunContext, fingerprint: str, results: list[StageResult]) -> tuple[dict, StageResult]:
+def publish_stage(ctx: RunContext, results: list[StageResult]) -> tuple[dict, StageResult]:
     start = time.perf_counter()
+    fingerprint = ingest.fingerprint_of(next(r for r in results if r.stage == "ingest"))
     enc = next(r for r in results if r.stage == "encode")
     fit = next(r for r in results if r.stage == "vocab")
     art = publish.run(ctx, fingerprint, enc, fit, merged_statistics(results))
@@ -45,14 +46,13 @@ def publish_stage(ctx: RunContext, fingerprint: str, results: list[StageResult])
 
 def run_pipeline(ctx: RunContext) -> PipelineResult:
     start = time.perf_counter()
-    fp = ingest.fingerprint(ctx.dataset)
-    ing = ingest.run(ctx, fp)
-    ing.seconds += time.perf_counter() - start  # fingerprinting is part of ingest's cost
+    ing = ingest.run(ctx)
+    ing.seconds = time.perf_counter() - start  # fingerprinting is part of ingest's cost
     spl = split.run(ctx, ing)
     mis = fill_missing.run(ctx, ing, spl)
     bal = balance.run(ctx, ing, spl, mis)
     fit = vocab.run(ctx, ing, spl, mis)
     enc = encode.run(ctx, ing, spl, mis, bal, fit)
     results = [ing, spl, mis, bal, fit, enc]
-    art, pub = publish_stage(ctx, fp, results)
+    art, pub = publish_stage(ctx, results)
     return PipelineResult(art, [*results, pub])

@@ -96,36 +96,50 @@ def channel_spec(ctx, columns: dict[str, dict]) -> dict[str, list[str]]:
 
 # ---- writers -------------------------------------------------------------------------------------
 
+def _row_blocks(parts: list[Path], block_rows: int):
+    """Re-chunk the rows of ``parts`` into tables of exactly ``block_rows`` rows (the last may be short).
+
+    Every row group and shard boundary then depends only on row counts, never on how many
+    encode partitions the rows came from.
+    """
+    pending: list[pa.Table] = []
+    pending_rows = 0
+    for part in parts:
+        table = pq.read_table(part)
+        while table.num_rows:
+            take = min(block_rows - pending_rows, table.num_rows)
+            pending.append(table.slice(0, take))
+            pending_rows += take
+            table = table.slice(take)
+            if pending_rows == block_rows:
+                yield pa.concat_tables(pending).combine_chunks()
+                pending, pending_rows = [], 0
+    if pending_rows:
+        yield pa.concat_tables(pending).combine_chunks()
+
+
 def _write_parquet(parts: list[Path], folder: Path, shard_rows: int, row_group_rows: int) -> list[str]:
+    """Shards of ``shard_rows`` rows, row groups of ``row_group_rows`` rows, zstd."""
     files: list[str] = []
     writer = None
     shard_fill = 0
-
-    def open_next(schema):
-        nonlocal writer, shard_fill
-        name = f"part-{len(files):05d}.parquet"
-        files.append(name)
-        writer = pq.ParquetWriter(folder / name, schema, compression="zstd", write_statistics=True)
-        shard_fill = 0
-
-    schema = None
-    for part in parts:
-        table = pq.read_table(part)
-        schema = schema or table.schema
+    block = min(row_group_rows, shard_rows)
+    for table in _row_blocks(parts, block):
         while table.num_rows:
             if writer is None or shard_fill == shard_rows:
                 if writer is not None:
                     writer.close()
-                open_next(schema)
+                files.append(f"part-{len(files):05d}.parquet")
+                writer = pq.ParquetWriter(folder / files[-1], table.schema, compression="zstd")
+                shard_fill = 0
             take = min(shard_rows - shard_fill, table.num_rows)
             writer.write_table(table.slice(0, take), row_group_size=row_group_rows)
             shard_fill += take
             table = table.slice(take)
     if writer is not None:
         writer.close()
-    elif schema is not None or parts:  # empty split: one empty shard with the schema
-        schema = schema or pq.read_schema(parts[0])
-        pq.write_table(schema.empty_table(), folder / "part-00000.parquet", compression="zstd")
+    elif parts:  # an empty split: one empty shard that still carries the schema
+        pq.write_table(pq.read_schema(parts[0]).empty_table(), folder / "part-00000.parquet", compression="zstd")
         files.append("part-00000.parquet")
     return files
 

@@ -1,0 +1,179 @@
+"""The ``prepflow`` command line (DESIGN section 5b).
+
+Exit codes: 0 success, 1 a data or validation failure, 2 a usage or config error. With ``--json``
+the last line of stdout is one JSON object. Errors are one readable message on stderr, never a
+traceback, for anything that is the user's to fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from typing import Callable
+
+from tasks.errors import ConfigError, PrepflowError
+
+COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
+
+
+def command(name: str, setup: Callable[[argparse.ArgumentParser], None]):
+    def register(fn: Callable[[argparse.Namespace], int]):
+        COMMANDS[name] = (setup, fn)
+        return fn
+
+    return register
+
+
+class _HidePrepflowTracebacks(logging.Filter):
+    """Prefect logs a task's exception with its traceback; for our own errors the message is enough."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], PrepflowError):
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def _quiet_prefect_tracebacks() -> None:
+    filt = _HidePrepflowTracebacks()
+    for name in ("prefect", "prefect.flow_runs", "prefect.task_runs", "prefect.flow_engine", "prefect.task_engine"):
+        logger = logging.getLogger(name)
+        logger.addFilter(filt)
+        for handler in logger.handlers:
+            handler.addFilter(filt)
+
+
+# ---- run ---------------------------------------------------------------------------------------
+
+def _setup_run(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", help="config YAML")
+    p.add_argument("--dataset", required=True, help="dataset path or fsspec URL")
+    p.add_argument("--output", required=True, help="artifact root folder or URL")
+    p.add_argument("--cache-dir", default=".prepflow-cache", help="stage cache folder (default .prepflow-cache)")
+    p.add_argument("--npartitions", type=int, default=None, help="Dask partitions (default: one per 256k rows)")
+    p.add_argument("--dask-address", default=None, help="Dask scheduler, e.g. tcp://host:8786")
+    p.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
+
+
+def _print_summary(summary: dict, wall: float) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"prepflow run: {summary['artifact_id']}")
+    table.add_column("stage")
+    table.add_column("seconds", justify="right")
+    table.add_column("cached")
+    for stage in summary["stages"]:
+        table.add_row(stage["name"], f"{stage['seconds']:.3f}", "yes" if stage["cached"] else "no")
+    console.print(table)
+    rows = ", ".join(f"{k}={v}" for k, v in summary["rows"].items())
+    console.print(f"rows: {rows}")
+    console.print(f"artifact: {summary['artifact_path']}  ({wall:.1f} s)")
+
+
+@command("run", _setup_run)
+def cmd_run(args: argparse.Namespace) -> int:
+    from tasks.config import load_config
+
+    if args.npartitions is not None and args.npartitions < 1:
+        raise ConfigError(f"--npartitions must be at least 1, got {args.npartitions}")
+    load_config(args.config)  # config errors before any server start or data read
+    start = time.perf_counter()
+    from flows.local_server import configure_prefect
+
+    configure_prefect()
+    from flows.preprocess import preprocess
+
+    _quiet_prefect_tracebacks()
+    summary = preprocess(config=args.config, dataset=args.dataset, output=args.output, cache_dir=args.cache_dir,
+                         npartitions=args.npartitions, dask_address=args.dask_address)
+    wall = time.perf_counter() - start
+    if args.json:
+        print(json.dumps({**summary, "seconds": round(wall, 3)}))
+    else:
+        _print_summary(summary, wall)
+    return 0
+
+
+# ---- schema ----------------------------------------------------------------------------------------
+
+@command("schema", lambda p: None)
+def cmd_schema(args: argparse.Namespace) -> int:
+    from tasks.config import json_schema
+
+    print(json.dumps(json_schema(), indent=2))
+    return 0
+
+
+# ---- inspect ------------------------------------------------------------------------------------------
+
+def _setup_inspect(p: argparse.ArgumentParser) -> None:
+    p.add_argument("artifact", help="artifact folder (or an output root with LATEST)")
+    p.add_argument("--verify", action="store_true", help="check every file's sha256 against the manifest")
+    p.add_argument("--json", action="store_true")
+
+
+@command("inspect", _setup_inspect)
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from storage.artifact import Artifact
+
+    art = Artifact.open(args.artifact, verify=args.verify)
+    info = art.describe()
+    if args.json:
+        print(json.dumps(info))
+        return 0
+    print(f"artifact {info['artifact_id']}  ({art.path})")
+    print(f"created {info['created_at']}, prepflow {info['prepflow_version']}, fingerprint "
+          f"{info['dataset_fingerprint'][:16]}")
+    for split_name, n in info["rows"].items():
+        print(f"  {split_name:<11} {n:>10} rows")
+    print("columns:")
+    for name, spec in info["columns"].items():
+        extra = f", cardinality {spec['cardinality']}" if "cardinality" in spec else ""
+        print(f"  {name:<24} {spec['dtype']:<14} shape {tuple(spec['shape'])}{extra}")
+    print("channels:")
+    for channel, names in info["channels"].items():
+        print(f"  {channel:<12} {', '.join(names)}")
+    if info["statistics"]:
+        print("statistics:")
+        for name, value in info["statistics"].items():
+            print(f"  {name}: {value}")
+    if args.verify:
+        print(f"verified: {len(art.manifest['files'])} files match manifest.json")
+    return 0
+
+
+# ---- entry point -------------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="prepflow", description="Raw datasets -> GPU-ready training artifacts.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (setup, _fn) in COMMANDS.items():
+        setup(sub.add_parser(name))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: 2 on usage errors
+        return int(exc.code or 0)
+    try:
+        return COMMANDS[args.command][1](args)
+    except PrepflowError as exc:
+        print(f"prepflow: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("prepflow: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

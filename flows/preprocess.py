@@ -1,0 +1,103 @@
+"""The main Prefect flow: ``preprocess`` chains the stage tasks over Dask.
+
+Each task is a thin wrapper around a pure stage function in ``tasks/`` (which does its own
+content-addressed caching). Tasks pass ``StageResult`` dicts (keys and paths), never Dask
+collections. A stage served from the cache finishes in a ``Completed`` state named ``Cached``, so
+the Prefect UI shows reused stages as Cached. Prefect's own result caching is off: our keys hash
+file *content*, Prefect's would hash a path's string and hit a stale entry after a rewrite.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+from prefect import flow, get_run_logger, task
+from prefect.states import Completed, State
+
+from storage.cache import StageCache
+from tasks import balance, encode, fill_missing, ingest, split, vocab
+from tasks.config import load_config
+from tasks.context import RunContext, StageResult
+from tasks.pipeline import PipelineResult, publish_stage
+
+TASK_OPTS = {"persist_result": False, "cache_policy": None, "retries": 0}
+
+
+def _state(result: StageResult):
+    data = result.to_json()
+    if result.cached:
+        return Completed(data=data, name="Cached", message=f"{result.stage}: reused cache entry {result.key}")
+    return data
+
+
+def _data(value):
+    """A task that returned a State hands the State to the flow; unwrap it to its data."""
+    return value.result() if isinstance(value, State) else value
+
+
+def _ctx(params: dict) -> RunContext:
+    return RunContext(load_config(params["config"]), params["dataset"], StageCache(params["cache_dir"]),
+                      params.get("npartitions"), params["output"])
+
+
+@task(name="ingest", **TASK_OPTS)
+def ingest_task(params: dict):
+    start = time.perf_counter()
+    result = ingest.run(_ctx(params))
+    result.seconds = time.perf_counter() - start  # fingerprinting included
+    return _state(result)
+
+
+def _stage_task(name: str, fn):
+    @task(name=name, **TASK_OPTS)
+    def run(params: dict, *parents: dict):
+        ctx = _ctx(params)
+        return _state(fn(ctx, *[StageResult.from_json(p) for p in parents]))
+
+    return run
+
+
+split_task = _stage_task("split", split.run)
+fill_missing_task = _stage_task("fill_missing", fill_missing.run)
+balance_task = _stage_task("balance", balance.run)
+vocab_task = _stage_task("vocab", vocab.run)
+encode_task = _stage_task("encode", encode.run)
+
+
+@task(name="publish", **TASK_OPTS)
+def publish_task(params: dict, results: list[dict]):
+    ctx = _ctx(params)
+    art, pub = publish_stage(ctx, [StageResult.from_json(r) for r in results])
+    data = {"artifact": art, "stage": pub.to_json()}
+    return Completed(data=data, name="Cached", message="artifact already published") if pub.cached else data
+
+
+def _dask_client(address: str | None):
+    if not address:
+        return contextlib.nullcontext()
+    from distributed import Client
+
+    return Client(address, timeout="30s")
+
+
+@flow(name="preprocess", log_prints=True)
+def preprocess(config: str, dataset: str, output: str = "artifacts", cache_dir: str = ".prepflow-cache",
+               npartitions: int | None = None, dask_address: str | None = None) -> dict:
+    """Preprocess ``dataset`` with ``config`` into a GPU-ready artifact under ``output``."""
+    params = {"config": config, "dataset": dataset, "output": output, "cache_dir": cache_dir,
+              "npartitions": npartitions}
+    load_config(config)  # fail on a bad config before anything runs
+    with _dask_client(dask_address):
+        ing = ingest_task(params)
+        spl = split_task(params, ing)
+        mis = fill_missing_task(params, ing, spl)
+        bal = balance_task(params, ing, spl, mis)
+        fit = vocab_task(params, ing, spl, mis)
+        enc = encode_task(params, ing, spl, mis, bal, fit)
+        results = [_data(r) for r in (ing, spl, mis, bal, fit, enc)]
+        pub = _data(publish_task(params, results))
+    stages = [StageResult.from_json(r) for r in results] + [StageResult.from_json(pub["stage"])]
+    summary = PipelineResult(pub["artifact"], stages).summary()
+    get_run_logger().info("artifact %s (%s)", summary["artifact_id"], summary["artifact_path"])
+    return summary

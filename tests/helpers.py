@@ -1,0 +1,36 @@
+"""Helpers for running the pipeline in-process (no Prefect) on small, test-made data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from storage.cache import StageCache
+from tasks.config import parse_config
+from tasks.context import RunContext
+from tasks.pipeline import PipelineResult, run_pipeline
+
+
+def write_csv(df: pd.DataFrame, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(path, index=False)
+    return path
+
+
+def write_config(config: dict, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def run(config: dict, dataset: Path, tmp: Path, npartitions: int | None = None, cache: str = "cache",
+        output: str = "out") -> PipelineResult:
+    ctx = RunContext(parse_config(config), str(dataset), StageCache(tmp / cache), npartitions, str(tmp / output))
+    return run_pipeline(ctx)
+
+
+def artifact_files(path: str | Path) -> dict[str, bytes]:
+    root = Path(path)
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
