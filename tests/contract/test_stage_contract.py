@@ -126,8 +126,8 @@ def test_fitted_state_round_trips_through_json(dataset, tmp_path):
     for stage in result.stages:
         assert json.loads(json.dumps(stage.to_json())) == stage.to_json()
     # the fitted state alone re-encodes the data: re-encoding the train split matches the artifact
-    from tasks.features import build_all
     from tasks.config import parse_config
+    from tasks.features import build_all
 
     features = build_all(parse_config(CONFIG))
     values = {"x": pd.Series([1.5, -2.0]), "c": pd.Series(["v1", "never-seen"], dtype="string")}
