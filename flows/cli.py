@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Callable
 
 from tasks.errors import ConfigError, PrepflowError
@@ -57,6 +58,9 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("--npartitions", type=int, default=None, help="Dask partitions (default: one per 256k rows)")
     p.add_argument("--dask-address", default=None, help="Dask scheduler, e.g. tcp://host:8786")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
+    p.add_argument("--always-run-flow", action="store_true",
+                   help="run the Prefect flow even when the artifact for these inputs is already published "
+                        "(every stage then shows as Cached in the UI)")
 
 
 def _print_summary(summary: dict, wall: float) -> None:
@@ -74,6 +78,25 @@ def _print_summary(summary: dict, wall: float) -> None:
     rows = ", ".join(f"{k}={v}" for k, v in summary["rows"].items())
     console.print(f"rows: {rows}")
     console.print(f"artifact: {summary['artifact_path']}  ({wall:.1f} s)")
+    if summary.get("reused_artifact"):
+        console.print("already published for this dataset and config: nothing ran "
+                      "(--always-run-flow runs the flow anyway)")
+
+
+def _no_heartbeat_for_local_runs():
+    """A CLI run is watched by the user's terminal: skip Prefect's flow heartbeat thread.
+
+    Its shutdown joins a thread that sleeps in 1 s steps, costing ~0.9 s per run (measured:
+    0.30 s vs 1.15 s for a one-task flow). Deployments run by a worker keep heartbeats (crash
+    detection); so does a user who sets PREFECT_FLOWS_HEARTBEAT_FREQUENCY.
+    """
+    import contextlib
+
+    if os.environ.get("PREFECT_FLOWS_HEARTBEAT_FREQUENCY"):
+        return contextlib.nullcontext()
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    return temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
 
 
 @command("run", _setup_run)
@@ -82,22 +105,37 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.npartitions is not None and args.npartitions < 1:
         raise ConfigError(f"--npartitions must be at least 1, got {args.npartitions}")
-    load_config(args.config)  # config errors before any server start or data read
     start = time.perf_counter()
+    config = load_config(args.config)  # config errors before any server start or data read
+    if not args.always_run_flow and "://" not in args.output:
+        from tasks import ingest, publish
+
+        reused = publish.reusable(args.output, ingest.fingerprint(args.dataset), config)
+        if reused is not None:
+            publish.write_latest(Path(args.output), reused["artifact_id"])
+            summary = {**{k: reused[k] for k in ("artifact_path", "artifact_id", "rows")},
+                       "stages": [{"name": "publish", "seconds": 0.0, "cached": True}], "reused_artifact": True}
+            _report(args, summary, time.perf_counter() - start)
+            return 0
     from flows.local_server import configure_prefect
 
     configure_prefect()
     from flows.preprocess import preprocess
 
     _quiet_prefect_tracebacks()
-    summary = preprocess(config=args.config, dataset=args.dataset, output=args.output, cache_dir=args.cache_dir,
-                         npartitions=args.npartitions, dask_address=args.dask_address)
-    wall = time.perf_counter() - start
+    with _no_heartbeat_for_local_runs():
+        summary = preprocess(config=args.config, dataset=args.dataset, output=args.output,
+                             cache_dir=args.cache_dir, npartitions=args.npartitions,
+                             dask_address=args.dask_address)
+    _report(args, summary, time.perf_counter() - start)
+    return 0
+
+
+def _report(args: argparse.Namespace, summary: dict, wall: float) -> None:
     if args.json:
         print(json.dumps({**summary, "seconds": round(wall, 3)}))
     else:
         _print_summary(summary, wall)
-    return 0
 
 
 # ---- schema ----------------------------------------------------------------------------------------

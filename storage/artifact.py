@@ -105,7 +105,7 @@ class Artifact:
             return out
         for chunk in chunks:
             if chunk["type"] == "npy":
-                for name, file in zip(chunk["features"], chunk["files"]):
+                for name, file in zip(chunk["features"], chunk["files"], strict=False):
                     if columns is None or name in columns:
                         out[name] = np.load(self.path / file)
         return out

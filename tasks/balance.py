@@ -65,7 +65,7 @@ def run(ctx, ingest, split, missing):
         labels = np.concatenate([p[1] for p in pairs]) if pairs else np.zeros(0, object)
         classes, counts = np.unique(labels.astype(str), return_counts=True)
         mult = np.ones(len(assign), dtype=np.uint32)
-        for c, n in zip(classes, counts):
+        for c, n in zip(classes, counts, strict=False):
             stats.counter(f"balance.class_count_before.{c}", int(n))
         if len(classes) >= 2:
             order = sorted(range(len(classes)), key=lambda i: (counts[i], classes[i]))

@@ -16,6 +16,7 @@ uses only supported preprocessing options runs unchanged.
 from __future__ import annotations
 
 import difflib
+import functools
 from pathlib import Path
 from typing import Any, Literal
 
@@ -243,7 +244,8 @@ def suggest(word: str, choices: list[str]) -> str:
         f"; valid keys: {', '.join(choices)}" if choices else "")
 
 
-def format_validation_error(exc: ValidationError, model: type[BaseModel], prefix: str = "") -> str:
+def format_validation_error(exc: ValidationError, model: type[BaseModel], prefix: str = "",
+                            owner: str | None = None) -> str:
     lines = []
     for err in exc.errors():
         loc = tuple(err["loc"])
@@ -251,8 +253,9 @@ def format_validation_error(exc: ValidationError, model: type[BaseModel], prefix
         if err["type"] == "extra_forbidden":
             lines.append(f"{path}: unknown key{suggest(str(loc[-1]), _known_fields(model, loc))}")
         elif err["type"] == "literal_error":
-            expected = err["ctx"]["expected"].replace("'", "")
-            lines.append(f"{path}: must be one of {expected}. Got {err['input']!r} instead.")
+            expected = err["ctx"]["expected"].replace("'", "").replace(" or ", ", ")
+            subject = f"the '{loc[-1]}' parameter of {owner}" if owner else "the value"
+            lines.append(f"{path}: {subject} must be one of {expected}. Got {err['input']!r} instead.")
         elif err["type"] == "missing":
             lines.append(f"{path}: required key is missing")
         else:
@@ -279,6 +282,7 @@ def parse_config(data: Any, source: str = "config") -> Config:
 
 
 def load_config(path: str | Path) -> Config:
+    """Parse and validate a config file (a fresh copy; parsing is cached by file content)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -286,11 +290,16 @@ def load_config(path: str | Path) -> Config:
         raise ConfigError(f"{path}: config file not found") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return _parse_text(text, str(path)).model_copy(deep=True)
+
+
+@functools.lru_cache(maxsize=32)
+def _parse_text(text: str, source: str) -> Config:
     try:
         data = yaml.safe_load(text)  # safe: tags like !!python/object are rejected
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    return parse_config(data, str(path))
+        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    return parse_config(data, source)
 
 
 def json_schema() -> dict:

@@ -159,7 +159,7 @@ def filled_partitions(parts: list, features: list[FeatureType], assign: np.ndarr
     if names:
         edges = compute([delayed(_edges)(p, features, assign, states) for p in parts])
         carry_list = carries(edges, names)
-    return [delayed(_prepare)(p, features, assign, states, c) for p, c in zip(parts, carry_list)]
+    return [delayed(_prepare)(p, features, assign, states, c) for p, c in zip(parts, carry_list, strict=False)]
 
 
 def fit_rows(frame: pd.DataFrame, fit_on: str) -> pd.DataFrame:

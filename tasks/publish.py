@@ -37,8 +37,32 @@ MANIFEST = "manifest.json"
 LATEST = "LATEST"
 
 
+def code_versions() -> dict[str, str]:
+    """Every stage's code version: a change in any stage's output gives a new artifact id."""
+    from tasks import balance, encode, fill_missing, ingest, split
+
+    return {m.__name__: m.CODE_VERSION for m in (ingest, split, fill_missing, balance, vocab, encode)}
+
+
 def artifact_id(fingerprint: str, config_json: dict) -> str:
-    return stable_hash({"fingerprint": fingerprint, "config": config_json, "encoding": ENCODING_VERSION}, 24)
+    return stable_hash({"fingerprint": fingerprint, "config": config_json, "encoding": ENCODING_VERSION,
+                        "code": code_versions()}, 24)
+
+
+def reusable(output: str, fingerprint: str, config) -> dict | None:
+    """The published artifact for these inputs, if it exists with a manifest and intact file sizes."""
+    art_id = artifact_id(fingerprint, normalized_config(config))
+    path = Path(output) / art_id
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    for rel, info in manifest["files"].items():
+        f = path / rel
+        if not f.is_file() or f.stat().st_size != info["bytes"]:
+            return None
+    rows = {name: manifest["rows"][name] for name in SPLIT_NAMES if name in manifest["rows"]}
+    return {"artifact_path": str(path), "artifact_id": art_id, "rows": rows, "reused": True}
 
 
 def normalized_config(config) -> dict:

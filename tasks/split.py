@@ -93,7 +93,8 @@ def run(ctx, ingest):
     """Stage entry point: writes ``split.npy``."""
     from dask import delayed
 
-    from tasks import frame, ingest as ingest_mod
+    from tasks import frame
+    from tasks import ingest as ingest_mod
     from tasks.context import run_cached
     from tasks.statistics import Statistics
 

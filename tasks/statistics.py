@@ -82,7 +82,7 @@ class Histogram(Statistic):
     def merge_from(self, other: Statistic) -> None:
         if not isinstance(other, Histogram) or other.starts != self.starts or other.name != self.name:
             raise TypeError(f"cannot merge {other!r} into histogram {self.name}")
-        self.counts = [a + b for a, b in zip(self.counts, other.counts)]
+        self.counts = [a + b for a, b in zip(self.counts, other.counts, strict=False)]
 
     def to_json(self) -> dict:
         return {"kind": "histogram", "name": self.name, "starts": self.starts, "counts": self.counts}

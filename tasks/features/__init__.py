@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from tasks.config import Config, FeatureConfig, format_validation_error
 from tasks.errors import ConfigError
-from tasks.features.base import MISSING_STRATEGIES, FeatureType
+from tasks.features.base import FeatureType
 from tasks.features.binary import BinaryFeature
 from tasks.features.category import CategoryFeature
 from tasks.features.number import NumberFeature
@@ -55,17 +55,14 @@ def _resolve_one(feature: FeatureConfig, where: str, config: Config) -> None:
     try:
         options = cls.Preprocessing.model_validate(merged)
     except ValidationError as exc:
-        msgs = format_validation_error(exc, cls.Preprocessing, prefix=f"{where}.preprocessing.")
-        msgs = msgs.replace(": must be one of", f": the parameter of {cls.type_name} feature '{feature.name}' "
-                            "must be one of")
-        raise ConfigError(msgs) from None
+        raise ConfigError(format_validation_error(exc, cls.Preprocessing, prefix=f"{where}.preprocessing.",
+                                                  owner=f"{cls.type_name} feature '{feature.name}'")) from None
     strategy = options.missing_value_strategy
     if strategy is not None and strategy not in cls.allowed_missing_strategies:
         valid = ", ".join(cls.allowed_missing_strategies)
-        hint = "" if strategy in MISSING_STRATEGIES else ""
         raise ConfigError(f"{where}.preprocessing.missing_value_strategy: the 'missing_value_strategy' parameter "
                           f"of {cls.type_name} feature '{feature.name}' must be one of {valid}. "
-                          f"Got {strategy!r} instead.{hint}")
+                          f"Got {strategy!r} instead.")
     feature.preprocessing = options.model_dump()
 
 

@@ -1,0 +1,29 @@
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from storage.exact_sum import ExactSum
+
+floats = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(floats, max_size=60), st.integers(1, 6), st.randoms(use_true_random=False))
+def test_exact_sum_matches_fsum_for_any_partitioning(values, parts, rnd):
+    arr = np.array(values, dtype=np.float64)
+    cuts = sorted(rnd.randint(0, len(arr)) for _ in range(parts - 1))
+    pieces = np.split(arr, cuts)
+    rnd.shuffle(pieces)
+    total = ExactSum()
+    for piece in pieces:
+        total = total.merge(ExactSum().add_array(piece))
+    assert float(total) == math.fsum(values)
+
+
+def test_json_round_trip_and_large_arrays():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=100_003) * 10.0 ** rng.integers(-8, 8, size=100_003)
+    s = ExactSum().add_array(x)
+    assert float(ExactSum.from_json(s.to_json())) == math.fsum(x)
