@@ -104,11 +104,12 @@ def _read_csv(path: str, spec: IngestSpec, delimiter: str):
         raise DataError(f"{path}: the file is empty; expected a header line and data rows")
     if head.startswith(codecs.BOM_UTF8):
         head = head[3:]
+    first = head.split(b"\n", 1)[0].rstrip(b"\r")
     try:
-        header_line = head.decode("utf-8").splitlines()[0]
+        header_line = first.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: line 1: not UTF-8 (byte 0x{head[exc.start]:02x} at offset {exc.start}); "
-                        "re-save the file as UTF-8") from None
+        raise DataError(f"{path}: line 1 (header): not UTF-8 (byte 0x{first[exc.start]:02x} at offset "
+                        f"{exc.start}); re-save the file as UTF-8") from None
     available = next(csv.reader([header_line], delimiter=delimiter))
     _check_columns(path, available, spec.columns)
     convert = pacsv.ConvertOptions(
@@ -291,6 +292,19 @@ def normalize_batch(batch: pa.RecordBatch, spec: IngestSpec) -> pa.Table:
     return pa.Table.from_arrays(cols, names=list(spec.columns))
 
 
+def _reject_infinities(table: pa.Table, spec: IngestSpec, first_row: int, path: str) -> None:
+    import pyarrow.compute as pc
+
+    for name, kind in spec.columns.items():
+        col = table.column(name)
+        if kind == "float64" and pa.types.is_floating(col.type):
+            bad = pc.fill_null(pc.is_inf(col), False)
+            if pc.any(bad).as_py():
+                i = pc.index(bad, True).as_py()
+                raise DataError(f"{path}: row {first_row + i + 1}, column '{name}': got {col[i].as_py()}; "
+                                "infinities are not allowed in number columns")
+
+
 def write_parts(batches, spec: IngestSpec, out_dir: Path, path: str) -> int:
     """Write batches as fixed-size Parquet parts with ``__row__``; returns the row count."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -310,6 +324,7 @@ def write_parts(batches, spec: IngestSpec, out_dir: Path, path: str) -> int:
 
     for batch in batches:
         table = normalize_batch(batch, spec)
+        _reject_infinities(table, spec, total + pending_rows, path)
         while table.num_rows:
             take = min(PART_ROWS - pending_rows, table.num_rows)
             pending.append(table.slice(0, take))
