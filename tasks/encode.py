@@ -2,7 +2,7 @@
 
 Each Dask partition is prepared (cast, drop, fill), encoded by its feature types with the fitted
 metadata, expanded by the balance multiplicities (training rows only) and written as
-``<split>/part-NNNNN.parquet`` (one per partition, in row order). Publish re-shards them, so the
+``<split>/part-NNNNN.arrow`` (Arrow IPC, one per partition, in row order). Publish re-shards them, so the
 artifact does not depend on the partitioning.
 """
 
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from dask import delayed
 
 from tasks import balance as balance_mod
 from tasks import fill_missing, frame, vocab
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
+from tasks.ingest import write_ipc
 from tasks.split import SPLIT_NAMES
 from tasks.statistics import Statistics
 
@@ -63,7 +63,7 @@ def _encode_partition(prepared, index, features, metadata, mult, out_dir):
         table = pa.table({name: to_arrow(arr) for name, arr in columns.items()})
         folder = out_dir / split_name
         folder.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, folder / f"part-{index:05d}.parquet")
+        write_ipc(table, folder / f"part-{index:05d}.arrow")
         rows_out[split_name] = table.num_rows
         stats.counter(f"encode.rows_out.{split_name}", table.num_rows)
     return stats, rows_out
@@ -81,8 +81,8 @@ def run(ctx, ingest, split, missing, balance, fitted):
         mult = balance_mod.load(balance)
         parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
         prepared = frame.filled_partitions(parts, ctx.features, assign, states)
-        results = frame.compute([delayed(_encode_partition)(p, i, ctx.features, metadata, mult, out)
-                                 for i, p in enumerate(prepared)])
+        f, md, m = frame.shared(ctx.features), frame.shared(metadata), frame.shared(mult)
+        results = frame.compute([delayed(_encode_partition)(p, i, f, md, m, out) for i, p in enumerate(prepared)])
         stats = Statistics()
         for partial, _rows in results:
             stats = stats.merge(partial)
@@ -95,7 +95,7 @@ def run(ctx, ingest, split, missing, balance, fitted):
 
 
 def split_parts(result, split_name: str) -> list[Path]:
-    return sorted((Path(result.path) / split_name).glob("part-*.parquet"))
+    return sorted((Path(result.path) / split_name).glob("part-*.arrow"))
 
 
 def row_counts(result) -> dict[str, int]:

@@ -42,7 +42,8 @@ def run(ctx, ingest, split):
     def compute(out: Path) -> Statistics:
         assign = split_mod.load(split)
         parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
-        partials = frame.compute([delayed(_partial)(p, ctx.features, assign, fit_on) for p in parts])
+        f, a = frame.shared(ctx.features), frame.shared(assign)
+        partials = frame.compute([delayed(_partial)(p, f, a, fit_on) for p in parts])
         states = {}
         stats = Statistics()
         for f in ctx.features:

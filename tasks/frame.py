@@ -25,8 +25,18 @@ from tasks.ingest import ROW
 SPLIT = "__split__"
 
 
+def _read_ipc(path: str) -> pd.DataFrame:
+    import pyarrow.feather as feather
+
+    return feather.read_table(path, memory_map=True).to_pandas()
+
+
 def read_ingested(ingest_dir: str, npartitions: int | None) -> dd.DataFrame:
-    ddf = dd.read_parquet(ingest_dir)
+    """The ingested table as a Dask DataFrame (one partition per cached part, then repartitioned)."""
+    from pathlib import Path
+
+    files = sorted(str(p) for p in Path(ingest_dir).glob("part-*.arrow"))
+    ddf = dd.from_map(_read_ipc, files, meta=_read_ipc(files[0]).iloc[:0])
     if npartitions and npartitions != ddf.npartitions:
         ddf = ddf.repartition(npartitions=npartitions)
     return ddf
@@ -149,17 +159,25 @@ def _prepare(pdf, features, assign, states, carry):
     return normalize_and_fill(cast_partition(pdf, features, assign), features, states, carry)
 
 
+def shared(value):
+    """Wrap a large argument (metadata, states, arrays) once, so Dask does not walk it per task."""
+    from dask import delayed
+
+    return delayed(value, traverse=False)
+
+
 def filled_partitions(parts: list, features: list[FeatureType], assign: np.ndarray,
                       states: dict[str, dict]) -> list:
     """Delayed ``Prepared`` partitions: typed, split-tagged, rows dropped, values filled."""
     from dask import delayed
 
     names = needs_carries(states)
+    f, a, s = shared(features), shared(assign), shared(states)
     carry_list: list = [None] * len(parts)
     if names:
-        edges = compute([delayed(_edges)(p, features, assign, states) for p in parts])
+        edges = compute([delayed(_edges)(p, f, a, s) for p in parts])
         carry_list = carries(edges, names)
-    return [delayed(_prepare)(p, features, assign, states, c) for p, c in zip(parts, carry_list, strict=False)]
+    return [delayed(_prepare)(p, f, a, s, c) for p, c in zip(parts, carry_list, strict=True)]
 
 
 def fit_rows(frame: pd.DataFrame, fit_on: str) -> pd.DataFrame:

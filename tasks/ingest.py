@@ -1,4 +1,4 @@
-"""ingest: read the dataset into the stage cache as Parquet parts with a global row number.
+"""ingest: read the dataset into the stage cache as Arrow IPC parts with a global row number.
 
 Formats: CSV, TSV, JSON (array of records), JSONL, Parquet, Feather/Arrow IPC, Excel; local
 paths or fsspec URLs. Only the columns the config names are read. Text formats read number
@@ -292,6 +292,14 @@ def normalize_batch(batch: pa.RecordBatch, spec: IngestSpec) -> pa.Table:
     return pa.Table.from_arrays(cols, names=list(spec.columns))
 
 
+def write_ipc(table: pa.Table, path: Path) -> None:
+    """Cache files are uncompressed Arrow IPC: ~10x faster to write and read back than Parquet here
+    (measured on the 336k-row flights table), and memory-mappable. Parquet is for artifacts."""
+    import pyarrow.feather as feather
+
+    feather.write_feather(table, str(path), compression="uncompressed")
+
+
 def _reject_infinities(table: pa.Table, spec: IngestSpec, first_row: int, path: str) -> None:
     import pyarrow.compute as pc
 
@@ -318,7 +326,7 @@ def write_parts(batches, spec: IngestSpec, out_dir: Path, path: str) -> int:
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         rows = pa.array(range(total, total + table.num_rows), type=pa.int64())
         table = table.append_column(ROW, rows)
-        pq.write_table(table, out_dir / f"part-{part:05d}.parquet", row_group_size=PART_ROWS)
+        write_ipc(table, out_dir / f"part-{part:05d}.arrow")
         total += table.num_rows
         part += 1
 

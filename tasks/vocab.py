@@ -39,7 +39,8 @@ def run(ctx, ingest, split, missing):
         states = fill_missing.load(missing)
         parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
         prepared = frame.filled_partitions(parts, ctx.features, assign, states)
-        partials = frame.compute([delayed(_partial)(p, ctx.features, fit_on) for p in prepared])
+        f = frame.shared(ctx.features)
+        partials = frame.compute([delayed(_partial)(p, f, fit_on) for p in prepared])
         metadata = {}
         stats = Statistics()
         for f in ctx.features:
@@ -54,7 +55,7 @@ def run(ctx, ingest, split, missing):
             if "vocab_size" in meta:
                 stats.counter(f"vocab.size.{f.name}", meta["vocab_size"])
             metadata[f.name] = meta
-        (out / METADATA_FILE).write_text(json.dumps(metadata, sort_keys=True, indent=1, ensure_ascii=False))
+        (out / METADATA_FILE).write_text(json.dumps(metadata, sort_keys=True, ensure_ascii=False))
         return stats
 
     return run_cached(ctx, "vocab", CODE_VERSION, [ingest.key, split.key, missing.key], config_slice, compute)

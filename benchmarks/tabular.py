@@ -1,0 +1,148 @@
+"""Tabular benchmark (issue 2): prepflow run vs a single-pass pyarrow reference.
+
+Generates a flights-like table (20 columns: 8 ints, 6 floats with ~3% nulls, 5 categoricals of
+cardinality 10..4000, one numeric label) at 336,776 rows and 10x, then for each size:
+
+* runs ``prepflow run --json`` cold (fresh cache and output), then again unchanged (rerun), then
+  again with ``--always-run-flow`` (the full Prefect flow with every stage Cached);
+* runs a pyarrow reference doing the same work in one pass (read CSV, vocab, encode, zscore with
+  mean fill, random split, write parquet).
+
+Stage time = the sum of the stages' own seconds (no interpreter or Prefect start-up).
+Peak RSS = ru_maxrss of the prepflow child process.
+
+    python benchmarks/tabular.py [--sizes 336776,3367760] [--out benchmarks/data]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CATS = {"carrier": 16, "origin": 300, "dest": 4000, "tailnum": 2000, "month_name": 12}
+INTS = ["year", "month", "day", "dep_time", "sched_dep_time", "arr_time", "sched_arr_time", "flight"]
+FLOATS = ["dep_delay", "arr_delay", "air_time", "distance", "hour", "minute"]
+LABEL = "delay_minutes"
+
+
+def generate(n: int, path: Path, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    cols: dict[str, pa.Array] = {}
+    for i, name in enumerate(INTS):
+        cols[name] = pa.array(rng.integers(0, 2400 if i > 2 else 31, n))
+    for name in FLOATS:
+        values = rng.normal(50, 30, n).round(2)
+        cols[name] = pa.array(values, mask=rng.random(n) < 0.03)
+    for name, card in CATS.items():
+        ranks = np.minimum(rng.zipf(1.3, n), card) - 1
+        vocab = np.array([f"{name[:3]}{i:04d}" for i in range(card)])
+        cols[name] = pa.array(vocab[ranks])
+    cols[LABEL] = pa.array(rng.normal(10, 40, n).round(1))
+    pacsv.write_csv(pa.table(cols), path)
+
+
+def config() -> dict:
+    return {
+        "input_features": [{"name": c, "type": "number"} for c in INTS + FLOATS]
+        + [{"name": c, "type": "category"} for c in CATS],
+        "output_features": [{"name": LABEL, "type": "number"}],
+        "preprocessing": {"split": {"type": "random", "probabilities": [0.8, 0.1, 0.1], "seed": 1}},
+        "publish": {"formats": ["parquet"]},
+    }
+
+
+def run_prepflow(cfg: Path, data: Path, out: Path, cache: Path, *extra: str) -> tuple[dict, float, float]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    start = time.perf_counter()
+    proc = subprocess.run([str(Path(sys.executable).parent / "prepflow"), "run", str(cfg), "--dataset", str(data),
+                           "--output", str(out), "--cache-dir", str(cache), "--json", *extra],
+                          capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - start
+    if proc.returncode:
+        raise SystemExit(f"prepflow failed:\n{proc.stderr[-3000:]}")
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    return summary, wall, max(rss, before) / 1024
+
+
+def reference(data: Path, out: Path) -> float:
+    """The same work, single pass, pyarrow/numpy only."""
+    start = time.perf_counter()
+    types = {c: pa.float64() for c in INTS + FLOATS + [LABEL]} | {c: pa.string() for c in CATS}
+    table = pacsv.read_csv(data, convert_options=pacsv.ConvertOptions(column_types=types))
+    n = table.num_rows
+    rng = np.random.default_rng(1)
+    split = rng.choice(3, size=n, p=[0.8, 0.1, 0.1])
+    train = split == 0
+    out_cols = {}
+    for name in INTS + FLOATS + [LABEL]:
+        x = table.column(name).to_numpy()
+        mean = np.nanmean(x[train])
+        x = np.where(np.isnan(x), mean, x)
+        std = x[train].std(ddof=1)
+        out_cols[name] = ((x - mean) / std).astype(np.float32)
+    for name in CATS:
+        col = table.column(name)
+        counts = pc.value_counts(pc.filter(col, pa.array(train))).to_pylist()
+        vocab = [d["values"] for d in sorted(counts, key=lambda d: (-d["counts"], d["values"]))]
+        ids = pc.fill_null(pc.add(pc.index_in(col, value_set=pa.array(vocab)), 1), 0)
+        out_cols[name] = ids.to_numpy(zero_copy_only=False).astype(np.int32)
+    out.mkdir(parents=True, exist_ok=True)
+    encoded = pa.table(out_cols)
+    for i, name in enumerate(("train", "validation", "test")):
+        pq.write_table(encoded.filter(pa.array(split == i)), out / f"{name}.parquet", compression="zstd")
+    return time.perf_counter() - start
+
+
+def bench(n: int, work: Path) -> dict:
+    work.mkdir(parents=True, exist_ok=True)
+    data = work / f"flights_{n}.csv"
+    if not data.exists():
+        generate(n, data)
+    cfg = work / "config.yaml"
+    cfg.write_text(yaml.safe_dump(config()))
+    cache, out = work / f"cache_{n}", work / f"out_{n}"
+    shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(out, ignore_errors=True)
+    cold, cold_wall, cold_rss = run_prepflow(cfg, data, out, cache)
+    rerun, rerun_wall, _ = run_prepflow(cfg, data, out, cache)
+    flow_rerun, flow_rerun_wall, _ = run_prepflow(cfg, data, out, cache, "--always-run-flow")
+    ref = min(reference(data, work / f"ref_{n}") for _ in range(2))
+    stage_time = sum(s["seconds"] for s in cold["stages"])
+    return {
+        "rows": n, "csv_mb": round(data.stat().st_size / 2**20, 1),
+        "cold_wall_s": round(cold_wall, 2), "stage_s": round(stage_time, 2),
+        "stages": {s["name"]: s["seconds"] for s in cold["stages"]},
+        "reference_s": round(ref, 2), "stage_over_reference": round(stage_time / ref, 2),
+        "rerun_wall_s": round(rerun_wall, 2), "rerun_share_of_cold": round(rerun_wall / cold_wall, 3),
+        "all_cached_flow_wall_s": round(flow_rerun_wall, 2), "peak_rss_mb": round(cold_rss),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="336776,3367760")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "data"))
+    args = parser.parse_args()
+    for n in (int(s) for s in args.sizes.split(",")):
+        print(json.dumps(bench(n, Path(args.out))), flush=True)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    main()
