@@ -120,6 +120,12 @@ def channel_spec(ctx, columns: dict[str, dict]) -> dict[str, list[str]]:
 
 # ---- writers -------------------------------------------------------------------------------------
 
+def read_part(path: Path) -> pa.Table:
+    import pyarrow.feather as feather
+
+    return feather.read_table(str(path), memory_map=True)
+
+
 def _row_blocks(parts: list[Path], block_rows: int):
     """Re-chunk the rows of ``parts`` into tables of exactly ``block_rows`` rows (the last may be short).
 
@@ -129,7 +135,7 @@ def _row_blocks(parts: list[Path], block_rows: int):
     pending: list[pa.Table] = []
     pending_rows = 0
     for part in parts:
-        table = pq.read_table(part)
+        table = read_part(part)
         while table.num_rows:
             take = min(block_rows - pending_rows, table.num_rows)
             pending.append(table.slice(0, take))
@@ -163,7 +169,8 @@ def _write_parquet(parts: list[Path], folder: Path, shard_rows: int, row_group_r
     if writer is not None:
         writer.close()
     elif parts:  # an empty split: one empty shard that still carries the schema
-        pq.write_table(pq.read_schema(parts[0]).empty_table(), folder / "part-00000.parquet", compression="zstd")
+        pq.write_table(read_part(parts[0]).schema.empty_table(), folder / "part-00000.parquet",
+                       compression="zstd")
         files.append("part-00000.parquet")
     return files
 
@@ -182,7 +189,7 @@ def _write_npy(parts: list[Path], folder: Path, columns: dict[str, dict], n_rows
         files[name] = f"{name}.npy"
     try:
         for part in parts:
-            table = pq.read_table(part)
+            table = read_part(part)
             for name, (fh, dtype) in handles.items():
                 col = table.column(name).combine_chunks()
                 flat = col
@@ -242,7 +249,7 @@ def run(ctx, fingerprint: str, encoded, fitted, stage_stats: dict, validation: d
                     chunks.append({"type": "npy", "features": [name], "files": [f"{split_name}/{file}"]})
             source_spec[split_name] = chunks
         (staging / vocab.METADATA_FILE).write_text(
-            json.dumps(metadata, sort_keys=True, indent=1, ensure_ascii=False))
+            json.dumps(metadata, sort_keys=True, ensure_ascii=False))
         feature_spec = {
             "feature_spec": {name: {k: v for k, v in spec.items() if k != "feature"} for name, spec in columns.items()},
             "source_spec": source_spec,
