@@ -83,6 +83,38 @@ def _print_summary(summary: dict, wall: float) -> None:
                       "(--always-run-flow runs the flow anyway)")
 
 
+def _progress_bar(enabled: bool):
+    """A transient rich progress bar (stderr) fed by Dask task completions of each stage."""
+    import contextlib
+
+    if not enabled:
+        return contextlib.nullcontext()
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from tasks import progress
+
+    bar = Progress(TextColumn("{task.description:<14}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=Console(stderr=True), transient=True)
+    ids: dict[str, int] = {}
+
+    def report(stage: str, done: int, total: int) -> None:
+        if stage not in ids:
+            ids[stage] = bar.add_task(stage or "working", total=total)
+        bar.update(ids[stage], completed=done, total=total)
+
+    @contextlib.contextmanager
+    def running():
+        progress.set_reporter(report)
+        try:
+            with bar:
+                yield
+        finally:
+            progress.set_reporter(None)
+
+    return running()
+
+
 def _no_heartbeat_for_local_runs():
     """A CLI run is watched by the user's terminal: skip Prefect's flow heartbeat thread.
 
@@ -123,7 +155,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from flows.preprocess import preprocess
 
     _quiet_prefect_tracebacks()
-    with _no_heartbeat_for_local_runs():
+    with _no_heartbeat_for_local_runs(), _progress_bar(enabled=not args.json and sys.stderr.isatty()):
         summary = preprocess(config=args.config, dataset=args.dataset, output=args.output,
                              cache_dir=args.cache_dir, npartitions=args.npartitions,
                              dask_address=args.dask_address)

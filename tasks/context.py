@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from storage.cache import StageCache, cache_key
+from tasks import progress
 from tasks.config import Config
 from tasks.features import build_all
 from tasks.features.base import FeatureType
@@ -71,7 +72,7 @@ def run_cached(ctx: RunContext, stage: str, code_version: str, parents: list[str
     if hit is not None:
         stats = json.loads((hit / STATS_FILE).read_text()) if (hit / STATS_FILE).exists() else {}
         return StageResult(stage, key, str(hit), True, time.perf_counter() - start, stats)
-    with ctx.cache.writer(stage, key) as tmp:
+    with ctx.cache.writer(stage, key) as tmp, progress.stage(stage):
         stats = compute(tmp)
         (tmp / STATS_FILE).write_text(json.dumps(stats.to_json(), sort_keys=True))
     return StageResult(stage, key, str(ctx.cache.path(stage, key)), False, time.perf_counter() - start,

@@ -48,7 +48,12 @@ def partitions(ingest_dir: str, npartitions: int | None) -> list:
 
 def compute(tasks: list) -> list:
     """Run delayed tasks on the active scheduler (a distributed Client if one is set)."""
-    return list(dask.compute(*tasks)) if tasks else []
+    from tasks.progress import tracking
+
+    if not tasks:
+        return []
+    with tracking(len(tasks)):
+        return list(dask.compute(*tasks))
 
 
 @dataclass
