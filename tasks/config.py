@@ -190,6 +190,18 @@ class Config(StrictModel):
             seen.add(feature.name)
         return self
 
+    @model_validator(mode="after")
+    def _balance_label(self) -> "Config":
+        """Balancing needs exactly one binary/category output (an untyped one is checked after inference)."""
+        balance = self.preprocessing.balance
+        if balance.oversample_minority is None and balance.undersample_majority is None:
+            return self
+        outputs = self.output_features
+        if len(outputs) != 1 or outputs[0].type not in (None, "binary", "category"):
+            raise ValueError("preprocessing.balance: balancing needs exactly one output feature of type binary or "
+                             f"category, the config has {[(f.name, f.type) for f in outputs]}")
+        return self
+
 
 # --------------------------------------------------------------------------------------
 # Error formatting

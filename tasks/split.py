@@ -6,12 +6,27 @@ of partitioning or the scheduler. Output: ``split.npy`` (int8, one entry per inp
 * ``random``: rows are ranked by a counter-based hash of (seed, row) and cut at exact counts,
   so proportions are exact to within one row and the same seed always gives the same rows.
 * ``fixed``: a column of 0/1/2 or train/validation(val)/test.
+* ``stratify``: by a binary/category column. Each class is cut like ``random`` (rows ranked by
+  the same row hash), with per-class counts from the largest-remainder rule, so every class's
+  split counts are within one row of ``p * class_rows``. A class with one row goes to train.
+* ``datetime``: by a date column: rows ordered by (date, row); train is the oldest rows, test
+  the newest; rows with the same date never straddle a boundary (they go to the earlier split,
+  unless that would leave a split empty).
+* ``hash``: by a key column: ``blake2b(str(key), key=seed)`` as a uint64 picks the split, so a
+  row's split depends only on its own key and never changes when rows are added or removed
+  (rows sharing a key share a split).
 
-``sample_ratio``/``sample_size`` drop a seeded subset of rows first (marked -1).
+``sample_ratio``/``sample_size`` drop a seeded subset of rows first (marked -1); the split is
+computed over the kept rows only. Every split with a non-zero probability gets at least one
+row when at least 3 rows are kept; where a split type cannot promise that (too few distinct
+dates for ``datetime``, too few keys for ``hash``, whose assignment must not depend on other
+rows) the stage raises ``DataError`` rather than publish an empty split.
 """
 
 from __future__ import annotations
 
+import hashlib
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -82,6 +97,229 @@ def fixed_split(values: pd.Series, rows: np.ndarray, column: str) -> np.ndarray:
     return mapped.to_numpy(dtype=np.int8)
 
 
+def _row_error(rows: np.ndarray, i: int, column: str, message: str) -> DataError:
+    return DataError(f"row {int(rows[i]) + 1}, column '{column}': {message}")
+
+
+def _require_present(values: pd.Series, rows: np.ndarray, column: str, kind: str) -> None:
+    missing = values.isna().to_numpy()
+    if missing.any():
+        raise _row_error(rows, int(np.flatnonzero(missing)[0]), column,
+                         f"the {kind} split needs a value in every row, got a missing value")
+
+
+def class_keys(values: pd.Series) -> pd.Series:
+    """Values as strings, compared the way a category compares them (``1.0`` and ``"1"`` are one
+    class); missing values stay missing."""
+    if pd.api.types.is_bool_dtype(values.dtype):
+        return values.map({True: "true", False: "false"}).astype("string")
+    if pd.api.types.is_float_dtype(values.dtype):
+        x = values.to_numpy(dtype="float64", na_value=np.nan)
+        whole = np.isfinite(x) & (x == np.round(x)) & (np.abs(x) < 2**62)
+        text = np.where(whole, np.nan_to_num(x).astype(np.int64).astype(str), x.astype(str))
+        return pd.Series(text, dtype="string").mask(np.isnan(x))
+    return values.astype("string")
+
+
+# ---- stratify ------------------------------------------------------------------------------------
+
+def class_counts(n: int, probabilities: list[float]) -> np.ndarray:
+    """Largest-remainder counts of one class: each within one row of ``p * n`` (ties: earlier split).
+    A single-row class goes to train (to the largest split if train's probability is 0)."""
+    if n == 1:
+        out = np.zeros(3, dtype=np.int64)
+        out[0 if probabilities[0] > 0 else int(np.argmax(probabilities))] = 1
+        return out
+    exact = np.array(probabilities, dtype=np.float64) * n
+    out = np.floor(exact).astype(np.int64)
+    order = sorted(range(3), key=lambda i: (-(exact[i] - out[i]), i))
+    for i in order[: n - int(out.sum())]:
+        out[i] += 1
+    return out
+
+
+def _fill_empty_splits(counts: np.ndarray, sizes: np.ndarray, probabilities: list[float]) -> None:
+    """Give each empty split with p > 0 one row, moved from the (class, split) where that costs the
+    least deviation from ``p * class_rows``; multi-row classes first. In place."""
+    for s in range(3):
+        if probabilities[s] <= 0 or counts[:, s].sum() > 0:
+            continue
+        best = None
+        totals = counts.sum(axis=0)
+        for c in range(len(sizes)):
+            for d in range(3):
+                if d == s or counts[c, d] == 0 or totals[d] < 2:
+                    continue
+                dev = max(abs(counts[c, d] - 1 - probabilities[d] * sizes[c]), abs(1 - probabilities[s] * sizes[c]))
+                key = (sizes[c] == 1, dev, -probabilities[s] * sizes[c], c, d)
+                if best is None or key < best[0]:
+                    best = (key, c, d)
+        if best is not None:
+            _key, c, d = best
+            counts[c, d] -= 1
+            counts[c, s] += 1
+
+
+def stratify_split(values: pd.Series, rows: np.ndarray, probabilities: list[float], seed: int) -> np.ndarray:
+    """Per class (the column's values as strings; missing values form one class of their own), rows
+    are ranked by the row hash and cut at the class's counts (``class_counts``)."""
+    keys = class_keys(values).fillna("\x00<missing>").to_numpy(dtype=object)
+    codes, uniques = pd.factorize(keys, sort=True)
+    sizes = np.bincount(codes, minlength=len(uniques))
+    counts = np.stack([class_counts(int(n), probabilities) for n in sizes]) if len(sizes) else np.zeros((0, 3), int)
+    if len(rows) >= 3:
+        _fill_empty_splits(counts, sizes, probabilities)
+    order = np.lexsort((mix64(seed, rows), codes))  # by class, then by row hash
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    position = np.arange(len(rows)) - starts[codes[order]]  # rank within the class
+    cut1 = counts[:, 0][codes[order]]
+    cut2 = cut1 + counts[:, 1][codes[order]]
+    out = np.empty(len(rows), dtype=np.int8)
+    out[order] = np.where(position < cut1, 0, np.where(position < cut2, 1, 2))
+    return out
+
+
+# ---- datetime ------------------------------------------------------------------------------------
+
+def date_keys(values: pd.Series, rows: np.ndarray, column: str, datetime_format: str | None = None) -> np.ndarray:
+    """An orderable key per row: int64 UTC nanoseconds (naive times taken as UTC), or the numbers
+    themselves for a numeric column. A missing or unparseable date raises ``DataError``."""
+    _require_present(values, rows, column, "datetime")
+    if pd.api.types.is_datetime64_any_dtype(values.dtype):
+        parsed = pd.to_datetime(values, utc=True)
+        return parsed.to_numpy(dtype="datetime64[ns]").astype(np.int64)
+    if pd.api.types.is_numeric_dtype(values.dtype) and not pd.api.types.is_bool_dtype(values.dtype):
+        return values.to_numpy(dtype=np.float64)
+    text = values.astype("string").str.strip().to_numpy(dtype=object)
+    codes, uniques = pd.factorize(text)
+    uniques = np.asarray(uniques, dtype=object)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if datetime_format:
+            parsed = pd.to_datetime(pd.Series(uniques), format=datetime_format, errors="coerce", utc=True)
+        else:
+            parsed = parse_dates(uniques)
+    bad_unique = parsed.isna().to_numpy()
+    if bad_unique.any():
+        i = int(np.flatnonzero(bad_unique[codes])[0])
+        how = f" with datetime_format {datetime_format!r}" if datetime_format else ""
+        raise _row_error(rows, i, column, f"the datetime split cannot parse {values.iloc[i]!r} as a date{how}")
+    ns = parsed.dt.tz_localize(None).to_numpy(dtype="datetime64[ns]").astype(np.int64)
+    return ns[codes]
+
+
+def parse_dates(texts: np.ndarray) -> pd.Series:
+    """Strings -> UTC datetimes (NaT where unparseable): ISO 8601 first, then the format pandas
+    guesses from the first value that failed (vectorized; up to 3 formats), then per-value parsing
+    (dateutil, month-first) for what is left."""
+    from pandas.tseries.api import guess_datetime_format
+
+    parsed = pd.to_datetime(pd.Series(texts), format="ISO8601", errors="coerce", utc=True)
+    for _ in range(3):
+        retry = parsed.isna().to_numpy()
+        fmt = guess_datetime_format(str(texts[np.flatnonzero(retry)[0]])) if retry.any() else None
+        if fmt is None:
+            break
+        parsed[retry] = pd.to_datetime(pd.Series(texts[retry]), format=fmt, errors="coerce", utc=True).to_numpy()
+    retry = parsed.isna().to_numpy()
+    if retry.any():
+        parsed[retry] = pd.to_datetime(pd.Series(texts[retry]), format="mixed", errors="coerce", utc=True).to_numpy()
+    return parsed
+
+
+def datetime_split(values: pd.Series, rows: np.ndarray, probabilities: list[float], column: str,
+                   datetime_format: str | None = None) -> np.ndarray:
+    """Oldest rows to train, newest to test, cut at the ``split_counts`` boundaries of the rows
+    ordered by (date, row). Rows with the same date never straddle a boundary: a boundary inside a
+    run of equal dates moves forward past the run (the ties go to the earlier split). Only when
+    that would leave a split with p > 0 empty are the boundaries moved to the run starts nearest
+    the exact counts that give every such split a row."""
+    keys = date_keys(values, rows, column, datetime_format)
+    n = len(rows)
+    order = np.lexsort((rows, keys))
+    ordered = keys[order]
+    counts = split_counts(n, probabilities)
+    targets = (counts[0], counts[0] + counts[1])
+    runs = np.append(np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]), n)  # run starts, then n
+
+    def forward(cut: int) -> int:
+        if 0 < cut < n and ordered[cut] == ordered[cut - 1]:
+            return int(np.searchsorted(ordered, ordered[cut], side="right"))
+        return cut
+
+    def ok(c1: int, c2: int) -> bool:
+        sizes = (c1, c2 - c1, n - c2)
+        return c1 <= c2 and (n < 3 or all(size > 0 or p <= 0 for size, p in zip(sizes, probabilities, strict=True)))
+
+    c1 = forward(targets[0])
+    c2 = forward(max(targets[1], c1))
+    if not ok(c1, c2):
+        c1, c2 = _cuts_at_runs(runs, targets, probabilities, ok)
+        if c1 < 0:
+            raise DataError(f"column '{column}': the datetime split cannot give every split with a non-zero "
+                            f"probability a row without splitting rows of the same date: the column has only "
+                            f"{len(runs) - 1} distinct date(s) in {n} rows; use more distinct dates or split "
+                            "type 'random'")
+    position = np.empty(n, dtype=np.int64)
+    position[order] = np.arange(n)
+    return np.where(position < c1, 0, np.where(position < c2, 1, 2)).astype(np.int8)
+
+
+def _cuts_at_runs(runs: np.ndarray, targets: tuple[int, int], probabilities: list[float], ok) -> tuple[int, int]:
+    """Cut positions among run starts, nearest the targets, satisfying ``ok``; (-1, -1) if none."""
+    def near(target: int, lo: int, hi: int) -> list[int]:
+        inside = runs[(runs >= lo) & (runs <= hi)]
+        j = int(np.searchsorted(inside, target))
+        return [int(inside[k]) for k in (j - 1, j) if 0 <= k < len(inside)]
+
+    n = int(runs[-1])
+    later_needed = int(probabilities[1] > 0) + int(probabilities[2] > 0)
+    lo1 = int(runs[1]) if probabilities[0] > 0 and len(runs) > 1 else 0
+    hi1 = int(runs[-1 - later_needed]) if len(runs) > later_needed else -1
+    best = None
+    for c1 in near(targets[0], lo1, hi1):
+        after = runs[runs > c1]
+        lo2 = int(after[0]) if probabilities[1] > 0 and len(after) else c1
+        hi2 = int(runs[-2]) if probabilities[2] > 0 and len(runs) > 1 else n
+        for c2 in near(targets[1], lo2, hi2):
+            key = (abs(c1 - targets[0]) + abs(c2 - targets[1]), -c1, -c2)
+            if ok(c1, c2) and (best is None or key < best[0]):
+                best = (key, c1, c2)
+    return (best[1], best[2]) if best else (-1, -1)
+
+
+# ---- hash ----------------------------------------------------------------------------------------
+
+def key_hash(key: str, seed: int) -> int:
+    """Stable uint64 of a key's string (blake2b keyed by the seed; never Python's ``hash``)."""
+    digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8, key=str(seed).encode("ascii")).digest()
+    return int.from_bytes(digest, "big")
+
+
+def _threshold(cumulative: float) -> int:
+    return 1 << 64 if cumulative >= 1.0 - 1e-12 else int(cumulative * float(1 << 64))
+
+
+def hash_split(values: pd.Series, rows: np.ndarray, probabilities: list[float], column: str,
+               seed: int) -> np.ndarray:
+    """Split of each row from its key alone: ``key_hash < p_train * 2**64`` -> train, below
+    ``(p_train + p_validation) * 2**64`` -> validation, else test."""
+    _require_present(values, rows, column, "hash")
+    keys = class_keys(values).to_numpy(dtype=object)
+    codes, uniques = pd.factorize(keys)
+    t1, t2 = _threshold(probabilities[0]), _threshold(probabilities[0] + probabilities[1])
+    per_key = np.array([0 if h < t1 else 1 if h < t2 else 2 for h in (key_hash(k, seed) for k in uniques)],
+                       dtype=np.int8)
+    out = per_key[codes] if len(uniques) else np.zeros(0, dtype=np.int8)
+    if len(rows) >= 3:
+        for i, name in enumerate(SPLIT_NAMES):
+            if probabilities[i] > 0 and not (out == i).any():
+                raise DataError(f"column '{column}': the hash split puts no key in {name} ({len(rows)} rows, "
+                                f"{len(uniques)} distinct keys); a row's split depends only on its key, so "
+                                f"small data can leave a split empty; use more keys or split type 'random'")
+    return out
+
+
 def check_nonempty(assign: np.ndarray, probabilities: list[float]) -> None:
     active = int((assign >= 0).sum())
     if active < 3 and sum(1 for p in probabilities if p > 0) > active:
@@ -100,8 +338,12 @@ def run(ctx, ingest):
 
     pre = ctx.config.preprocessing
     split = pre.split
+    hints = split_hints(ctx)
     config_slice = {"split": split.model_dump(), "sample_ratio": pre.sample_ratio, "sample_size": pre.sample_size,
-                    "sample_seed": pre.sample_seed}
+                    "sample_seed": pre.sample_seed, **({"hints": hints} if hints else {})}
+    fn = SPLITTERS.get(split.type)
+    if split.type != "random" and fn is None:
+        raise DataError(f"preprocessing.split.type: '{split.type}' is not implemented yet")
 
     def compute(out: Path) -> Statistics:
         n = ingest_mod.num_rows(ingest.path)
@@ -112,15 +354,12 @@ def run(ctx, ingest):
             assign[active] = random_split(active, split.probabilities, split.seed)
         else:
             parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
-            fn = SPLITTERS.get(split.type)
-            if fn is None:
-                raise DataError(f"preprocessing.split.type: '{split.type}' is not implemented yet")
             results = frame.compute([delayed(_column_of)(p, split.column) for p in parts])
             rows = np.concatenate([r[0] for r in results])
             values = pd.concat([r[1] for r in results], ignore_index=True)
-            values_assign = fn(values, rows, split)
-            assign[rows] = values_assign
-            assign[~keep] = -1
+            kept = keep[rows]
+            rows, values = rows[kept], values[kept].reset_index(drop=True)
+            assign[rows] = fn(values, rows, split, hints)
         check_nonempty(assign, split.probabilities)
         np.save(out / "split.npy", assign)
         stats = Statistics()
@@ -130,6 +369,18 @@ def run(ctx, ingest):
         return stats
 
     return run_cached(ctx, "split", CODE_VERSION, [ingest.key], config_slice, compute)
+
+
+def split_hints(ctx) -> dict:
+    """Options the split reads from a feature on its column (a date feature's ``datetime_format``)."""
+    split = ctx.config.preprocessing.split
+    if split.type != "datetime":
+        return {}
+    for f in ctx.config.features:
+        fmt = (f.preprocessing or {}).get("datetime_format")
+        if f.source_column == split.column and fmt:
+            return {"datetime_format": fmt}
+    return {}
 
 
 def _column_of(pdf: pd.DataFrame, column: str):
@@ -142,4 +393,11 @@ def load(split_result) -> np.ndarray:
     return np.load(Path(split_result.path) / "split.npy", mmap_mode="r")
 
 
-SPLITTERS = {"fixed": lambda values, rows, cfg: fixed_split(values, rows, cfg.column)}
+# split type -> fn(values of the split column for the kept rows, their row numbers, SplitConfig, hints)
+SPLITTERS = {
+    "fixed": lambda values, rows, cfg, hints: fixed_split(values, rows, cfg.column),
+    "stratify": lambda values, rows, cfg, hints: stratify_split(values, rows, cfg.probabilities, cfg.seed),
+    "datetime": lambda values, rows, cfg, hints: datetime_split(values, rows, cfg.probabilities, cfg.column,
+                                                                hints.get("datetime_format")),
+    "hash": lambda values, rows, cfg, hints: hash_split(values, rows, cfg.probabilities, cfg.column, cfg.seed),
+}
