@@ -216,8 +216,24 @@ def write_latest(output: Path, art_id: str) -> None:
 
 
 def run(ctx, fingerprint: str, encoded, fitted, stage_stats: dict, validation: dict | None = None) -> dict:
-    """Publish and return ``{"artifact_path", "artifact_id", "rows", "reused"}``."""
-    output = Path(ctx.output)
+    """Publish and return ``{"artifact_path", "artifact_id", "rows", "reused"}``.
+
+    An fsspec URL output (``s3://bucket/prefix``) is built in a local staging folder and uploaded
+    with the manifest last, then ``LATEST`` (``storage.remote.publish``).
+    """
+    from storage import remote
+    from storage.fs import strip_file_scheme
+
+    if remote.is_remote(ctx.output):
+        art_id = artifact_id(fingerprint, normalized_config(ctx.config))
+        return remote.publish(str(ctx.output), art_id,
+                              lambda root: _publish(ctx, root, fingerprint, encoded, fitted, stage_stats, validation))
+    return _publish(ctx, Path(strip_file_scheme(str(ctx.output))), fingerprint, encoded, fitted, stage_stats,
+                    validation)
+
+
+def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: dict,
+             validation: dict | None = None) -> dict:
     output.mkdir(parents=True, exist_ok=True)
     config_json = normalized_config(ctx.config)
     art_id = artifact_id(fingerprint, config_json)

@@ -1,0 +1,462 @@
+"""Batches of tensors from a published split: the torch side of the artifact (DESIGN section 5).
+
+``BatchLoader`` (``Artifact.batches``) yields ``dict[channel -> torch.Tensor]``; ``ArtifactDataset``
+(``Artifact.torch_dataset``) is a map-style ``torch.utils.data.Dataset`` over the same files.
+
+Reading. A split's columns come from its per-feature ``.npy`` files, memory-mapped
+(``np.load(mmap_mode="r")``), or, when the artifact has no ``.npy`` files, from its Parquet shards,
+decoded once into memory per process. Either way a batch is gathered from index arrays with one
+numpy copy per column straight into the output tensor's memory (pinned when ``pin_memory`` and CUDA
+are available): no per-row Python.
+
+Channels. The ``channel_spec`` of ``feature_spec.yaml`` names the columns of each channel. A
+channel of one column yields that column (``n`` or ``n x shape``); a channel of several columns of
+the same shape is stacked along dim 1 (``n x k`` or ``n x k x shape``), in the common dtype of its
+columns (``bool`` and ``float32`` give ``float32``); a channel whose columns differ in shape yields
+a ``dict[column -> tensor]``. A stacked channel is laid out column by column: it is the
+``transpose(0, 1)`` of a ``k x n`` buffer, so gathering it is one contiguous copy per column (a
+row-major ``n x k`` copy costs about five times more on the CPU) and ``batch[ch][:, j]`` is
+contiguous, as embedding lookups like. ``.to(device)`` keeps the layout; call ``.contiguous()``
+(best on the GPU) where a kernel needs row-major memory.
+
+Order. Each epoch's order is a function of ``(seed, epoch)`` only: a permutation of the split's
+rows (``shuffle=True``) or input order. A row-level shuffle gathers rows at random from every
+column file, which costs about ten times a sequential read; ``shuffle_block=N`` permutes blocks of
+``N`` consecutive rows instead (as DLRM-style loaders do), so a batch is ``batch_size / N``
+sequential copies per column, at the price of rows of a block always sharing a batch. For ``world_size > 1`` the order is cut into
+``world_size`` contiguous blocks of equal size, rank ``r`` taking block ``r``; the tail is padded
+by wrapping around (``drop_last=False``, as ``DistributedSampler`` does) or dropped
+(``drop_last=True``). Batches are consecutive runs of a rank's block; ``drop_last`` also drops a
+last short batch. Within a shuffled batch rows are sorted by position, so a memory-mapped read
+walks each file forward; which rows form a batch is random, their order inside it is not.
+
+Prefetch. A background thread gathers up to ``prefetch`` batches ahead of the consumer; numpy's
+copies release the GIL, so reading overlaps the training step. ``device=`` copies each batch there
+(``non_blocking`` from pinned memory) as the consumer takes it.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from tasks.errors import DataError
+
+# ---- column sources ------------------------------------------------------------------------------
+
+def _np_dtype(torch_name: str) -> np.dtype:
+    return np.dtype(torch_name.removeprefix("torch."))
+
+
+class SplitColumns:
+    """Random access to one split's columns as numpy arrays (memory-mapped ``.npy`` or decoded Parquet).
+
+    Arrays are opened lazily and dropped on pickling, so a dataset can be sent to DataLoader
+    worker processes (each maps the files itself).
+    """
+
+    def __init__(self, root: Path, feature_spec: dict, split: str, prefer: str = "npy", num_rows: int | None = None):
+        if split not in feature_spec.get("source_spec", {}):
+            raise DataError(f"{root}: no split {split!r}; splits are {list(feature_spec.get('source_spec', {}))}")
+        self.root = Path(root)
+        self.split = split
+        self.specs: dict[str, dict] = feature_spec["feature_spec"]
+        chunks = feature_spec["source_spec"][split]
+        self.npy: dict[str, str] = {}
+        self.parquet: list[str] = []
+        for chunk in chunks:
+            if chunk["type"] == "npy":
+                for name, file in zip(chunk["features"], chunk["files"], strict=True):
+                    self.npy[name] = file
+            elif chunk["type"] == "parquet":
+                self.parquet = list(chunk["files"])
+        if prefer == "parquet" and self.parquet:
+            self.npy = {}
+        elif prefer not in ("npy", "parquet"):
+            raise ValueError(f"prefer must be 'npy' or 'parquet', got {prefer!r}")
+        self.format = "npy" if self.npy else "parquet"
+        self._arrays: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+        self._num_rows = num_rows
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_arrays"] = {}
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def array(self, name: str) -> np.ndarray:
+        arr = self._arrays.get(name)
+        if arr is not None:
+            return arr
+        with self._lock:
+            if name not in self._arrays:
+                self._arrays.update(self._open([name]))
+        return self._arrays[name]
+
+    def preload(self, names: list[str]) -> None:
+        with self._lock:
+            todo = [n for n in names if n not in self._arrays]
+            if todo:
+                self._arrays.update(self._open(todo))
+
+    def _open(self, names: list[str]) -> dict[str, np.ndarray]:
+        unknown = [n for n in names if n not in self.specs]
+        if unknown:
+            raise DataError(f"{self.root}: no column(s) {unknown} in feature_spec.yaml; columns are {list(self.specs)}")
+        if self.format == "npy":
+            out = {}
+            for name in names:
+                if name not in self.npy:
+                    raise DataError(f"{self.root}: split {self.split!r} has no .npy file for column {name!r}")
+                path = self.root / self.npy[name]
+                try:  # a plain ndarray view of the map: np.memmap's slicing hooks cost more than small copies
+                    arr = np.asarray(np.load(path, mmap_mode="r"))
+                except ValueError:  # an empty array cannot be memory-mapped
+                    arr = np.load(path)
+                except OSError as exc:
+                    raise DataError(f"{path}: cannot read ({exc})") from exc
+                out[name] = arr
+            return out
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from storage.artifact import arrow_to_numpy
+
+        if not self.parquet:
+            raise DataError(f"{self.root}: split {self.split!r} has neither .npy files nor Parquet shards")
+        tables = [pq.read_table(self.root / f, columns=names, memory_map=True) for f in self.parquet]
+        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        return {name: np.ascontiguousarray(arrow_to_numpy(table.column(name))) for name in names}
+
+    def num_rows(self) -> int:
+        if self._num_rows is None:
+            self._num_rows = len(self.array(next(iter(self.specs))))
+        return self._num_rows
+
+
+# ---- channel plans -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ChannelPlan:
+    """How one channel's batch is built: ``single`` column, ``stack`` along dim 1, or a ``dict``."""
+
+    name: str
+    columns: tuple[str, ...]
+    kind: str  # single | stack | dict
+    dtype: np.dtype
+    shape: tuple[int, ...]  # per-row shape of the yielded tensor (single/stack)
+
+
+def plan_channels(feature_spec: dict, channels: list[str] | None = None) -> list[ChannelPlan]:
+    spec = feature_spec["feature_spec"]
+    channel_spec: dict[str, list[str]] = feature_spec.get("channel_spec") or {}
+    if channels is not None:
+        unknown = [c for c in channels if c not in channel_spec]
+        if unknown:
+            raise DataError(f"no channel(s) {unknown} in feature_spec.yaml; channels are {list(channel_spec)}")
+        channel_spec = {c: channel_spec[c] for c in channels}
+    plans = []
+    for name, cols in channel_spec.items():
+        if not cols:
+            continue
+        dtypes = [_np_dtype(spec[c]["dtype"]) for c in cols]
+        shapes = [tuple(spec[c]["shape"]) for c in cols]
+        if len(cols) == 1:
+            plans.append(ChannelPlan(name, tuple(cols), "single", dtypes[0], shapes[0]))
+        elif len(set(shapes)) == 1:
+            plans.append(ChannelPlan(name, tuple(cols), "stack", np.result_type(*dtypes), (len(cols), *shapes[0])))
+        else:
+            plans.append(ChannelPlan(name, tuple(cols), "dict", dtypes[0], ()))
+    return plans
+
+
+def _pin_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _empty(shape: tuple[int, ...], dtype: np.dtype, pin: bool):
+    """A torch tensor and its numpy view: gathers write straight into the tensor's memory."""
+    import torch
+
+    tensor = torch.from_numpy(np.empty(0, dtype=dtype)).new_empty(shape, pin_memory=pin)
+    return tensor, tensor.numpy()
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Row positions as runs of consecutive rows ``[starts[i], stops[i])``: one slice copy per run."""
+
+    starts: np.ndarray
+    stops: np.ndarray
+
+    def __len__(self) -> int:
+        return int((self.stops - self.starts).sum())
+
+
+def _copy_rows(src: np.ndarray, index, out: np.ndarray) -> None:
+    if isinstance(index, slice):
+        np.copyto(out, src[index], casting="unsafe")
+    elif isinstance(index, Runs):
+        pos = 0
+        for a, b in zip(index.starts.tolist(), index.stops.tolist(), strict=True):
+            np.copyto(out[pos:pos + b - a], src[a:b], casting="unsafe")
+            pos += b - a
+    elif out.dtype == src.dtype and out.flags.c_contiguous:
+        np.take(src, index, axis=0, out=out, mode="clip")
+    else:
+        np.copyto(out, np.take(src, index, axis=0), casting="unsafe")
+
+
+def gather(columns: SplitColumns, plans: list[ChannelPlan], index, pin: bool = False) -> dict[str, Any]:
+    """One batch: ``index`` is a slice, ``Runs`` or an int64 array of row positions."""
+    n = (index.stop - index.start) if isinstance(index, slice) else len(index)
+    batch: dict[str, Any] = {}
+    for plan in plans:
+        if plan.kind == "single":
+            tensor, view = _empty((n, *plan.shape), plan.dtype, pin)
+            _copy_rows(columns.array(plan.columns[0]), index, view)
+            batch[plan.name] = tensor
+        elif plan.kind == "stack":  # k x n x ... buffer, one contiguous copy per column; yielded as n x k x ...
+            tensor, view = _empty((plan.shape[0], n, *plan.shape[1:]), plan.dtype, pin)
+            for j, col in enumerate(plan.columns):
+                _copy_rows(columns.array(col), index, view[j])
+            batch[plan.name] = tensor.transpose(0, 1)
+        else:
+            parts = {}
+            for col in plan.columns:
+                src = columns.array(col)
+                tensor, view = _empty((n, *src.shape[1:]), src.dtype, pin)
+                _copy_rows(src, index, view)
+                parts[col] = tensor
+            batch[plan.name] = parts
+    return batch
+
+
+MIN_RUN = 32  # rows per run on average below which a gather beats one copy per run
+
+
+def as_index(rows: np.ndarray):
+    """Positions as the cheapest index: a slice (one run), ``Runs`` (long runs) or the array itself."""
+    if len(rows) < 2:
+        return slice(int(rows[0]), int(rows[0]) + 1) if len(rows) else slice(0, 0)
+    breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+    if not len(breaks):
+        return slice(int(rows[0]), int(rows[-1]) + 1)
+    if len(rows) >= MIN_RUN * (len(breaks) + 1):
+        starts = rows[np.concatenate(([0], breaks))]
+        ends = rows[np.concatenate((breaks - 1, [len(rows) - 1]))] + 1
+        return Runs(starts.astype(np.int64), ends.astype(np.int64))
+    return rows
+
+
+# ---- epoch order ---------------------------------------------------------------------------------
+
+def epoch_order(n: int, shuffle: bool, seed: int, epoch: int, block: int = 1) -> np.ndarray:
+    """All row positions in this epoch's order: input order, or a permutation seeded by (seed, epoch)
+    of single rows (``block=1``) or of blocks of ``block`` consecutive rows."""
+    if not shuffle:
+        return np.arange(n, dtype=np.int64)
+    rng = np.random.default_rng([seed, epoch])
+    if block <= 1:
+        return rng.permutation(n)
+    blocks = rng.permutation(-(-n // block))
+    order = (blocks[:, None] * block + np.arange(block)).reshape(-1)
+    return order[order < n] if n % block else order
+
+
+def rank_order(n: int, shuffle: bool, seed: int, epoch: int, rank: int, world_size: int,
+               drop_last: bool, block: int = 1) -> np.ndarray:
+    """This rank's row positions for one epoch (see the module docstring)."""
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"rank must be in [0, world_size) and world_size >= 1; got rank={rank}, "
+                         f"world_size={world_size}")
+    if block < 1:
+        raise ValueError(f"shuffle_block must be at least 1, got {block}")
+    order = epoch_order(n, shuffle, seed, epoch, block)
+    if world_size == 1:
+        return order
+    per = n // world_size if drop_last else -(-n // world_size)
+    if per * world_size > n and n:
+        order = np.resize(order, per * world_size)  # wraps around, like DistributedSampler's padding
+    return order[rank * per:(rank + 1) * per]
+
+
+def batch_indices(order: np.ndarray, batch_size: int, drop_last: bool, sort: bool) -> Iterator:
+    n = len(order)
+    stop = n - n % batch_size if drop_last else n
+    for start in range(0, stop, batch_size):
+        rows = order[start:start + batch_size]
+        yield as_index(np.sort(rows) if sort else rows)
+
+
+# ---- the loader ----------------------------------------------------------------------------------
+
+_END = object()
+
+
+class _Failure:
+    def __init__(self, exc: BaseException):
+        self.exc = exc
+
+
+def prefetched(make: Callable[[], Iterator], depth: int) -> Iterator:
+    """Iterate ``make()`` in a background thread that keeps up to ``depth`` items ready."""
+    if depth <= 0:
+        yield from make()
+        return
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in make():
+                if not put(item):
+                    return
+            put(_END)
+        except BaseException as exc:  # handed to the consumer, which re-raises it
+            put(_Failure(exc))
+
+    thread = threading.Thread(target=produce, name="prepflow-loader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = q.get()
+            if item is _END:
+                return
+            if isinstance(item, _Failure):
+                raise item.exc
+            yield item
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _to_device(batch: dict, device, non_blocking: bool) -> dict:
+    return {k: (_to_device(v, device, non_blocking) if isinstance(v, dict) else v.to(device, non_blocking=non_blocking))
+            for k, v in batch.items()}
+
+
+class BatchLoader:
+    """An iterable of batches over one split; ``len()`` is the number of batches this rank gets.
+
+    Iterating twice gives the same order; call ``set_epoch(e)`` (as with ``DistributedSampler``) for
+    a new shuffle each epoch.
+    """
+
+    def __init__(self, columns: SplitColumns, feature_spec: dict, batch_size: int = 4096, shuffle: bool = True,
+                 seed: int = 0, prefetch: int = 4, drop_last: bool = False, rank: int = 0, world_size: int = 1,
+                 pin_memory: bool = False, device=None, epoch: int = 0, channels: list[str] | None = None,
+                 shuffle_block: int = 1):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        rank_order(0, False, 0, 0, rank, world_size, drop_last, shuffle_block)  # argument checks
+        self.shuffle_block = shuffle_block
+        self.columns = columns
+        self.plans = plan_channels(feature_spec, channels)
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.seed = seed
+        self.prefetch = prefetch
+        self.drop_last = drop_last
+        self.rank = rank
+        self.world_size = world_size
+        self.epoch = epoch
+        self.device = device
+        self.pin_memory = bool(pin_memory) and _pin_available()
+        self.num_rows = columns.num_rows()
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def _order(self) -> np.ndarray:
+        return rank_order(self.num_rows, self.shuffle, self.seed, self.epoch, self.rank, self.world_size,
+                          self.drop_last, self.shuffle_block)
+
+    def __len__(self) -> int:
+        n = len(self._order()) if self.world_size > 1 else self.num_rows
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def _produce(self) -> Iterator[dict]:
+        self.columns.preload([c for p in self.plans for c in p.columns])
+        for index in batch_indices(self._order(), self.batch_size, self.drop_last, sort=self.shuffle):
+            yield gather(self.columns, self.plans, index, self.pin_memory)
+
+    def __iter__(self) -> Iterator[dict]:
+        device = self.device
+        if device is not None:
+            import torch
+
+            device = torch.device(device)
+            if device.type == "cpu":
+                device = None
+        non_blocking = self.pin_memory
+        for batch in prefetched(self._produce, self.prefetch):
+            yield batch if device is None else _to_device(batch, device, non_blocking)
+
+
+def _dataset_base():
+    import torch.utils.data
+
+    return torch.utils.data.Dataset
+
+
+class ArtifactDataset(_dataset_base()):
+    """A map-style torch ``Dataset`` over one split.
+
+    ``ds[i]`` is one row (``dict[channel -> tensor]`` without the batch dimension); ``ds[rows]``
+    with a sequence, array or slice of positions is a whole batch gathered in one go. For batched
+    reads through a ``DataLoader``, let the sampler yield index lists and turn off auto-batching::
+
+        DataLoader(ds, sampler=BatchSampler(RandomSampler(ds), 4096, drop_last=False), batch_size=None)
+    """
+
+    def __init__(self, columns: SplitColumns, feature_spec: dict, channels: list[str] | None = None):
+        self.columns = columns
+        self.plans = plan_channels(feature_spec, channels)
+        self._len = columns.num_rows()
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, item):
+        if isinstance(item, (int, np.integer)):
+            i = int(item)
+            if not -self._len <= i < self._len:
+                raise IndexError(f"row {i} out of range for a split of {self._len} rows")
+            i %= self._len
+            batch = gather(self.columns, self.plans, slice(i, i + 1))
+            return _first_row(batch)
+        if isinstance(item, slice):
+            start, stop, step = item.indices(self._len)
+            rows = np.arange(start, stop, step, dtype=np.int64)
+        else:
+            rows = np.asarray(item, dtype=np.int64).reshape(-1)
+            if rows.size and (rows.min() < -self._len or rows.max() >= self._len):
+                raise IndexError(f"row positions out of range for a split of {self._len} rows")
+            rows = np.where(rows < 0, rows + self._len, rows)
+        return gather(self.columns, self.plans, as_index(rows))
+
+
+def _first_row(batch: dict) -> dict:
+    return {k: (_first_row(v) if isinstance(v, dict) else v[0]) for k, v in batch.items()}

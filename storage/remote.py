@@ -1,0 +1,165 @@
+"""Artifacts on an fsspec store (``s3://bucket/prefix``, ``memory://``, ...).
+
+Publishing: the artifact is built in a local staging folder exactly as for a local output, then
+uploaded file by file; ``manifest.json`` goes up after every other file and ``LATEST`` after the
+manifest. A reader refuses a folder without a manifest, so it never sees a half-uploaded artifact
+(an object store has no rename; the manifest is the commit marker). An artifact whose manifest is
+already there is reused, never rewritten.
+
+Reading: ``fetch`` downloads an artifact into a local cache folder (``$PREPFLOW_ARTIFACT_CACHE``,
+else ``$PREPFLOW_HOME/artifacts``, else ``~/.prepflow/artifacts``) and checks every file's size and
+sha256 against the manifest before the folder is renamed into place. A cached copy whose manifest
+matches the remote one is reused; ``verify=True`` always downloads and checks again.
+
+S3 endpoint and credentials come from the environment (``S3_ENDPOINT_URL`` or
+``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ...; see ``storage.fs``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Callable
+
+from storage.cache import verify_files
+from storage.fs import filesystem, is_url
+from tasks.errors import DataError, IntegrityError
+
+MANIFEST = "manifest.json"
+LATEST = "LATEST"
+
+
+def is_remote(path: str | os.PathLike) -> bool:
+    """A URL that is not a local ``file://`` path."""
+    return is_url(str(path)) and not str(path).startswith("file://")
+
+
+def join(url: str, *parts: str) -> str:
+    return "/".join([url.rstrip("/"), *(p.strip("/") for p in parts)])
+
+
+def cache_root() -> Path:
+    if os.environ.get("PREPFLOW_ARTIFACT_CACHE"):
+        return Path(os.environ["PREPFLOW_ARTIFACT_CACHE"])
+    return Path(os.environ.get("PREPFLOW_HOME", Path.home() / ".prepflow")) / "artifacts"
+
+
+def _wrap(url: str, action: str, exc: Exception) -> DataError:
+    return DataError(f"{url}: cannot {action} ({type(exc).__name__}: {exc})")
+
+
+def _read_bytes(fs, url: str) -> bytes | None:
+    try:
+        with fs.open(url, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # credentials, endpoint, bucket: the path goes into the message
+        raise _wrap(url, "read", exc) from exc
+
+
+# ---- publishing ----------------------------------------------------------------------------------
+
+def publish(output_url: str, art_id: str, build: Callable[[Path], dict]) -> dict:
+    """Publish under ``output_url``: ``build(local_root)`` writes ``local_root/<art_id>`` (and returns
+    publish's summary); its files are uploaded, manifest last, then ``LATEST``."""
+    fs = filesystem(output_url)
+    art_url = join(output_url, art_id)
+    existing = _read_bytes(fs, join(art_url, MANIFEST))
+    if existing is not None:
+        manifest = json.loads(existing)
+        write_latest(fs, output_url, art_id)
+        return {"artifact_path": art_url, "artifact_id": art_id, "rows": manifest["rows"], "reused": True}
+    staging = Path(tempfile.mkdtemp(prefix="prepflow-publish-"))
+    try:
+        result = build(staging)
+        local = staging / art_id
+        upload(fs, local, art_url)
+        write_latest(fs, output_url, art_id)
+        return {**result, "artifact_path": art_url, "reused": False}
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def upload(fs, local: Path, art_url: str) -> None:
+    manifest = json.loads((local / MANIFEST).read_text())
+    files = sorted(manifest["files"])
+    try:
+        if files:
+            fs.put([str(local / rel) for rel in files], [join(art_url, rel) for rel in files])
+        fs.put_file(str(local / MANIFEST), join(art_url, MANIFEST))
+    except Exception as exc:
+        raise _wrap(art_url, "upload the artifact", exc) from exc
+
+
+def write_latest(fs, output_url: str, art_id: str) -> None:
+    try:
+        fs.pipe_file(join(output_url, LATEST), (art_id + "\n").encode())
+    except Exception as exc:
+        raise _wrap(join(output_url, LATEST), "write", exc) from exc
+
+
+# ---- reading -------------------------------------------------------------------------------------
+
+def resolve(url: str) -> tuple[str, bytes]:
+    """The artifact's URL and its manifest bytes; an output root is followed through ``LATEST``."""
+    fs = filesystem(url)
+    url = url.rstrip("/")
+    manifest = _read_bytes(fs, join(url, MANIFEST))
+    if manifest is None:
+        latest = _read_bytes(fs, join(url, LATEST))
+        if latest is None:
+            raise DataError(f"{url}: not a complete artifact (no {MANIFEST}) and no {LATEST} file")
+        url = join(url, latest.decode().strip())
+        manifest = _read_bytes(fs, join(url, MANIFEST))
+        if manifest is None:
+            raise DataError(f"{url}: not a complete artifact (no {MANIFEST})")
+    return url, manifest
+
+
+def fetch(url: str, verify: bool = False) -> Path:
+    """A verified local copy of the artifact at ``url``; returns its folder."""
+    art_url, manifest_bytes = resolve(url)
+    try:
+        manifest = json.loads(manifest_bytes)
+    except ValueError as exc:
+        raise IntegrityError(f"{art_url}/{MANIFEST}: unreadable manifest ({exc})") from None
+    root = cache_root()
+    local = root / manifest["artifact_id"]
+    if not verify and (local / MANIFEST).is_file() and (local / MANIFEST).read_bytes() == manifest_bytes:
+        return local
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".tmp-{manifest['artifact_id']}-{uuid.uuid4().hex[:12]}"
+    tmp.mkdir()
+    try:
+        fs = filesystem(art_url)
+        files = sorted(manifest["files"])
+        for rel in files:
+            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            if files:
+                fs.get([join(art_url, rel) for rel in files], [str(tmp / rel) for rel in files])
+        except FileNotFoundError as exc:
+            raise IntegrityError(f"{art_url}: a file listed in {MANIFEST} is missing ({exc})") from None
+        except Exception as exc:
+            raise _wrap(art_url, "download the artifact", exc) from exc
+        problems = verify_files(tmp, manifest["files"])
+        if problems:
+            raise IntegrityError(f"{art_url}: {len(problems)} file(s) do not match {MANIFEST}: "
+                                 + "; ".join(problems[:10]))
+        (tmp / MANIFEST).write_bytes(manifest_bytes)
+        if local.exists():
+            shutil.rmtree(local, ignore_errors=True)
+        try:
+            os.rename(tmp, local)
+        except OSError:  # another process put the same verified artifact there first
+            if not (local / MANIFEST).is_file():
+                raise
+        return local
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,192 @@
+"""storage.loader: batches of tensors per channel from either format, seeded shuffling, sharding."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from storage.artifact import Artifact
+from storage.loader import ArtifactDataset, as_index, plan_channels, prefetched, rank_order
+from tests.helpers import run, write_csv
+
+N = 1000
+CONFIG = {
+    "input_features": [
+        {"name": "rid", "type": "number", "preprocessing": {"normalization": "none"}},  # the row's id
+        {"name": "x", "type": "number"},
+        {"name": "c", "type": "category"},
+        {"name": "d", "type": "category"},
+        {"name": "b", "type": "binary"},
+    ],
+    "output_features": [{"name": "y", "type": "binary"}],
+    "preprocessing": {"split": {"type": "random", "probabilities": [0.8, 0.1, 0.1], "seed": 1}},
+    "publish": {"formats": ["parquet", "npy"], "shard_rows": 300, "row_group_rows": 64},
+}
+
+
+@pytest.fixture(scope="module")
+def art(tmp_path_factory) -> Artifact:
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"rid": np.arange(N), "x": rng.normal(size=N), "c": rng.choice(list("abcde"), N),
+                       "d": rng.choice(list("uvw"), N), "b": rng.choice(["yes", "no"], N),
+                       "y": rng.integers(0, 2, N)})
+    tmp = tmp_path_factory.mktemp("loader")
+    result = run(CONFIG, write_csv(df, tmp / "data.csv"), tmp, npartitions=3)
+    return Artifact.open(result.artifact["artifact_path"])
+
+
+def rids(batches) -> np.ndarray:
+    return np.concatenate([b["numerical"][:, 0].numpy() for b in batches]).astype(np.int64)
+
+
+def test_channels_are_stacked_from_the_published_columns(art):
+    ref = art.read_split("train")
+    batches = list(art.batches("train", batch_size=128, shuffle=False))
+    assert len(batches) == len(art.batches("train", batch_size=128)) == -(-art.num_rows("train") // 128)
+    num = torch.cat([b["numerical"] for b in batches])
+    cat = torch.cat([b["categorical"] for b in batches])
+    label = torch.cat([b["label"] for b in batches])
+    # numerical = rid, x, b (binary: bool -> float32), in channel_spec order
+    assert art.feature_spec["channel_spec"]["numerical"] == ["rid", "x", "b"]
+    assert num.dtype == torch.float32 and num.shape == (art.num_rows("train"), 3)
+    assert np.array_equal(num[:, 1].numpy(), ref["x"])
+    assert np.array_equal(num[:, 2].numpy(), ref["b"].astype(np.float32))
+    assert cat.dtype == torch.int32 and np.array_equal(cat.numpy(), np.stack([ref["c"], ref["d"]], axis=1))
+    assert label.dtype == torch.bool and label.shape == (art.num_rows("train"),)
+    assert np.array_equal(label.numpy(), ref["y"])
+
+
+def test_parquet_and_npy_give_the_same_batches(art):
+    a = list(art.batches("validation", batch_size=16, shuffle=True, seed=3, prefer="parquet"))
+    b = list(art.batches("validation", batch_size=16, shuffle=True, seed=3, prefer="npy"))
+    assert art.split_columns("validation", "parquet").format == "parquet"
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
+
+
+@pytest.mark.parametrize("block", [1, 32])
+def test_shuffle_is_seeded_per_epoch_and_covers_every_row_once(art, block):
+    n = art.num_rows("train")
+    first = rids(art.batches("train", batch_size=100, seed=5, epoch=0, shuffle_block=block))
+    again = rids(art.batches("train", batch_size=100, seed=5, epoch=0, shuffle_block=block))
+    other = rids(art.batches("train", batch_size=100, seed=5, epoch=1, shuffle_block=block))
+    assert np.array_equal(first, again)
+    assert not np.array_equal(first, other)
+    ref = np.sort(art.read_split("train")["rid"].astype(np.int64))
+    assert np.array_equal(np.sort(first), ref) and np.array_equal(np.sort(other), ref)
+    assert len(first) == n
+    in_order = rids(art.batches("train", batch_size=100, shuffle=False))
+    assert np.array_equal(in_order, art.read_split("train")["rid"].astype(np.int64))
+
+
+def test_set_epoch_changes_the_order(art):
+    loader = art.batches("train", batch_size=256, seed=2)
+    a = rids(loader)
+    loader.set_epoch(1)
+    assert not np.array_equal(a, rids(loader))
+    loader.set_epoch(0)
+    assert np.array_equal(a, rids(loader))
+
+
+def test_drop_last_drops_the_short_batch(art):
+    n = art.num_rows("train")
+    sizes = [len(b["label"]) for b in art.batches("train", batch_size=300, drop_last=True)]
+    assert sizes == [300] * (n // 300)
+    assert sum(len(b["label"]) for b in art.batches("train", batch_size=300)) == n
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_ranks_split_the_rows_evenly(art, drop_last):
+    n, world = art.num_rows("train"), 3
+    parts = [rids(art.batches("train", batch_size=64, seed=9, rank=r, world_size=world, drop_last=drop_last))
+             for r in range(world)]
+    per = n // world if drop_last else -(-n // world)
+    if drop_last:
+        per -= per % 64  # and each rank drops its own last short batch
+    assert [len(p) for p in parts] == [per] * world
+    everything = np.concatenate(parts)
+    if drop_last:
+        assert len(np.unique(everything)) == len(everything)  # no row twice
+    else:  # every row, padded by wrapping around like DistributedSampler
+        assert set(everything) == set(art.read_split("train")["rid"].astype(np.int64))
+        assert len(everything) - n == per * world - n < world
+
+
+def test_rank_order_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="rank"):
+        rank_order(10, False, 0, 0, rank=2, world_size=2, drop_last=False)
+    with pytest.raises(ValueError, match="shuffle_block"):
+        rank_order(10, True, 0, 0, 0, 1, False, block=0)
+
+
+def test_as_index_picks_slices_runs_or_arrays():
+    assert as_index(np.arange(5, 105)) == slice(5, 105)
+    runs = as_index(np.concatenate([np.arange(0, 64), np.arange(200, 264)]))
+    assert runs.starts.tolist() == [0, 200] and runs.stops.tolist() == [64, 264] and len(runs) == 128
+    scattered = np.array([1, 5, 9, 30])
+    assert as_index(scattered) is scattered
+
+
+def test_channels_with_different_shapes_come_as_a_dict():
+    spec = {"feature_spec": {"a": {"dtype": "torch.int32", "shape": [4]}, "b": {"dtype": "torch.int32", "shape": [7]},
+                             "u": {"dtype": "torch.bool", "shape": []}, "v": {"dtype": "torch.int8", "shape": []}},
+            "channel_spec": {"text": ["a", "b"], "flags": ["u", "v"]}}
+    plans = {p.name: p for p in plan_channels(spec)}
+    assert plans["text"].kind == "dict"
+    assert plans["flags"].kind == "stack" and plans["flags"].dtype == np.int8 and plans["flags"].shape == (2,)
+
+
+def test_prefetch_thread_stops_on_break_and_passes_errors_on(art):
+    loader = art.batches("train", batch_size=10, prefetch=2)
+    for _ in loader:
+        break
+    assert not any(t.name == "prepflow-loader" and t.is_alive() for t in threading.enumerate())
+
+    def failing():
+        yield 1
+        raise RuntimeError("disk on fire")
+
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        list(prefetched(failing, 2))
+
+
+def test_pin_memory_and_device_work_without_cuda(art):
+    batch = next(iter(art.batches("test", batch_size=8, pin_memory=True, device="cpu")))
+    assert batch["numerical"].device.type == "cpu"
+    if torch.cuda.is_available():  # checked on a GPU machine
+        gpu = next(iter(art.batches("test", batch_size=8, pin_memory=True, device="cuda")))
+        assert gpu["numerical"].is_cuda and torch.equal(gpu["numerical"].cpu(), batch["numerical"])
+
+
+def test_torch_dataset_rows_batches_and_dataloader(art):
+    ds = art.torch_dataset("test")
+    ref = art.read_split("test")
+    n = art.num_rows("test")
+    assert len(ds) == n
+    row = ds[3]
+    assert row["numerical"].shape == (3,) and float(row["numerical"][1]) == float(ref["x"][3])
+    assert int(ds[-1]["categorical"][0]) == int(ref["c"][-1])
+    batch = ds[[4, 0, 2]]
+    assert np.array_equal(batch["categorical"][:, 1].numpy(), ref["d"][[4, 0, 2]])
+    assert np.array_equal(ds[2:5]["label"].numpy(), ref["y"][2:5])
+    with pytest.raises(IndexError):
+        ds[n]
+    sampler = torch.utils.data.BatchSampler(torch.utils.data.SequentialSampler(ds), 16, drop_last=False)
+    loaded = list(torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=None))
+    assert np.array_equal(torch.cat([b["label"] for b in loaded]).numpy(), ref["y"])
+
+
+def test_dataset_pickles_without_its_arrays(art):
+    ds = art.torch_dataset("train")
+    ds[0]  # maps the files
+    blob = pickle.dumps(ds)
+    assert len(blob) < 10_000
+    clone = pickle.loads(blob)
+    assert isinstance(clone, ArtifactDataset)
+    assert all(torch.equal(clone[7][k], ds[7][k]) for k in ds[7])
