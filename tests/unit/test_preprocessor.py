@@ -1,0 +1,114 @@
+"""storage.Preprocessor: raw rows -> exactly the columns the pipeline published for them."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from storage import Artifact, Preprocessor
+from tasks.errors import DataError
+from tasks.split import SPLIT_NAMES
+from tests.helpers import run
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "titanic"
+
+
+@pytest.fixture(scope="module")
+def titanic(tmp_path_factory):
+    """The example pipeline run in-process; returns (artifact, split array of the input rows)."""
+    config = yaml.safe_load((EXAMPLE / "config.yaml").read_text())
+    result = run(config, EXAMPLE / "titanic.csv", tmp_path_factory.mktemp("titanic"), npartitions=2)
+    split = next(s for s in result.stages if s.stage == "split")
+    assign = np.load(Path(split.path) / "split.npy")
+    return Artifact.open(result.artifact["artifact_path"]), assign
+
+
+def assert_bit_identical(got: dict, ref: dict) -> None:
+    assert list(got) == list(ref)
+    for name in ref:
+        assert got[name].dtype == ref[name].dtype, name
+        assert got[name].shape == ref[name].shape, name
+        assert got[name].tobytes() == ref[name].tobytes(), name
+
+
+@pytest.mark.parametrize("split_id", [0, 1, 2])
+def test_raw_rows_of_every_split_encode_bit_for_bit(titanic, split_id):
+    art, assign = titanic
+    raw = pd.read_csv(EXAMPLE / "titanic.csv", dtype=str, keep_default_na=False)  # the file's text, as is
+    rows = raw.iloc[np.flatnonzero(assign == split_id)]  # a split keeps input order
+    assert rows["Age"].eq("").any()  # missing values are filled the same way
+    got = Preprocessor.load(art.path).transform(rows)
+    assert_bit_identical(got, art.read_split(SPLIT_NAMES[split_id]))
+
+
+def test_list_of_dicts_with_python_types(titanic):
+    art, assign = titanic
+    frame = pd.read_csv(EXAMPLE / "titanic.csv")  # pandas' own types: ints, floats with NaN, strings
+    records = frame.iloc[np.flatnonzero(assign == 2)].to_dict("records")
+    got = Preprocessor.load(art.path).transform(records)
+    assert_bit_identical(got, art.read_split("test"))
+
+
+def test_outputs_are_optional_and_unseen_categories_are_unk(titanic):
+    art, _ = titanic
+    pre = Preprocessor.load(art.path)
+    row = {"Pclass": 9, "Sex": "unknown", "Age": None, "SibSp": 1, "Parch": 0, "Fare": 7.25, "Embarked": ""}
+    out = pre.transform([row])
+    assert "Survived" not in out
+    assert out["Pclass"].tolist() == [0] and out["Sex"].tolist() == [0]  # <UNK>
+    assert out["Embarked"].tolist() == [art.metadata["Embarked"]["str2idx"]["S"]]  # "" is missing -> the mode
+    assert out["Age"].tolist() == [0.0]  # filled with the fitted mean, then z-scored
+    with pytest.raises(DataError, match="output column"):
+        pre.transform([row], outputs=True)
+
+
+def test_clear_errors(titanic):
+    art, _ = titanic
+    pre = Preprocessor.load(art.path)
+    good = {"Pclass": 1, "Sex": "male", "Age": 30, "SibSp": 0, "Parch": 0, "Fare": 7.25, "Embarked": "S"}
+    with pytest.raises(DataError, match=r"'Age' .*missing"):
+        pre.transform([{k: v for k, v in good.items() if k != "Age"}])
+    with pytest.raises(DataError, match=r"row 2, column 'Age': number feature 'Age' expects a number, got 'old'"):
+        pre.transform([good, {**good, "Age": "old"}])
+    with pytest.raises(DataError, match=r"row 1, column 'Pclass': expected a number, string or boolean"):
+        pre.transform([{**good, "Pclass": [1]}])
+    with pytest.raises(DataError, match=r"column 'Survived'.*'maybe'"):
+        pre.transform([{**good, "Survived": "maybe"}])
+    with pytest.raises(DataError, match=r"row 1, column 'Survived'.*drop_row"):
+        pre.transform([{**good, "Survived": None}], outputs=True)
+    with pytest.raises(DataError, match="expected a pandas DataFrame"):
+        pre.transform("Age=3")
+
+
+def test_moved_artifact_still_loads(titanic, tmp_path):
+    art, assign = titanic
+    moved = tmp_path / "elsewhere" / art.path.name
+    shutil.copytree(art.path, moved)
+    raw = pd.read_csv(EXAMPLE / "titanic.csv", dtype=str, keep_default_na=False).iloc[np.flatnonzero(assign == 1)]
+    assert_bit_identical(Preprocessor.load(moved).transform(raw), art.read_split("validation"))
+
+
+def test_scripted_number_module_matches_the_preprocessor(titanic):
+    art, assign = titanic
+    pre = Preprocessor.load(art.path)
+    module = torch.jit.script(pre.torch_module())
+    assert module.features == ["Age", "SibSp", "Parch", "Fare"]
+    frame = pd.read_csv(EXAMPLE / "titanic.csv")
+    for split_id, name in enumerate(SPLIT_NAMES):
+        rows = frame.iloc[np.flatnonzero(assign == split_id)]
+        x = torch.tensor(rows[module.features].to_numpy(dtype="float64"))  # NaN = missing
+        out = module(x).numpy()
+        ref = pre.transform(rows)
+        for j, feature in enumerate(module.features):
+            # zscore/minmax are exact IEEE ops in both libraries; log1p (Fare) may differ by one float32 ulp
+            ulps = np.abs(out[:, j].view(np.int32).astype(np.int64) - ref[feature].view(np.int32))
+            assert ulps.max() <= (1 if feature == "Fare" else 0), (name, feature)
+            assert np.array_equal(ref[feature], art.read_split(name)[feature])
+    with pytest.raises(DataError, match="not a number feature"):
+        pre.torch_module(["Sex"])
