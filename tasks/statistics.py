@@ -129,3 +129,58 @@ class Statistics:
 
     def flat(self) -> dict[str, object]:
         return {n: (s.count if isinstance(s, Counter) else s.counts) for n, s in sorted(self.items.items())}
+
+
+# ---- helpers for stages and feature types --------------------------------------------------------
+
+LENGTH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+
+
+def sequence_lengths(stage: str, feature: str, lengths: np.ndarray, max_length: int | None = None) -> Statistics:
+    """For sequence-like feature types (sequence, text, timeseries, audio), per partition:
+    ``<stage>.length.<feature>``, a histogram of lengths before truncation (buckets start at
+    ``LENGTH_BUCKETS``, the same everywhere so partitions merge), and with ``max_length``
+    ``<stage>.truncated.<feature>``, the rows longer than it."""
+    lengths = np.asarray(lengths)
+    hist = Histogram(f"{stage}.length.{feature}", LENGTH_BUCKETS)
+    hist.add_array(lengths)
+    out = Statistics([hist])
+    if max_length is not None:
+        out.counter(f"{stage}.truncated.{feature}", int((lengths > max_length).sum()))
+    return out
+
+
+def decode_failures(stage: str, feature: str, count: int) -> Statistics:
+    """``<stage>.decode_failures.<feature>``: media values (images, audio) that could not be decoded."""
+    return Statistics([Counter(f"{stage}.decode_failures.{feature}", count)])
+
+
+def _histogram_text(data: dict) -> str:
+    starts, counts = data["starts"], data["counts"]
+    edges = [None, *starts, None]
+    parts = []
+    for i, n in enumerate(counts):
+        if n:
+            lo, hi = edges[i], edges[i + 1]
+            label = f"<{hi:g}" if lo is None else f">={lo:g}" if hi is None else f"[{lo:g},{hi:g})"
+            parts.append(f"{label}: {n}")
+    return f"{sum(counts)} values; " + (", ".join(parts) if parts else "empty")
+
+
+def summary_rows(stats: dict) -> list[tuple[str, str]]:
+    """``(name, value)`` per statistic of a merged ``Statistics.to_json()``, for people: OOV counts
+    with their rate among the split's encoded rows, histograms as their non-empty buckets."""
+    rows = []
+    for name in sorted(stats):
+        data = stats[name]
+        if data.get("kind") == "histogram":
+            rows.append((name, _histogram_text(data)))
+            continue
+        value = f"{data['count']}"
+        parts = name.split(".")
+        if len(parts) == 4 and parts[:2] == ["encode", "oov"]:
+            total = stats.get(f"encode.rows_out.{parts[2]}", {}).get("count")
+            if total:
+                value += f" ({100.0 * data['count'] / total:.2f}% of {total} rows)"
+        rows.append((name, value))
+    return rows
