@@ -1,0 +1,528 @@
+"""Great Expectations 1.x suites on Dask partitions, with the results GX gives on the whole frame.
+
+GX has no Dask engine. Every expectation is split into the metrics GX computes for it
+(``Expectation.get_validation_dependencies``), and each metric is computed where it can be:
+
+* **per partition, by GX** (``Validator.compute_metrics`` on a pandas batch; one ephemeral GX
+  context per worker thread or process, created lazily and reused): row counts and the
+  ``*.unexpected_count`` / ``*.unexpected_values`` / ``*.unexpected_index_list`` of row-wise (map)
+  expectations. They merge exactly: counts add, and the unexpected values and indices are the
+  first ``partial_unexpected_count`` in partition order, which is row order, which is what GX
+  reports for the whole frame. Schema metrics (``table.columns``, ...) come from the first partition.
+* **globally, with Dask**, what needs every row at once: mean, sum and standard deviation merge
+  exact partial sums (``storage.exact_sum``); min/max merge partition minima/maxima; distinct-value
+  metrics merge value sets; median and quantiles gather the column's non-null values; uniqueness
+  merges value counts, then (only when a value repeats) flags the rows holding a repeated value.
+  Where the reduced data keeps a metric's meaning (the set of distinct values, the gathered column,
+  the partition minima) GX computes the metric on it, so the semantics are GX's own.
+
+The merged metrics go to ``Expectation.metrics_validate``: the success rule (``mostly``, strict
+bounds, ...) and the result format are GX's. ``SUPPORTED`` lists the expectation types for which
+this holds; ``tests/unit/test_gx_dask.py`` checks every one against GX on the whole frame (counts,
+values and indices equal; a float mean/sum/stdev equal to within 1e-12 relative, because the exact
+merged sum is correctly rounded where pandas' is not). Any other type raises ``SuiteError`` before
+data is read, never silently skipped. A row condition is accepted on row-wise expectations only.
+
+Partitions must carry a global index (row numbers) so that unexpected indices are the same as on
+the whole frame. GX is imported lazily (it costs ~3 s); its progress bars and analytics are off.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import threading
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from storage.exact_sum import ExactSum
+
+PARTIAL_UNEXPECTED_COUNT = 20
+RESULT_FORMAT = {"result_format": "SUMMARY", "partial_unexpected_count": PARTIAL_UNEXPECTED_COUNT}
+
+# Row-wise (map) expectations: GX per partition, counts and first unexpected values merged.
+ROW_WISE = (
+    "expect_column_values_to_not_be_null",
+    "expect_column_values_to_be_null",
+    "expect_column_values_to_be_between",
+    "expect_column_values_to_be_in_set",
+    "expect_column_values_to_not_be_in_set",
+    "expect_column_values_to_match_regex",
+    "expect_column_values_to_not_match_regex",
+    "expect_column_values_to_match_regex_list",
+    "expect_column_values_to_not_match_regex_list",
+    "expect_column_value_lengths_to_be_between",
+    "expect_column_value_lengths_to_equal",
+    "expect_column_values_to_be_json_parseable",
+    "expect_column_pair_values_to_be_equal",
+    "expect_column_pair_values_a_to_be_greater_than_b",
+    "expect_multicolumn_sum_to_equal",
+    "expect_select_column_values_to_be_unique_within_record",
+)
+# Expectations on the whole table or column: metrics computed globally with Dask.
+GLOBAL = (
+    "expect_table_row_count_to_be_between",
+    "expect_table_row_count_to_equal",
+    "expect_column_values_to_be_unique",
+    "expect_column_mean_to_be_between",
+    "expect_column_sum_to_be_between",
+    "expect_column_stdev_to_be_between",
+    "expect_column_min_to_be_between",
+    "expect_column_max_to_be_between",
+    "expect_column_median_to_be_between",
+    "expect_column_quantile_values_to_be_between",
+    "expect_column_proportion_of_non_null_values_to_be_between",
+    "expect_column_proportion_of_unique_values_to_be_between",
+    "expect_column_unique_value_count_to_be_between",
+    "expect_column_distinct_values_to_be_in_set",
+    "expect_column_distinct_values_to_contain_set",
+    "expect_column_distinct_values_to_equal_set",
+)
+# Expectations on the table's columns only.
+SCHEMA = (
+    "expect_column_to_exist",
+    "expect_table_columns_to_match_set",
+    "expect_table_columns_to_match_ordered_list",
+    "expect_table_column_count_to_equal",
+    "expect_table_column_count_to_be_between",
+)
+SUPPORTED = frozenset(ROW_WISE + GLOBAL + SCHEMA)
+
+# Metrics computed globally: name -> the partial each partition returns for its column.
+_GLOBAL_METRICS = {
+    "column.mean": "moments",
+    "column.sum": "moments",
+    "column.standard_deviation": "squares",
+    "column.min": "minmax",
+    "column.max": "minmax",
+    "column.median": "gather",
+    "column.quantile_values": "gather",
+    "column.non_null_proportion": "count",
+    "column.unique_proportion": "distinct",
+    "column.distinct_values": "distinct",
+    "column.distinct_values.count": "distinct",
+    "column.distinct_values.not_in_set": "distinct",
+    "column.distinct_values.not_in_set.count": "distinct",
+    "column.distinct_values.missing_from_column": "distinct",
+    "column.distinct_values.missing_from_column.count": "distinct",
+    "column_values.unique.unexpected_count": "counts",
+    "column_values.unique.unexpected_values": "counts",
+    "column_values.unique.unexpected_index_list": "counts",
+    "column_values.unique.unexpected_index_query": "counts",
+}
+_SCHEMA_METRICS = ("table.columns", "table.column_types", "table.column_count")
+_HEAD_SUFFIXES = ("unexpected_values", "unexpected_index_list", "unexpected_rows")
+_SUM_SUFFIXES = ("unexpected_count", "filtered_row_count")
+
+
+class SuiteError(ValueError):
+    """A suite prepflow cannot run: not GX 1.x JSON, an unsupported expectation type, bad kwargs."""
+
+
+# ---- GX, lazily ----------------------------------------------------------------------------------
+
+_LOCAL = threading.local()
+
+
+def gx():
+    """Import great_expectations (slow: ~3 s) with usage statistics off."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+    import great_expectations
+
+    return great_expectations
+
+
+def _gx_context():
+    """This thread's ephemeral GX context and whole-dataframe batch definition, created once."""
+    state = getattr(_LOCAL, "state", None)
+    if state is None:
+        from great_expectations.data_context.types.base import (
+            DataContextConfig,
+            InMemoryStoreBackendDefaults,
+            ProgressBarsConfig,
+        )
+        from great_expectations.execution_engine import pandas_execution_engine
+
+        # GX md5-hashes every batch under 1 GB for a fingerprint prepflow never reads (~30% of a
+        # partition's validation time): off.
+        pandas_execution_engine.HASH_THRESHOLD = 0
+        config = DataContextConfig(store_backend_defaults=InMemoryStoreBackendDefaults(init_temp_docs_sites=False),
+                                   analytics_enabled=False,
+                                   progress_bars=ProgressBarsConfig(globally=False, metric_calculations=False))
+        context = gx().get_context(mode="ephemeral", project_config=config)
+        batch_definition = (context.data_sources.add_pandas("prepflow").add_dataframe_asset("partition")
+                            .add_batch_definition_whole_dataframe("whole"))
+        state = _LOCAL.state = (context, batch_definition)
+    return state
+
+
+def _compute(frame: pd.DataFrame, configs: list) -> tuple[dict, dict]:
+    """GX metrics on one pandas frame: ``({metric id: value}, {metric id: error message})``."""
+    context, batch_definition = _gx_context()
+    batch = batch_definition.get_batch(batch_parameters={"dataframe": frame})
+    validator = context.get_validator(batch=batch)
+    try:
+        resolved, aborted = validator.compute_metrics(configs, {"result_format": RESULT_FORMAT})
+    finally:  # the engine keeps every batch it loaded; a long run must not keep every partition
+        validator.execution_engine.batch_manager.reset_batch_cache()
+    errors = {}
+    for metric_id, info in aborted.items():
+        exc = info.get("exception_info")
+        errors[metric_id] = _message(exc)
+    return {c.id: resolved[c.id] for c in configs if c.id in resolved}, errors
+
+
+def _message(exc: Any) -> str:
+    if isinstance(exc, dict):
+        exc = next(iter(exc.values()), exc) if "exception_message" not in exc else exc
+        if isinstance(exc, dict):
+            return str(exc.get("exception_message"))
+    message = getattr(exc, "exception_message", None)
+    return str(message if message is not None else exc)
+
+
+# ---- suites --------------------------------------------------------------------------------------
+
+def check_suite(data: Any, source: str) -> dict:
+    """Check a suite's JSON (no GX import): a mapping with ``name`` and supported ``expectations``."""
+    if not isinstance(data, dict) or not isinstance(data.get("expectations"), list):
+        raise SuiteError(f"{source}: not a Great Expectations 1.x suite (expected a JSON object with 'name' "
+                         "and an 'expectations' list)")
+    if not isinstance(data.get("name"), str) or not data["name"]:
+        raise SuiteError(f"{source}: the suite needs a 'name'")
+    for i, exp in enumerate(data["expectations"]):
+        where = f"{source}: expectations[{i}]"
+        if not isinstance(exp, dict) or not isinstance(exp.get("type"), str):
+            raise SuiteError(f"{where}: expected an object with 'type' and 'kwargs'")
+        kind = exp["type"]
+        if kind not in SUPPORTED:
+            close = difflib.get_close_matches(kind, sorted(SUPPORTED), n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise SuiteError(f"{where}: expectation type '{kind}' is not supported on Dask partitions{hint} "
+                             f"Supported: {', '.join(sorted(SUPPORTED))}")
+        kwargs = exp.get("kwargs", {})
+        if not isinstance(kwargs, dict):
+            raise SuiteError(f"{where}: 'kwargs' must be an object")
+        if kwargs.get("row_condition") and kind not in ROW_WISE:
+            raise SuiteError(f"{where}: row_condition is supported on row-wise expectations only, not on '{kind}'")
+    return data
+
+
+def to_gx_suite(data: dict, source: str):
+    """``gx.ExpectationSuite(**json)``, with GX's complaints about kwargs reported against ``source``."""
+    check_suite(data, source)
+    try:
+        return gx().ExpectationSuite(**{k: v for k, v in data.items() if k in ("name", "expectations", "meta",
+                                                                                  "notes", "id",
+                                                                                  "suite_parameters")})
+    except Exception as exc:  # pydantic / GX configuration errors
+        raise SuiteError(f"{source}: invalid expectation suite: {exc}") from None
+
+
+def referenced_columns(data: dict) -> list[str]:
+    """Every column an expectation of the suite JSON names, in order of appearance."""
+    out: list[str] = []
+    for exp in data.get("expectations", []):
+        kwargs = exp.get("kwargs", {})
+        for key in ("column", "column_A", "column_B"):
+            if isinstance(kwargs.get(key), str):
+                out.append(kwargs[key])
+        for key in ("column_list", "column_set"):
+            if isinstance(kwargs.get(key), list):
+                out.extend(c for c in kwargs[key] if isinstance(c, str))
+    return list(dict.fromkeys(out))
+
+
+# ---- plan ----------------------------------------------------------------------------------------
+
+@dataclass
+class _Item:
+    suite: int
+    expectation: Any
+    metrics: dict[str, Any] = field(default_factory=dict)  # metric name -> MetricConfiguration
+    missing: list[str] = field(default_factory=list)
+
+
+def _domain_columns(config) -> list[str]:
+    kw = config.metric_domain_kwargs
+    cols = [kw[k] for k in ("column", "column_A", "column_B") if kw.get(k) is not None]
+    return cols + list(kw.get("column_list") or [])
+
+
+def _is_row_metric(name: str) -> bool:
+    if name in _GLOBAL_METRICS:
+        return False
+    return (name == "table.row_count" or name in _SCHEMA_METRICS
+            or name.rsplit(".", 1)[-1] in _SUM_SUFFIXES + ("unexpected_index_query", *_HEAD_SUFFIXES))
+
+
+def _plan(suites: list, columns: list[str]) -> tuple[list[_Item], dict, dict]:
+    from great_expectations.execution_engine import PandasExecutionEngine
+
+    engine = PandasExecutionEngine()
+    items: list[_Item] = []
+    row_configs: dict = {}
+    global_configs: dict = {}
+    for s, suite in enumerate(suites):
+        for expectation in suite.expectations:
+            deps = expectation.get_validation_dependencies(execution_engine=engine,
+                                                           runtime_configuration={"result_format": RESULT_FORMAT})
+            item = _Item(s, expectation, dict(deps.metric_configurations))
+            items.append(item)
+            for config in item.metrics.values():
+                item.missing += [c for c in _domain_columns(config) if c not in columns and c not in item.missing]
+            if item.missing:
+                continue
+            for name, config in item.metrics.items():
+                if _is_row_metric(name):
+                    row_configs[config.id] = config
+                elif name in _GLOBAL_METRICS:
+                    global_configs[config.id] = config
+                else:
+                    raise SuiteError(f"expectation '{expectation.expectation_type}' needs metric '{name}', which "
+                                     "prepflow cannot compute on Dask partitions")
+    return items, row_configs, global_configs
+
+
+# ---- per-partition work --------------------------------------------------------------------------
+
+def _exact_squares(x: np.ndarray) -> ExactSum:
+    """Exact sum of squares: Veltkamp-split each value so every partial product is exact."""
+    c = x * 134217729.0  # 2**27 + 1
+    hi = c - (c - x)
+    lo = x - hi
+    total = ExactSum().add_array(hi * hi).merge(ExactSum().add_array(2.0 * hi * lo))
+    return total.merge(ExactSum().add_array(lo * lo))
+
+
+def _partial(frame: pd.DataFrame, kind: str, column: str):
+    col = frame[column]
+    nonnull = col.dropna()
+    if kind == "count":
+        return len(col), len(nonnull)
+    if kind in ("moments", "squares"):
+        integers = pd.api.types.is_integer_dtype(col.dtype) or pd.api.types.is_bool_dtype(col.dtype)
+        x = nonnull.to_numpy(dtype=np.float64)
+        out = {"n": len(x), "int_sum": int(nonnull.to_numpy(dtype=np.int64).sum()) if integers else None,
+               "sum": ExactSum().add_array(x), "sumsq": ExactSum()}
+        if kind == "squares":
+            out["sumsq"] = _exact_squares(x)
+        return out
+    if kind == "minmax":
+        return nonnull if nonnull.empty else pd.Series([nonnull.min(), nonnull.max()], dtype=col.dtype)
+    if kind == "distinct":
+        return pd.Series(nonnull.unique(), dtype=col.dtype)
+    if kind == "gather":
+        return nonnull
+    if kind == "counts":
+        return nonnull.value_counts(sort=False)
+    raise AssertionError(kind)
+
+
+def _scan(frame: pd.DataFrame, row_configs: list, requests: list[tuple[str, str]]):
+    metrics, errors = _compute(frame, row_configs) if row_configs else ({}, {})
+    partials = {}
+    for req in requests:
+        try:
+            partials[req] = _partial(frame, *req)
+        except (TypeError, ValueError) as exc:
+            partials[req] = exc
+    return metrics, errors, partials
+
+
+def _flag_repeats(frame: pd.DataFrame, column: str, repeated: pd.Series, limit: int):
+    nonnull = frame[column].dropna()
+    hit = nonnull[nonnull.isin(repeated)]
+    return len(hit), hit.iloc[:limit].tolist(), hit.index[:limit].tolist()
+
+
+# ---- merge ---------------------------------------------------------------------------------------
+
+def _merge_row_metric(name: str, values: list):
+    if name in _SCHEMA_METRICS:
+        return values[0]
+    suffix = name.rsplit(".", 1)[-1]
+    if name == "table.row_count" or suffix in _SUM_SUFFIXES:
+        return sum(values)
+    if suffix == "unexpected_index_query":
+        return None
+    if suffix == "unexpected_rows":
+        return pd.concat(values).head(PARTIAL_UNEXPECTED_COUNT)
+    return [v for part in values for v in part][:PARTIAL_UNEXPECTED_COUNT]
+
+
+def _moments(parts: list[dict]) -> dict:
+    out = {"n": 0, "int_sum": 0, "sum": ExactSum(), "sumsq": ExactSum()}
+    for p in parts:
+        out["n"] += p["n"]
+        out["int_sum"] = None if p["int_sum"] is None or out["int_sum"] is None else out["int_sum"] + p["int_sum"]
+        out["sum"] = out["sum"].merge(p["sum"])  # merge returns a new sum
+        out["sumsq"] = out["sumsq"].merge(p["sumsq"])
+    return out
+
+
+def _global_value(name: str, config, merged: dict):
+    """One global metric from the merged partials (GX computes it where a reduced frame suffices)."""
+    column = config.metric_domain_kwargs["column"]
+    kind = _GLOBAL_METRICS[name]
+    value = merged[(kind, column)]
+    if kind in ("moments", "squares"):
+        n, total = value["n"], value["sum"].fraction()
+        if name == "column.sum":
+            return value["int_sum"] if value["int_sum"] is not None else float(total)
+        if name == "column.mean":
+            return float(total / n) if n else float("nan")
+        if n < 2:
+            return float("nan")
+        var = (value["sumsq"].fraction() * n - total * total) / (n * (n - 1))
+        return _sqrt(var)
+    if kind == "count":
+        rows, nonnull = value
+        return nonnull / rows if rows > 0 else 0
+    if name == "column.unique_proportion":
+        rows, nonnull = merged[("count", column)]
+        return len(value) / nonnull if rows > 0 and nonnull > 0 else 0
+    reduced = pd.DataFrame({column: value})
+    metrics, errors = _compute(reduced, [config])
+    if errors:
+        raise _MetricError(next(iter(errors.values())))
+    return metrics[config.id]
+
+
+def _sqrt(value: Fraction) -> float:
+    return math.sqrt(float(value)) if value > 0 else 0.0
+
+
+class _MetricError(Exception):
+    pass
+
+
+def _concat(kind: str, parts: list):
+    if kind == "count":
+        return (sum(p[0] for p in parts), sum(p[1] for p in parts))
+    if kind in ("moments", "squares"):
+        return _moments(parts)
+    if kind == "counts":
+        non_empty = [p for p in parts if len(p)]
+        if not non_empty:
+            return parts[0]
+        return pd.concat(non_empty).groupby(level=0, sort=False).sum()
+    series = pd.concat(parts, ignore_index=True)
+    return pd.Series(series.unique(), dtype=series.dtype) if kind == "distinct" else series
+
+
+# ---- entry point ---------------------------------------------------------------------------------
+
+@dataclass
+class SuiteResult:
+    name: str
+    results: list  # GX ExpectationValidationResult, in suite order
+
+    @property
+    def success(self) -> bool:
+        return all(r.success for r in self.results)
+
+
+def run(suites: list, parts: list, columns: list[str]) -> list[SuiteResult]:
+    """Validate ``parts`` (pandas frames or Dask delayed frames, in row order, with a global index)
+    against GX ``ExpectationSuite`` objects; ``columns`` are the frames' columns."""
+    import dask
+
+    items, row_configs, global_configs = _plan(suites, list(columns))
+    requests = sorted({(_GLOBAL_METRICS[c.metric_name], c.metric_domain_kwargs["column"])
+                       for c in global_configs.values()})
+    if any(c.metric_name == "column.unique_proportion" for c in global_configs.values()):
+        requests = sorted(set(requests) | {("count", c.metric_domain_kwargs["column"])
+                                           for c in global_configs.values()
+                                           if c.metric_name == "column.unique_proportion"})
+    rows = list(row_configs.values())
+    scanned = list(dask.compute(*[dask.delayed(_scan)(p, rows, requests) for p in parts])) if parts else []
+    if not scanned:
+        empty = pd.DataFrame({c: pd.Series([], dtype=object) for c in columns})
+        scanned = [_scan(empty, rows, requests)]
+
+    errors: dict = {}
+    merged_metrics: dict = {}
+    for config in rows:
+        for _m, errs, _p in scanned:
+            if config.id in errs:
+                errors.setdefault(config.id, errs[config.id])
+        if config.id not in errors:
+            merged_metrics[config.id] = _merge_row_metric(config.metric_name, [m[config.id] for m, _e, _p in scanned])
+    merged_partials: dict = {}
+    for req in requests:
+        values = [p[req] for _m, _e, p in scanned]
+        bad = next((v for v in values if isinstance(v, Exception)), None)
+        merged_partials[req] = bad if bad is not None else _concat(req[0], values)
+
+    unique_columns = sorted({c.metric_domain_kwargs["column"] for c in global_configs.values()
+                             if c.metric_name.startswith("column_values.unique.")})
+    repeats = {}
+    for column in unique_columns:
+        counts = merged_partials[("counts", column)]
+        if isinstance(counts, Exception):
+            continue
+        repeated = pd.Series(counts[counts > 1].index)
+        if len(repeated):
+            flagged = dask.compute(*[dask.delayed(_flag_repeats)(p, column, repeated, PARTIAL_UNEXPECTED_COUNT)
+                                     for p in parts])
+        else:
+            flagged = [(0, [], [])]
+        repeats[column] = (sum(f[0] for f in flagged), [v for f in flagged for v in f[1]][:PARTIAL_UNEXPECTED_COUNT],
+                           [i for f in flagged for i in f[2]][:PARTIAL_UNEXPECTED_COUNT])
+    for config in global_configs.values():
+        name, column = config.metric_name, config.metric_domain_kwargs["column"]
+        partial = merged_partials[(_GLOBAL_METRICS[name], column)]
+        if isinstance(partial, Exception):
+            errors[config.id] = str(partial)
+            continue
+        if name.startswith("column_values.unique."):
+            count, values, index = repeats[column]
+            suffix = name.rsplit(".", 1)[-1]
+            merged_metrics[config.id] = {"unexpected_count": count, "unexpected_values": values,
+                                         "unexpected_index_list": index, "unexpected_index_query": None}[suffix]
+            continue
+        try:
+            merged_metrics[config.id] = _global_value(name, config, merged_partials)
+        except _MetricError as exc:
+            errors[config.id] = str(exc)
+
+    from great_expectations.execution_engine import PandasExecutionEngine
+
+    engine = PandasExecutionEngine()
+    results: list[list] = [[] for _ in suites]
+    for item in items:
+        results[item.suite].append(_evaluate(item, merged_metrics, errors, engine))
+    return [SuiteResult(suite.name, res) for suite, res in zip(suites, results, strict=True)]
+
+
+def _evaluate(item: _Item, metrics: dict, errors: dict, engine):
+    from great_expectations.core import ExpectationValidationResult
+
+    config = item.expectation.configuration
+    message = None
+    if item.missing:
+        message = "; ".join(f'The column "{c}" in BatchData does not exist.' for c in item.missing)
+    else:
+        message = next((errors[c.id] for c in item.metrics.values() if c.id in errors), None)
+    if message is None:
+        try:
+            return item.expectation.metrics_validate(metrics=metrics, execution_engine=engine,
+                                                     runtime_configuration={"result_format": dict(RESULT_FORMAT)})
+        except Exception as exc:  # GX raises for e.g. bounds of the wrong type; reported like GX does
+            message = f"{type(exc).__name__}: {exc}"
+    return ExpectationValidationResult(success=False, expectation_config=config, result={},
+                                       exception_info={"raised_exception": True, "exception_message": message,
+                                                       "exception_traceback": None})
+
+
+def run_whole_frame(suite, frame: pd.DataFrame):
+    """GX itself on one pandas frame: the reference the merged results must equal."""
+    _context, batch_definition = _gx_context()
+    return batch_definition.get_batch(batch_parameters={"dataframe": frame}).validate(
+        suite, result_format=dict(RESULT_FORMAT))
