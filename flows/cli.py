@@ -218,6 +218,26 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- infer ---------------------------------------------------------------------------------------------
+
+def _setup_infer(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dataset", help="dataset path or fsspec URL")
+    p.add_argument("--target", default=None, help="the column to predict (becomes the output feature)")
+    p.add_argument("--npartitions", type=int, default=None, help="Dask partitions for the profiling pass")
+
+
+@command("infer", _setup_infer)
+def cmd_infer(args: argparse.Namespace) -> int:
+    """Print a config (YAML) with a type per column and a comment saying why (tasks/infer_types.py)."""
+    from tasks.infer_types import infer_dataset, render_config
+
+    if args.npartitions is not None and args.npartitions < 1:
+        raise ConfigError(f"--npartitions must be at least 1, got {args.npartitions}")
+    inferred, rows = infer_dataset(args.dataset, args.target, args.npartitions)
+    print(render_config(inferred, args.dataset, rows), end="")
+    return 0
+
+
 # ---- entry point -------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,7 +16,7 @@ from prefect import flow, get_run_logger, task
 from prefect.states import Completed, State
 
 from storage.cache import StageCache
-from tasks import balance, encode, fill_missing, ingest, split, vocab
+from tasks import balance, encode, fill_missing, infer_types, ingest, split, vocab
 from tasks.config import load_config
 from tasks.context import RunContext, StageResult
 from tasks.pipeline import PipelineResult, publish_stage
@@ -37,8 +37,11 @@ def _data(value):
 
 
 def _ctx(params: dict) -> RunContext:
-    return RunContext(load_config(params["config"]), params["dataset"], StageCache(params["cache_dir"]),
-                      params.get("npartitions"), params["output"])
+    ctx = RunContext(load_config(params["config"]), params["dataset"], StageCache(params["cache_dir"]),
+                     params.get("npartitions"), params["output"])
+    if params.get("inferred_types"):  # stages after infer_types see every feature typed
+        infer_types.apply(ctx, params["inferred_types"])
+    return ctx
 
 
 @task(name="ingest", **TASK_OPTS)
@@ -58,6 +61,7 @@ def _stage_task(name: str, fn):
     return run
 
 
+infer_types_task = _stage_task("infer_types", infer_types.run)
 split_task = _stage_task("split", split.run)
 fill_missing_task = _stage_task("fill_missing", fill_missing.run)
 balance_task = _stage_task("balance", balance.run)
@@ -90,12 +94,14 @@ def preprocess(config: str, dataset: str, output: str = "artifacts", cache_dir: 
     load_config(config)  # fail on a bad config before anything runs
     with _dask_client(dask_address):
         ing = ingest_task(params)
+        inf = _data(infer_types_task(params, ing))
+        params = {**params, "inferred_types": inf["path"]}
         spl = split_task(params, ing)
         mis = fill_missing_task(params, ing, spl)
         bal = balance_task(params, ing, spl, mis)
         fit = vocab_task(params, ing, spl, mis)
         enc = encode_task(params, ing, spl, mis, bal, fit)
-        results = [_data(r) for r in (ing, spl, mis, bal, fit, enc)]
+        results = [_data(r) for r in (ing, inf, spl, mis, bal, fit, enc)]
         pub = _data(publish_task(params, results))
     stages = [StageResult.from_json(r) for r in results] + [StageResult.from_json(pub["stage"])]
     summary = PipelineResult(pub["artifact"], stages).summary()

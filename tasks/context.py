@@ -30,7 +30,10 @@ class RunContext:
     output: str = "artifacts"
 
     def __post_init__(self) -> None:
-        self.features: list[FeatureType] = build_all(self.config)
+        # Untyped features get their type (and a feature object) from the infer_types stage.
+        typed = self.config.model_copy(update={"input_features": [f for f in self.config.input_features if f.type],
+                                               "output_features": [f for f in self.config.output_features if f.type]})
+        self.features: list[FeatureType] = build_all(typed)
 
     def feature(self, name: str) -> FeatureType:
         return next(f for f in self.features if f.name == name)

@@ -354,6 +354,9 @@ def ingest_spec(ctx) -> IngestSpec:
     for f in ctx.features:
         kind = f.read_as()
         columns[f.column] = kind if columns.get(f.column, kind) == kind else "string"
+    for f in ctx.config.features:  # untyped: read as strings, typed by infer_types
+        if f.type is None:
+            columns[f.source_column] = "string"
     split_col = ctx.config.preprocessing.split.column
     if split_col and split_col not in columns:
         columns[split_col] = "string"

@@ -9,11 +9,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from tasks import balance, encode, fill_missing, ingest, publish, split, vocab
+from tasks import balance, encode, fill_missing, infer_types, ingest, publish, split, vocab
 from tasks.context import RunContext, StageResult
 from tasks.statistics import Statistics
 
-STAGES = ("ingest", "split", "fill_missing", "balance", "vocab", "encode", "publish")
+STAGES = ("ingest", "infer_types", "split", "fill_missing", "balance", "vocab", "encode", "publish")
 
 
 @dataclass
@@ -48,11 +48,13 @@ def run_pipeline(ctx: RunContext) -> PipelineResult:
     start = time.perf_counter()
     ing = ingest.run(ctx)
     ing.seconds = time.perf_counter() - start  # fingerprinting is part of ingest's cost
+    inf = infer_types.run(ctx, ing)
+    infer_types.apply(ctx, inf)  # later stages read the config with every feature typed
     spl = split.run(ctx, ing)
     mis = fill_missing.run(ctx, ing, spl)
     bal = balance.run(ctx, ing, spl, mis)
     fit = vocab.run(ctx, ing, spl, mis)
     enc = encode.run(ctx, ing, spl, mis, bal, fit)
-    results = [ing, spl, mis, bal, fit, enc]
+    results = [ing, inf, spl, mis, bal, fit, enc]
     art, pub = publish_stage(ctx, results)
     return PipelineResult(art, [*results, pub])

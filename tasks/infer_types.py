@@ -1,0 +1,538 @@
+"""infer_types: give every column without a declared ``type`` one, from a full pass over the data.
+
+Two steps, like a fit: each Dask partition returns a mergeable profile per column (counts, an
+exact value count capped at ``VALUE_CAP`` distinct values, a HyperLogLog sketch of the distinct
+values, per-value pattern counts), the profiles are merged (sums, min/max, register-wise max; so
+the result does not depend on the partitioning) and ``decide`` turns each merged profile into a
+type and a one-line reason. Distinct counts are exact up to ``VALUE_CAP`` and HyperLogLog
+estimates (about 1% error) above it.
+
+The rules start from Ludwig's AutoML heuristics and fix the cases where those are known to be wrong:
+
+* Ludwig looks at the first 10 distinct values; here every row is looked at.
+* integers are numbers unless they look like codes: a name such as ``zip``/``code``/``class``/
+  ``*_id`` with repeated values, leading zeros (``02134``), exactly two values other than 0/1, or
+  fixed-width codes of 4+ digits that are not years. So ``age`` is a number (Ludwig: category when
+  its first values are consecutive) and a zip code a category (Ludwig: number).
+* booleans spelled yes/no, Y/N, 1/0, true/false, t/f, on/off (any case, mixed) are binary, also
+  with missing values (Ludwig: category unless there are no missing values).
+* a column with a single value is excluded (it carries no information), unless it is the target.
+* unique integers that are sequential or named like an id, unique single-token strings and UUIDs
+  are ID-like and excluded (Ludwig makes them categories with one row per class, or text).
+* high-cardinality single-token strings stay categories (the vocabulary is capped by
+  ``most_common``); multi-token strings are ``set`` when a small token vocabulary makes up many
+  distinct combinations, otherwise ``text``.
+* date, image, audio, vector and timeseries are recognised from every value (date: parses;
+  image/audio: a path or URL with a media file extension; vector: lists of numbers, space- or
+  comma-separated, optionally in brackets, all of one length; timeseries: such lists of varying
+  length).
+
+``run`` is the pipeline stage (after ingest, cached like the others): it infers the untyped
+features only and writes ``types.json``; ``apply`` puts the types into the run's config, which
+every later stage then reads. ``infer_dataset`` + ``render_config`` are ``prepflow infer``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import tempfile
+import warnings
+from dataclasses import asdict, dataclass
+from functools import reduce
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tasks.errors import ConfigError, DataError
+
+CODE_VERSION = "infer_types-1"
+TYPES_FILE = "types.json"
+TYPES = ("binary", "number", "category", "text", "date", "image", "audio", "set", "vector", "timeseries")
+
+VALUE_CAP = 10_000  # exact value counts up to this many distinct values per column
+TOKEN_CAP = 2_000  # exact token counts (for set detection) up to this many distinct tokens
+HLL_P = 14  # 16384 registers: ~0.8% standard error
+SET_MAX_TOKENS = 20  # values with more tokens are not set members
+SET_MAX_VOCAB = 1_000
+ID_MIN_ROWS = 20  # fewer non-missing rows: too few to call a column ID-like
+ID_UNIQUE_SHARE = 0.95  # distinct / non-missing at or above this: unique for ID purposes
+CATEGORY_MAX_SHARE = 0.5  # multi-token strings: category when distinct <= this share of rows
+TEXT_MIN_TOKENS = 3.0  # mean whitespace tokens from which a string column is text
+MEDIA_MIN_SHARE = 0.9
+
+TRUE_STRS = {"yes", "y", "true", "t", "1", "1.0", "on"}
+FALSE_STRS = {"no", "n", "false", "f", "0", "0.0", "off"}
+CODE_NAME = re.compile(r"zip|postal|postcode|code|class|categ|status|kind|group|type", re.IGNORECASE)
+ID_NAME = re.compile(r"(?i:(?:^|[^a-z])(?:id|uuid|guid|key|index|idx)$|^id[^a-z])|[a-z](?:Id|ID)$")
+_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+VECTOR_RE = rf"\[?\s*{_NUM}(?:(?:\s*,\s*|\s+){_NUM})+\s*\]?"  # also [1, 2] and numpy's [1. 2.]
+UUID_RE = r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+_TIME = r"(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:[AaPp][Mm])?\s*(?:Z|UTC|[+-]\d{2}:?\d{2})?)?"
+DATE_RE = (rf"(?:\d{{4}}[-/.]\d{{1,2}}[-/.]\d{{1,2}}{_TIME}"
+           rf"|\d{{1,2}}[-/.]\d{{1,2}}[-/.]\d{{2,4}}{_TIME}"
+           rf"|(?:[a-z]{{3,9}},?\s+)?\d{{1,2}}\s+{_MONTH},?\s+\d{{4}}{_TIME}"
+           rf"|(?:[a-z]{{3,9}},?\s+)?{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}{_TIME})")
+IMAGE_RE = r"\.(?:png|jpe?g|gif|bmp|tiff?|webp|ppm|pgm)(?:\?.*)?$"
+AUDIO_RE = r"\.(?:wav|mp3|flac|ogg|oga|m4a|aac|opus|aiff?)(?:\?.*)?$"
+
+
+@dataclass
+class Inferred:
+    """The type given to one column (``None``: excluded) and why."""
+
+    name: str
+    column: str
+    type: str | None
+    reason: str
+    output: bool = False
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+# ---- HyperLogLog ---------------------------------------------------------------------------------
+
+def _clz64(x: np.ndarray) -> np.ndarray:
+    """Leading zero bits of each uint64 (64 for 0), exact."""
+    x = x.astype(np.uint64, copy=True)
+    n = np.zeros(x.shape, dtype=np.int64)
+    for shift in (32, 16, 8, 4, 2, 1):
+        top_empty = (x >> np.uint64(64 - shift)) == 0
+        n += np.where(top_empty, shift, 0)
+        x = np.where(top_empty, x << np.uint64(shift), x)
+    return np.where(x == 0, 64, n)
+
+
+def hll_registers(hashes: np.ndarray) -> np.ndarray:
+    registers = np.zeros(1 << HLL_P, dtype=np.uint8)
+    if len(hashes):
+        h = hashes.astype(np.uint64)
+        index = (h >> np.uint64(64 - HLL_P)).astype(np.int64)
+        rank = np.minimum(_clz64(h << np.uint64(HLL_P)) + 1, 64 - HLL_P + 1).astype(np.uint8)
+        np.maximum.at(registers, index, rank)
+    return registers
+
+
+def hll_estimate(registers: np.ndarray) -> int:
+    m = float(len(registers))
+    estimate = 0.7213 / (1 + 1.079 / m) * m * m / float(np.sum(np.ldexp(1.0, -registers.astype(np.int64))))
+    zeros = int((registers == 0).sum())
+    if estimate <= 2.5 * m and zeros:
+        estimate = m * math.log(m / zeros)  # linear counting for small cardinalities
+    return int(round(estimate))
+
+
+def _hashes(values: np.ndarray) -> np.ndarray:
+    return pd.util.hash_array(values, categorize=True)
+
+
+# ---- one partition -------------------------------------------------------------------------------
+
+def as_text(values: pd.Series) -> tuple[str, pd.Series]:
+    """(kind, stripped strings with nulls): numbers as category would spell them (``3.0`` -> ``3``),
+    lists/arrays as space-separated items, mappings as JSON."""
+    dtype = values.dtype
+    if pd.api.types.is_bool_dtype(dtype):
+        return "bool", values.map({True: "true", False: "false"}).astype("string[pyarrow]")
+    if pd.api.types.is_integer_dtype(dtype):
+        return "int", values.astype("Int64").astype("string[pyarrow]")
+    if pd.api.types.is_float_dtype(dtype):
+        x = values.to_numpy(dtype="float64", na_value=np.nan)
+        whole = np.isfinite(x) & (x == np.round(x)) & (np.abs(x) < 2**62)
+        text = np.where(whole, np.nan_to_num(x).astype(np.int64).astype(str), x.astype(str))
+        return "float", pd.Series(text, dtype="string[pyarrow]").mask(np.isnan(x))
+    if pd.api.types.is_datetime64_any_dtype(dtype):
+        return "datetime", values.astype("string[pyarrow]")
+    if pd.api.types.is_object_dtype(dtype) and values.notna().any():
+        def one(v):
+            if v is None or isinstance(v, str) or (isinstance(v, float) and math.isnan(v)):
+                return v
+            if isinstance(v, (bytes, bytearray)):
+                return "<bytes>"
+            if isinstance(v, dict):
+                return json.dumps(v, sort_keys=True, default=str)
+            if isinstance(v, (list, tuple, np.ndarray)):
+                return " ".join(str(x) for x in v)
+            return str(v)
+
+        values = values.map(one)
+    return "string", values.astype("string[pyarrow]").str.strip()
+
+
+def profile_values(values: pd.Series) -> dict:
+    """Mergeable statistics of one column in one partition (see ``merge_profiles``)."""
+    kind, text = as_text(values.reset_index(drop=True))
+    s = text.dropna()
+    s = s[s != ""]
+    n = len(s)
+    prof = {"kind": kind, "rows": int(len(values)), "n": n}
+    vc = s.value_counts(sort=False)
+    prof["counts"] = {str(k): int(v) for k, v in vc.items()} if len(vc) <= VALUE_CAP else None
+    prof["hll"] = hll_registers(_hashes(s.to_numpy(dtype=object)))
+    lower = s.str.lower()
+    prof["n_true"] = int(lower.isin(TRUE_STRS).sum())
+    prof["n_false"] = int(lower.isin(FALSE_STRS).sum())
+    if kind in ("int", "float"):
+        num = values.dropna().to_numpy(dtype="float64")
+    elif kind == "bool":
+        num = np.zeros(0)
+    else:
+        num = pd.to_numeric(s, errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+    finite = num[np.isfinite(num)]
+    prof["n_numeric"] = int(len(finite)) if kind != "bool" else 0
+    prof["n_integer"] = int((finite == np.round(finite)).sum())
+    prof["min"] = float(finite.min()) if len(finite) else None
+    prof["max"] = float(finite.max()) if len(finite) else None
+    digits = s.str.fullmatch(r"[+-]?\d+")
+    prof["n_leading_zero"] = int(s.str.fullmatch(r"0\d+").sum()) if kind == "string" else 0
+    widths = s[digits].str.len()
+    prof["width_min"] = int(widths.min()) if len(widths) else None
+    prof["width_max"] = int(widths.max()) if len(widths) else None
+    ntok = s.str.count(r"\S+").to_numpy(dtype=np.int64) if n else np.zeros(0, np.int64)
+    prof["tokens"] = int(ntok.sum())
+    prof["max_tokens"] = int(ntok.max()) if n else 0
+    prof["n_multi"] = int((ntok >= 2).sum())
+    prof["n_long"] = int((ntok > SET_MAX_TOKENS).sum())
+    prof["chars"] = int(s.str.len().sum()) if n else 0
+    if kind == "string" and n:
+        prof["n_date"] = _count_dates(s)
+        prof["n_image"] = int(lower.str.contains(IMAGE_RE, regex=True).sum())
+        prof["n_audio"] = int(lower.str.contains(AUDIO_RE, regex=True).sum())
+        vec = s.str.fullmatch(VECTOR_RE).to_numpy(dtype=bool)
+        prof["n_vector"] = int(vec.sum())
+        lengths = s[vec].str.count(_NUM).to_numpy(dtype=np.int64)
+        prof["vector_min"] = int(lengths.min()) if len(lengths) else None
+        prof["vector_max"] = int(lengths.max()) if len(lengths) else None
+        prof["n_uuid"] = int(s.str.fullmatch(UUID_RE).sum())
+        short = s[(ntok >= 2) & (ntok <= SET_MAX_TOKENS)]
+        tokens = short.str.split().explode().value_counts(sort=False) if len(short) else pd.Series(dtype=int)
+        prof["token_counts"] = {str(k): int(v) for k, v in tokens.items()} if len(tokens) <= TOKEN_CAP else None
+    else:
+        prof.update(n_date=n if kind == "datetime" else 0, n_image=0, n_audio=0, n_vector=0, vector_min=None,
+                    vector_max=None, n_uuid=0, token_counts={})
+    return prof
+
+
+def _count_dates(s: pd.Series) -> int:
+    """Values that look like a date (pattern) and parse as one."""
+    from tasks.split import parse_dates
+
+    looks = s.str.fullmatch(DATE_RE, case=False).to_numpy(dtype=bool)
+    if not looks.any():
+        return 0
+    matched = s[looks].to_numpy(dtype=object)
+    codes, uniques = pd.factorize(matched)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ok = parse_dates(np.asarray(uniques, dtype=object)).notna().to_numpy()
+    return int(ok[codes].sum())
+
+
+def profile_partition(pdf: pd.DataFrame, columns: list[str]) -> dict[str, dict]:
+    return {c: profile_values(pdf[c]) for c in columns}
+
+
+def _merge_counts(a: dict | None, b: dict | None, cap: int) -> dict | None:
+    if a is None or b is None:
+        return None
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + v
+    return out if len(out) <= cap else None
+
+
+def _opt(fn, a, b):
+    return b if a is None else a if b is None else fn(a, b)
+
+
+def merge_profiles(a: dict, b: dict) -> dict:
+    """Associative and commutative: the merged profile does not depend on the partitioning."""
+    out = {"kind": a["kind"] if a["kind"] == b["kind"] else "string"}
+    for key in ("rows", "n", "n_true", "n_false", "n_numeric", "n_integer", "n_leading_zero", "tokens", "n_multi",
+                "n_long", "chars", "n_date", "n_image", "n_audio", "n_vector", "n_uuid"):
+        out[key] = a[key] + b[key]
+    out["max_tokens"] = max(a["max_tokens"], b["max_tokens"])
+    for key in ("min", "width_min", "vector_min"):
+        out[key] = _opt(min, a[key], b[key])
+    for key in ("max", "width_max", "vector_max"):
+        out[key] = _opt(max, a[key], b[key])
+    out["counts"] = _merge_counts(a["counts"], b["counts"], VALUE_CAP)
+    out["token_counts"] = _merge_counts(a["token_counts"], b["token_counts"], TOKEN_CAP)
+    out["hll"] = np.maximum(a["hll"], b["hll"])
+    return out
+
+
+def distinct(prof: dict) -> tuple[int, bool]:
+    """(distinct non-missing values, exact?)"""
+    if prof["counts"] is not None:
+        return len(prof["counts"]), True
+    return max(hll_estimate(prof["hll"]), VALUE_CAP + 1), False
+
+
+# ---- the decision --------------------------------------------------------------------------------
+
+def _examples(prof: dict, k: int = 3) -> str:
+    counts = prof["counts"]
+    if not counts:
+        return ""
+    top = sorted(counts, key=lambda v: (-counts[v], v))[:k]
+    return ", ".join(repr(v if len(v) <= 24 else v[:21] + "...") for v in top)
+
+
+def _fmt_num(x: float | None) -> str:
+    return "?" if x is None else (f"{int(x)}" if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}")
+
+
+def decide(name: str, prof: dict, is_target: bool = False, column: str | None = None) -> Inferred:
+    """The type of one column from its merged profile, with the reason (``type=None``: excluded)."""
+    column = column or name
+    kind, n, rows = prof["kind"], prof["n"], prof["rows"]
+    d, exact = distinct(prof)
+    dn = f"{d}" if exact else f"~{d}"
+    missing = rows - n
+    miss = f"; {missing} missing ({missing / rows:.1%})" if missing and rows else ""
+
+    def out(type_name: str | None, reason: str) -> Inferred:
+        if type_name is None and is_target:
+            fallback = "number" if n and prof["n_numeric"] == n else "category"
+            return Inferred(name, column, fallback, f"{reason}; kept as {fallback} because it is the target",
+                            is_target)
+        return Inferred(name, column, type_name, reason + miss, is_target)
+
+    if n == 0:
+        return out(None, "excluded: every value is missing")
+    if d == 1:
+        return out(None, f"excluded: a single value ({_examples(prof, 1)}) in every non-missing row")
+    if kind == "bool":
+        return out("binary", "boolean column")
+    if kind == "datetime":
+        return out("date", "timestamp column")
+    if prof["n_true"] + prof["n_false"] == n and prof["n_true"] and prof["n_false"]:
+        return out("binary", f"boolean values ({_examples(prof, 4)})")
+    if prof["n_true"] + prof["n_false"] == n:
+        return out(None, f"excluded: every value means the same boolean ({_examples(prof, 2)})")
+    unique = n >= ID_MIN_ROWS and d >= ID_UNIQUE_SHARE * n
+    if prof["n_numeric"] == n:
+        return _decide_number(name, prof, out, d, dn, unique)
+    note = ""
+    if prof["n_numeric"] >= 0.95 * n:
+        bad = n - prof["n_numeric"]
+        note = f" ({bad} value(s) are not numbers, so not a number column)"
+    if prof["n_date"] == n:
+        return out("date", f"every value parses as a date (e.g. {_examples(prof, 2)})")
+    if prof["n_image"] >= MEDIA_MIN_SHARE * n:
+        return out("image", f"{prof['n_image']} of {n} values are image file paths")
+    if prof["n_audio"] >= MEDIA_MIN_SHARE * n:
+        return out("audio", f"{prof['n_audio']} of {n} values are audio file paths")
+    if prof["n_vector"] == n and prof["vector_min"] == prof["vector_max"]:
+        return out("vector", f"every value is a list of {prof['vector_min']} numbers")
+    if prof["n_vector"] == n:
+        return out("timeseries", f"every value is a list of numbers, of {prof['vector_min']} to "
+                                 f"{prof['vector_max']} values")
+    if prof["n_uuid"] == n and unique:
+        return out(None, f"excluded: ID-like ({dn} distinct UUIDs in {n} rows)")
+    mean_tokens = prof["tokens"] / n
+    if mean_tokens < 1.5 and prof["n_multi"] < 0.5 * n:  # (mostly) single tokens
+        if unique:
+            return out(None, f"excluded: ID-like ({dn} distinct values in {n} rows, e.g. {_examples(prof, 2)})")
+        high = "high-cardinality " if d > CATEGORY_MAX_SHARE * n else ""
+        return out("category", f"{dn} distinct {high}values (e.g. {_examples(prof, 3)}){note}")
+    vocab = prof["token_counts"]
+    if (prof["n_long"] == 0 and vocab is not None and mean_tokens < TEXT_MIN_TOKENS * 2
+            and len(vocab) <= SET_MAX_VOCAB and len(vocab) * 2 <= d and prof["n_multi"] >= 0.1 * n):
+        return out("set", f"{dn} distinct combinations of {len(vocab)} space-separated tokens "
+                          f"(mean {mean_tokens:.1f} per row)")
+    if mean_tokens >= TEXT_MIN_TOKENS or d > CATEGORY_MAX_SHARE * n:
+        return out("text", f"free text: {dn} distinct values of {n}, mean {mean_tokens:.1f} words")
+    return out("category", f"{dn} distinct short phrases (e.g. {_examples(prof, 3)}){note}")
+
+
+def _decide_number(name: str, prof: dict, out, d: int, dn: str, unique: bool) -> Inferred:
+    n, lo, hi = prof["n"], prof["min"], prof["max"]
+    rng = f"{_fmt_num(lo)}..{_fmt_num(hi)}"
+    integers = prof["n_integer"] == n
+    if prof["n_leading_zero"]:
+        if unique:
+            return out(None, f"excluded: ID-like ({dn} distinct digit strings with leading zeros in {n} rows)")
+        return out("category", f"{dn} distinct digit codes with leading zeros (e.g. {_examples(prof, 2)}): "
+                               "a number would drop the zeros")
+    if not integers:
+        return out("number", f"{dn} distinct numeric values ({rng})")
+    sequential = hi - lo + 1 <= d * 1.01 + 1 if lo is not None else False
+    if unique and (sequential or ID_NAME.search(name)):
+        why = "sequential" if sequential else "named like an id"
+        return out(None, f"excluded: ID-like ({dn} distinct integers in {n} rows, {rng}, {why})")
+    if d == 2:
+        return out("category", f"two integer values ({_examples(prof, 2)}) that are not 0/1")
+    if (CODE_NAME.search(name) or ID_NAME.search(name)) and not unique:
+        return out("category", f"{dn} distinct integers ({rng}) and the name '{name}' suggests a code")
+    fixed = prof["width_min"] is not None and prof["width_min"] == prof["width_max"] and prof["width_min"] >= 4
+    years = lo is not None and lo >= 1800 and hi <= 2100
+    if fixed and not years and lo >= 0 and not unique:
+        return out("category", f"{dn} distinct fixed-width {prof['width_min']}-digit codes (e.g. "
+                               f"{_examples(prof, 2)})")
+    return out("number", f"{dn} distinct integers ({rng})")
+
+
+# ---- over a dataset ------------------------------------------------------------------------------
+
+def profile_columns(ingest_dir: str, columns: list[str], npartitions: int | None = None) -> dict[str, dict]:
+    """Full pass over the ingested parts with Dask: merged profile per column."""
+    from dask import delayed
+
+    from tasks import frame
+
+    parts = frame.partitions(ingest_dir, npartitions)
+    partials = frame.compute([delayed(profile_partition)(p, columns) for p in parts])
+    return {c: reduce(merge_profiles, [p[c] for p in partials]) for c in columns}
+
+
+def dataset_columns(path: str, fmt: str) -> list[str]:
+    """The column names of a dataset, in file order."""
+    import csv
+
+    import pyarrow.parquet as pq
+
+    from storage.fs import open_input
+
+    if fmt in ("csv", "tsv"):
+        with open_input(path) as fh:
+            head = fh.read(1 << 20)
+        text = head.decode("utf-8-sig", errors="replace")
+        if not text.strip():
+            raise DataError(f"{path}: the file is empty; expected a header line and data rows")
+        return next(csv.reader([text.splitlines()[0]], delimiter="," if fmt == "csv" else "\t"))
+    if fmt == "parquet":
+        with open_input(path) as fh:
+            return list(pq.ParquetFile(fh).schema_arrow.names)
+    if fmt == "feather":
+        import pyarrow.feather as feather
+
+        with open_input(path) as fh:
+            return list(feather.read_table(fh).column_names)
+    if fmt == "excel":
+        with open_input(path) as fh:
+            return [str(c) for c in pd.read_excel(fh, nrows=0).columns]
+    with open_input(path) as fh:
+        data = fh.read().decode("utf-8", errors="replace")
+    if fmt == "jsonl":
+        records = [json.loads(line) for line in data.splitlines()[:1000] if line.strip()]
+    else:
+        loaded = json.loads(data)
+        records = loaded[:1000] if isinstance(loaded, list) else [dict.fromkeys(loaded)]
+    return list(dict.fromkeys(k for r in records if isinstance(r, dict) for k in r))
+
+
+def infer_dataset(path: str, target: str | None = None,
+                  npartitions: int | None = None) -> tuple[list[Inferred], int]:
+    """Every column of the dataset typed (``prepflow infer``): read as strings, profiled, decided.
+    Returns the decisions (in column order) and the row count."""
+    from tasks import ingest
+
+    fmt = ingest.detect_format(path)
+    columns = [c for c in dataset_columns(path, fmt) if c != ingest.ROW]
+    if target is not None and target not in columns:
+        from tasks.config import suggest
+
+        raise ConfigError(f"--target: column {target!r} is not in {path}{suggest(target, columns)}")
+    spec = ingest.IngestSpec(columns={c: "string" for c in columns}, format=fmt)
+    with tempfile.TemporaryDirectory(prefix="prepflow-infer-") as tmp:
+        ingest.write_parts(ingest.read_batches(path, spec), spec, Path(tmp) / "data", path)
+        profiles = profile_columns(str(Path(tmp) / "data"), columns, npartitions)
+        rows = profiles[columns[0]]["rows"] if columns else 0
+    return [decide(c, profiles[c], c == target) for c in columns], rows
+
+
+def _yaml_scalar(value: str) -> str:
+    import yaml
+
+    return yaml.safe_dump(value, default_flow_style=True, width=1 << 20).removesuffix("\n...\n").strip()
+
+
+def render_config(inferred: list[Inferred], dataset: str, rows: int) -> str:
+    """A config YAML with a comment per column saying why it got its type (excluded columns as
+    comments, ready to uncomment with a type)."""
+    lines = [f"# prepflow infer {dataset}: {rows} rows, {len(inferred)} columns (full pass).",
+             "# Each type comes with the reason it was chosen; edit freely."]
+
+    def block(title: str, items: list[Inferred]) -> None:
+        if not items:
+            return
+        lines.append(f"{title}:")
+        for item in items:
+            lines.append(f"  - name: {_yaml_scalar(item.name)}")
+            lines.append(f"    type: {item.type}  # {item.reason}")
+
+    block("input_features", [i for i in inferred if i.type and not i.output])
+    block("output_features", [i for i in inferred if i.type and i.output])
+    if not any(i.type and not i.output for i in inferred):
+        lines.append("input_features: []  # no column could be typed as an input; see the excluded columns")
+    excluded = [i for i in inferred if not i.type]
+    if excluded:
+        lines.append("# Excluded (give a column a type to use it anyway):")
+        for item in excluded:
+            lines.append(f"#  - name: {_yaml_scalar(item.name)}  # {item.reason.removeprefix('excluded: ')}")
+    return "\n".join(lines) + "\n"
+
+
+# ---- the pipeline stage --------------------------------------------------------------------------
+
+def untyped(config) -> list[dict]:
+    return [{"name": f.name, "column": f.source_column, "output": config.is_output(f.name)}
+            for f in config.features if f.type is None]
+
+
+def run(ctx, ingest):
+    """Stage entry point: infer the untyped features from the ingested data; writes ``types.json``."""
+    from tasks import ingest as ingest_mod
+    from tasks.context import run_cached
+    from tasks.statistics import Statistics
+
+    todo = untyped(ctx.config)
+
+    def compute(out: Path) -> Statistics:
+        stats = Statistics()
+        decisions = {}
+        if todo:
+            columns = sorted({t["column"] for t in todo})
+            profiles = profile_columns(ingest_mod.data_dir(ingest.path), columns, ctx.npartitions)
+            for t in todo:
+                item = decide(t["name"], profiles[t["column"]], t["output"], t["column"])
+                decisions[t["name"]] = item.to_json()
+                stats.counter(f"infer_types.{item.type or 'excluded'}", 1)
+        (out / TYPES_FILE).write_text(json.dumps({"features": decisions}, sort_keys=True, indent=1))
+        return stats
+
+    return run_cached(ctx, "infer_types", CODE_VERSION, [ingest.key], {"untyped": todo}, compute)
+
+
+def load(result_or_path) -> dict[str, dict]:
+    path = Path(getattr(result_or_path, "path", result_or_path))
+    return json.loads((path / TYPES_FILE).read_text())["features"]
+
+
+def apply(ctx, result_or_path) -> None:
+    """Give the run's untyped features their inferred types; rebuild the feature objects."""
+    from tasks.features import build_all, resolve_preprocessing
+
+    decisions = load(result_or_path)
+    changed = False
+    for f in ctx.config.features:
+        if f.type is not None:
+            continue
+        item = decisions.get(f.name)
+        if item is None:
+            raise DataError(f"feature '{f.name}' has no type and no inferred type; rerun the infer_types stage")
+        if item["type"] is None:
+            raise DataError(f"feature '{f.name}' (column '{f.source_column}') has no type and inference would "
+                            f"exclude it: {item['reason'].removeprefix('excluded: ')}; give it a 'type' in the "
+                            "config or remove it")
+        f.type = item["type"]
+        changed = True
+    if changed:
+        resolve_preprocessing(ctx.config, "inferred config")
+        ctx.features = build_all(ctx.config)
