@@ -135,6 +135,7 @@ class ValidationConfig(StrictModel):
     encoded: str | list[str] | None = None
     on_failure: Literal["fail", "warn"] = "fail"
     generated: bool = True  # run the suites prepflow derives from the config
+    bounds: dict[str, list[float | None]] = Field(default_factory=dict)  # raw gate: column -> [min, max]
 
 
 class PublishConfig(StrictModel):

@@ -23,7 +23,7 @@ from tasks.ingest import write_ipc
 from tasks.split import SPLIT_NAMES
 from tasks.statistics import Statistics
 
-CODE_VERSION = "encode-1"
+CODE_VERSION = "encode-2"  # 2: rows-NNNNN.npy beside each part (the encoded gate reads them)
 
 
 def to_arrow(values: np.ndarray) -> pa.Array:
@@ -50,6 +50,7 @@ def _encode_partition(prepared, index, features, metadata, mult, out_dir):
         stats.counter(f"fill_missing.filled.{name}", n)
     for name, n in prepared.dropped.items():
         stats.counter(f"fill_missing.rows_dropped.{name}", n)
+    stats.counter("encode.rows_in", len(df) + sum(prepared.dropped.values()))
     rows_out = {}
     for split_id, split_name in enumerate(SPLIT_NAMES):
         part = df.loc[df[frame.SPLIT] == split_id].reset_index(drop=True)
@@ -64,6 +65,7 @@ def _encode_partition(prepared, index, features, metadata, mult, out_dir):
         folder = out_dir / split_name
         folder.mkdir(parents=True, exist_ok=True)
         write_ipc(table, folder / f"part-{index:05d}.arrow")
+        np.save(folder / f"rows-{index:05d}.npy", part[ingest_mod.ROW].to_numpy(dtype=np.int64))  # input rows
         rows_out[split_name] = table.num_rows
         stats.counter(f"encode.rows_out.{split_name}", table.num_rows)
     return stats, rows_out

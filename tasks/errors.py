@@ -27,7 +27,16 @@ class DataError(PrepflowError):
 
 
 class ValidationFailed(DataError):
-    """A data-quality gate with ``on_failure: fail`` did not pass."""
+    """A data-quality gate with ``on_failure: fail`` did not pass; ``gate`` names it, ``report`` holds
+    its results (``tasks.validate.gate_json``)."""
+
+    def __init__(self, message: str, gate: str | None = None, report: dict | None = None):
+        super().__init__(message)
+        self.gate = gate
+        self.report = report
+
+    def __reduce__(self):  # keeps gate and report through pickling (Dask, Prefect)
+        return (type(self), (str(self), self.gate, self.report))
 
 
 class IntegrityError(DataError):

@@ -360,6 +360,11 @@ def ingest_spec(ctx) -> IngestSpec:
     split_col = ctx.config.preprocessing.split.column
     if split_col and split_col not in columns:
         columns[split_col] = "string"
+    if ctx.config.validation.raw:  # columns only a raw user suite names (tasks.validate)
+        from tasks import validate
+
+        for column, kind in validate.extra_raw_columns(ctx.config, validate.dataset_columns(ctx.dataset)).items():
+            columns.setdefault(column, kind)
     return IngestSpec(columns=columns, format=detect_format(ctx.dataset))
 
 

@@ -13,7 +13,8 @@ from tasks import balance, encode, fill_missing, infer_types, ingest, publish, s
 from tasks.context import RunContext, StageResult
 from tasks.statistics import Statistics
 
-STAGES = ("ingest", "infer_types", "split", "fill_missing", "balance", "vocab", "encode", "publish")
+STAGES = ("ingest", "infer_types", "validate_raw", "split", "fill_missing", "balance", "vocab", "encode",
+          "validate_encoded", "publish")
 
 
 @dataclass
@@ -39,22 +40,32 @@ def publish_stage(ctx: RunContext, results: list[StageResult]) -> tuple[dict, St
     fingerprint = ingest.fingerprint_of(next(r for r in results if r.stage == "ingest"))
     enc = next(r for r in results if r.stage == "encode")
     fit = next(r for r in results if r.stage == "vocab")
-    art = publish.run(ctx, fingerprint, enc, fit, merged_statistics(results))
+    from tasks import validate
+
+    art = publish.run(ctx, fingerprint, enc, fit, merged_statistics(results),
+                      validation=validate.manifest_entry(results))
     return art, StageResult("publish", art["artifact_id"], art["artifact_path"], art["reused"],
                             time.perf_counter() - start)
 
 
 def run_pipeline(ctx: RunContext) -> PipelineResult:
+    from tasks import validate
+
+    validate.check_config(ctx.config)  # every suite loads before any data is read
     start = time.perf_counter()
     ing = ingest.run(ctx)
     ing.seconds = time.perf_counter() - start  # fingerprinting is part of ingest's cost
     inf = infer_types.run(ctx, ing)
     infer_types.apply(ctx, inf)  # later stages read the config with every feature typed
+    raw = validate.run_raw(ctx, ing)
+    validate.enforce(ctx, raw)  # a failing gate stops the run here (on_failure: fail)
     spl = split.run(ctx, ing)
     mis = fill_missing.run(ctx, ing, spl)
     bal = balance.run(ctx, ing, spl, mis)
     fit = vocab.run(ctx, ing, spl, mis)
     enc = encode.run(ctx, ing, spl, mis, bal, fit)
-    results = [ing, inf, spl, mis, bal, fit, enc]
+    encv = validate.run_encoded(ctx, spl, bal, fit, enc)
+    validate.enforce(ctx, encv)
+    results = [ing, inf, raw, spl, mis, bal, fit, enc, encv]
     art, pub = publish_stage(ctx, results)
     return PipelineResult(art, [*results, pub])

@@ -1,0 +1,460 @@
+"""validate: the data-quality gates (DESIGN sections 4 and 8), Great Expectations 1.x suites on Dask.
+
+Two gates, each a cached stage:
+
+* ``validate_raw`` after ingest/infer_types, before split: the table as ingested (the config's
+  columns plus any column a raw user suite names; ``__row__`` becomes the index, so an unexpected
+  value's index is its 0-based input row).
+* ``validate_encoded`` after encode, before publish: one row per encoded row of every split, with
+  ``__split__`` (0/1/2), ``__row__`` (the input row; null on the extra copies oversampling makes)
+  and, for an ``n x d`` matrix column ``c``, the per-row ``c__size``, ``c__min`` and ``c__max``
+  (a NaN anywhere in the row makes ``c__min`` NaN, which GX counts as null).
+
+Each gate runs prepflow's generated suite (``validation.generated``, default on) and the user suites
+the config names (``validation: {raw: path-or-list, encoded: ..., on_failure: fail|warn}``; paths
+relative to the working directory), through ``expectations.engine``. Generated suites:
+
+* raw: every declared column exists; a number feature stored as text matches a number pattern (text
+  formats are read as float64 already, so there it holds by construction); every output feature
+  keeps a value in some row after drop_row (``proportion_of_non_null > 0``); the optional
+  ``validation.bounds: {column: [min, max]}`` (either may be null).
+* encoded: no nulls/NaN in any published column; ids within ``[0, vocab_size)`` (category ids, and
+  sequence/text ids; a feature type can say which columns hold ids with ``id_ranges(metadata)``);
+  matrix widths as declared; every split with a share of the rows is non-empty; splits are
+  disjoint (``__row__`` unique); the row count adds up: training rows weighted by their balance
+  multiplicity plus validation and test rows, minus the rows drop_row removed.
+
+Caching: key = parent key + sha of every suite's JSON (generated ones included) + code version.
+``on_failure`` is not in the key: results are cached whatever they are, and a cached failing gate
+fails again. ``enforce`` raises ``ValidationFailed`` naming the gate (``fail``; nothing is
+published) or logs a warning (``warn``); the results go to manifest.json ``validation``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from storage.hashing import stable_hash
+from tasks.errors import ConfigError, ValidationFailed
+
+CODE_VERSION = "validate-1"
+RESULTS_FILE = "validation.json"
+GATES = ("raw", "encoded")
+STAGE = {"raw": "validate_raw", "encoded": "validate_encoded"}
+NUMBER_PATTERN = r"^\s*([-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|[Nn][Aa][Nn]?|[Nn][Uu][Ll][Ll]|[Nn]one)?\s*$"
+NUMERIC_EXPECTATIONS = ("expect_column_values_to_be_between", "expect_column_mean_to_be_between",
+                        "expect_column_sum_to_be_between", "expect_column_stdev_to_be_between",
+                        "expect_column_min_to_be_between", "expect_column_max_to_be_between",
+                        "expect_column_median_to_be_between", "expect_column_quantile_values_to_be_between")
+
+log = logging.getLogger("prepflow.validate")
+
+
+def _exp(kind: str, **kwargs) -> dict:
+    return {"type": kind, "kwargs": kwargs, "meta": {"generated_by": "prepflow"}}
+
+
+# ---- suite files ---------------------------------------------------------------------------------
+
+def load_suite_file(path: str | Path) -> dict:
+    """A GX 1.x suite JSON file, checked (without importing GX); ``ConfigError`` names the file."""
+    from expectations import engine
+
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: expectation suite not found") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: not a JSON expectation suite ({exc})") from None
+    try:
+        return engine.check_suite(data, str(path))
+    except engine.SuiteError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def user_suite_paths(config, gate: str) -> list[str]:
+    value = getattr(config.validation, gate)
+    return [] if value is None else [value] if isinstance(value, str) else list(value)
+
+
+def user_suites(config, gate: str) -> list[tuple[str, dict]]:
+    return [(p, load_suite_file(p)) for p in user_suite_paths(config, gate)]
+
+
+def check_config(config) -> None:
+    """Every suite the config names loads and is supported; raised before any data is read."""
+    for gate in GATES:
+        user_suites(config, gate)
+    columns = {f.source_column for f in config.features}
+    for column, bounds in (getattr(config.validation, "bounds", None) or {}).items():
+        if column not in columns:
+            raise ConfigError(f"validation.bounds.{column}: not a column of a declared feature")
+        if not isinstance(bounds, (list, tuple)) or len(bounds) != 2:
+            raise ConfigError(f"validation.bounds.{column}: expected [min, max] (either may be null), got {bounds!r}")
+
+
+def extra_raw_columns(config, available: list[str] | None) -> dict[str, str]:
+    """Columns the raw user suites name that the config does not declare: ingest reads them too
+    (as float64 when a numeric expectation names them, else as strings). With ``available`` (the
+    dataset's columns, when cheap to know) a column the dataset lacks is left out, so the suite's
+    expectation fails in the report instead of ingest failing."""
+    from expectations.engine import referenced_columns
+
+    declared = {f.source_column for f in config.features}
+    out: dict[str, str] = {}
+    for _path, suite in user_suites(config, "raw"):
+        numeric = {e.get("kwargs", {}).get("column") for e in suite["expectations"]
+                   if e.get("type") in NUMERIC_EXPECTATIONS}
+        for column in referenced_columns(suite):
+            if column in declared or (available is not None and column not in available):
+                continue
+            out[column] = "float64" if column in numeric or out.get(column) == "float64" else "string"
+    return out
+
+
+def dataset_columns(path: str) -> list[str] | None:
+    """The dataset's column names where the header or schema alone tells them, else None."""
+    import csv
+
+    from storage.fs import open_input
+    from tasks.ingest import detect_format
+
+    fmt = detect_format(path)
+    try:
+        if fmt in ("csv", "tsv"):
+            with open_input(path) as fh:
+                head = fh.read(1 << 16).decode("utf-8-sig", errors="replace")
+            line = head.splitlines()[0] if head else ""
+            return next(csv.reader([line], delimiter="," if fmt == "csv" else "\t"), [])
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            with open_input(path) as fh:
+                return pq.read_schema(fh).names
+        if fmt == "feather":
+            import pyarrow.feather as feather
+
+            with open_input(path) as fh:
+                return feather.read_table(fh).column_names
+    except Exception:  # unreadable here: ingest reports the problem with its own message
+        return None
+    return None
+
+
+# ---- generated suites ----------------------------------------------------------------------------
+
+def raw_suite(ctx, dtypes: dict[str, str]) -> dict:
+    """prepflow's suite for the ingested table (``dtypes``: column -> pandas dtype name)."""
+    config = ctx.config
+    exps = []
+    declared = list(dict.fromkeys([f.source_column for f in config.features]
+                                  + ([config.preprocessing.split.column] if config.preprocessing.split.column
+                                     else [])))
+    for column in declared:
+        exps.append(_exp("expect_column_to_exist", column=column))
+    for f in ctx.features:
+        if f.read_as() == "float64" and not _is_numeric(dtypes.get(f.column, "")):
+            exps.append(_exp("expect_column_values_to_match_regex", column=f.column, regex=NUMBER_PATTERN))
+    for f in ctx.features:
+        if f.is_output and f.missing_strategy == "drop_row":
+            exps.append(_exp("expect_column_proportion_of_non_null_values_to_be_between", column=f.column,
+                             min_value=0, strict_min=True))
+    for column, (low, high) in sorted((getattr(config.validation, "bounds", None) or {}).items()):
+        exps.append(_exp("expect_column_values_to_be_between", column=column, min_value=low, max_value=high))
+    return {"name": "prepflow-raw", "expectations": exps, "meta": {"generated_by": "prepflow"}}
+
+
+def _is_numeric(dtype: str) -> bool:
+    return any(dtype.lower().startswith(p) for p in ("float", "int", "uint", "double", "bool"))
+
+
+def id_range(feature, column, metadata: dict) -> tuple[int, int] | None:
+    """``(0, vocab_size)`` when ``column`` holds vocabulary ids, else None."""
+    ranges = getattr(feature, "id_ranges", None)
+    if callable(ranges):
+        return ranges(metadata).get(column.name)
+    if not column.dtype.startswith("int") or "idx2str" not in metadata:
+        return None
+    if getattr(feature, "type_name", "") in ("set", "bag"):  # multi-hot counts, not ids
+        return None
+    key = "char_vocab_size" if column.name.endswith("_char") and "char_vocab_size" in metadata else "vocab_size"
+    return (0, int(metadata[key])) if key in metadata else None
+
+
+def encoded_suite(ctx, metadata: dict, expected_rows: int) -> dict:
+    """prepflow's suite for the encoded rows (see the module docstring)."""
+    exps = []
+    for f in ctx.features:
+        for col in f.output_columns(metadata[f.name]):
+            ids = id_range(f, col, metadata[f.name])
+            if not col.shape:
+                exps.append(_exp("expect_column_values_to_not_be_null", column=col.name))
+                if ids:
+                    exps.append(_exp("expect_column_values_to_be_between", column=col.name, min_value=ids[0],
+                                     max_value=ids[1] - 1))
+                continue
+            size = int(np.prod(col.shape))
+            exps.append(_exp("expect_column_values_to_be_between", column=f"{col.name}__size", min_value=size,
+                             max_value=size))
+            if size:
+                exps.append(_exp("expect_column_values_to_not_be_null", column=f"{col.name}__min"))
+            if ids and size:
+                exps.append(_exp("expect_column_values_to_be_between", column=f"{col.name}__min",
+                                 min_value=ids[0]))
+                exps.append(_exp("expect_column_values_to_be_between", column=f"{col.name}__max",
+                                 max_value=ids[1] - 1))
+    split = ctx.config.preprocessing.split
+    required = [0] if split.type == "fixed" else [i for i, p in enumerate(split.probabilities) if p > 0]
+    exps.append(_exp("expect_column_distinct_values_to_contain_set", column="__split__", value_set=required))
+    exps.append(_exp("expect_column_values_to_be_unique", column="__row__"))
+    exps.append(_exp("expect_table_row_count_to_equal", value=int(expected_rows)))
+    return {"name": "prepflow-encoded", "expectations": exps, "meta": {"generated_by": "prepflow"}}
+
+
+# ---- views: what each gate validates -------------------------------------------------------------
+
+def _raw_view(pdf: pd.DataFrame) -> pd.DataFrame:
+    from tasks.ingest import ROW
+
+    out = pdf.set_index(ROW)
+    out.index.name = None
+    return out
+
+
+def _read_table(path: Path):
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path)
+    import pyarrow.feather as feather
+
+    return feather.read_table(str(path), memory_map=True)
+
+
+def _matrix_stats(col) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    import pyarrow as pa
+
+    n = len(col)
+    flat = col
+    while pa.types.is_fixed_size_list(flat.type):
+        flat = flat.flatten()
+    values = flat.to_numpy(zero_copy_only=False)
+    width = len(values) // n if n else 0
+    values = values.reshape(n, width)
+    sizes = np.full(n, width, dtype=np.int64)
+    if width == 0:
+        empty = np.full(n, np.nan)
+        return sizes, empty, empty
+    if values.dtype.kind == "f":  # NaN anywhere in a row -> NaN (a null to GX)
+        return sizes, values.min(axis=1), values.max(axis=1)
+    return sizes, values.min(axis=1), values.max(axis=1)
+
+
+def _encoded_view(path: str, rows_path: str, split_id: int, offset: int, shaped: dict[str, bool]) -> pd.DataFrame:
+    table = _read_table(Path(path))
+    data: dict[str, object] = {}
+    for name, matrix in shaped.items():
+        col = table.column(name).combine_chunks()
+        if matrix:
+            data[f"{name}__size"], data[f"{name}__min"], data[f"{name}__max"] = _matrix_stats(col)
+        else:
+            data[name] = col.to_numpy(zero_copy_only=False)
+    rows = np.load(rows_path)
+    first = np.ones(len(rows), dtype=bool)
+    first[1:] = rows[1:] != rows[:-1]  # copies made by oversampling are adjacent
+    data["__row__"] = pd.array(np.where(first, rows, 0), dtype="Int64")
+    data["__row__"][~first] = pd.NA
+    data["__split__"] = np.full(len(rows), split_id, dtype=np.int8)
+    return pd.DataFrame(data, index=pd.RangeIndex(offset, offset + len(rows)))
+
+
+# ---- running a gate ------------------------------------------------------------------------------
+
+def _suite_entry(source: str, suite_result) -> dict:
+    results = [result_json(r) for r in suite_result.results]
+    failed = sum(1 for r in results if not r["success"])
+    return {"name": suite_result.name, "source": source, "success": failed == 0, "evaluated": len(results),
+            "failed": failed, "results": results}
+
+
+def result_json(evr) -> dict:
+    """A GX result as plain, deterministic JSON: type, kwargs, success, result, exception."""
+    d = evr.to_json_dict()
+    config = d["expectation_config"]
+    out = {"expectation_type": config["type"],
+           "kwargs": {k: v for k, v in config["kwargs"].items() if k != "batch_id"},
+           "success": bool(d["success"]), "result": _clean(d.get("result") or {})}
+    info = d.get("exception_info") or {}
+    if info.get("raised_exception"):
+        out["exception"] = info.get("exception_message")
+    return out
+
+
+def _clean(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def run_suites(named: list[tuple[str, dict]], parts: list, columns: list[str]) -> list[dict]:
+    """Run ``(source, suite JSON)`` pairs on the partitions; GX is imported only when there is work."""
+    from expectations import engine
+
+    if not any(s["expectations"] for _src, s in named):
+        return [{"name": s["name"], "source": src, "success": True, "evaluated": 0, "failed": 0, "results": []}
+                for src, s in named]
+    try:
+        suites = [engine.to_gx_suite(s, src) for src, s in named]
+    except engine.SuiteError as exc:
+        raise ConfigError(str(exc)) from None
+    results = engine.run(suites, parts, columns)
+    return [_suite_entry(src, r) for (src, _s), r in zip(named, results, strict=True)]
+
+
+def gate_json(gate: str, suites: list[dict], rows: int) -> dict:
+    return {"gate": gate, "success": all(s["success"] for s in suites), "rows": rows,
+            "evaluated": sum(s["evaluated"] for s in suites), "failed": sum(s["failed"] for s in suites),
+            "suites": suites}
+
+
+def _run_gate(ctx, gate: str, parents: list[str], named: list[tuple[str, dict]], load_view):
+    """Cached: ``load_view()`` -> (delayed partitions, columns, rows) runs only on a cache miss."""
+    from tasks.context import run_cached
+    from tasks.statistics import Statistics
+
+    config_slice = {"suites": [[src, stable_hash(s, 64)] for src, s in named]}
+
+    def compute(out: Path) -> Statistics:
+        parts, columns, rows = load_view()
+        suites = run_suites(named, parts, columns)
+        result = gate_json(gate, suites, rows)
+        (out / RESULTS_FILE).write_text(json.dumps(result, sort_keys=True, indent=1, default=str))
+        for i, (_src, suite) in enumerate(named):
+            (out / f"suite-{i:02d}.json").write_text(json.dumps(suite, sort_keys=True, indent=1))
+        stats = Statistics()
+        stage = STAGE[gate]
+        stats.counter(f"{stage}.rows_in", rows)
+        stats.counter(f"{stage}.expectations", result["evaluated"])
+        stats.counter(f"{stage}.failed", result["failed"])
+        return stats
+
+    return run_cached(ctx, STAGE[gate], CODE_VERSION, parents, config_slice, compute)
+
+
+def _suites_for(ctx, gate: str, generated: dict | None) -> list[tuple[str, dict]]:
+    named = []
+    if generated is not None and ctx.config.validation.generated:
+        named.append((f"generated:{gate}", generated))
+    return named + user_suites(ctx.config, gate)
+
+
+def run_raw(ctx, ingest):
+    """Stage ``validate_raw``: the raw gate on the ingested table."""
+    from tasks import frame
+    from tasks import ingest as ingest_mod
+
+    ddf = frame.read_ingested(ingest_mod.data_dir(ingest.path), ctx.npartitions)
+    dtypes = {c: str(t) for c, t in ddf.dtypes.items() if c != ingest_mod.ROW}
+    named = _suites_for(ctx, "raw", raw_suite(ctx, dtypes))
+
+    def view():
+        from dask import delayed
+
+        parts = [delayed(_raw_view)(p) for p in ddf.to_delayed()]
+        return parts, list(dtypes), ingest_mod.num_rows(ingest.path)
+
+    return _run_gate(ctx, "raw", [ingest.key], named, view)
+
+
+def expected_encoded_rows(split, balance, encode_result) -> int:
+    """Training rows weighted by multiplicity + validation + test rows - rows drop_row removed."""
+    from tasks import balance as balance_mod
+    from tasks import split as split_mod
+
+    assign = np.asarray(split_mod.load(split))
+    mult = balance_mod.load(balance)
+    train = assign == 0
+    weighted = int(np.asarray(mult, dtype=np.int64)[train].sum()) if mult is not None else int(train.sum())
+    dropped = sum(s["count"] for name, s in encode_result.statistics.items()
+                  if name.startswith("fill_missing.rows_dropped."))
+    return weighted + int((assign == 1).sum()) + int((assign == 2).sum()) - dropped
+
+
+def run_encoded(ctx, split, balance, fitted, encode_result):
+    """Stage ``validate_encoded``: the encoded gate on every encoded row of every split."""
+    from dask import delayed
+
+    from tasks import encode as encode_mod
+    from tasks import vocab
+    from tasks.split import SPLIT_NAMES
+
+    metadata = vocab.load(fitted)
+    named = _suites_for(ctx, "encoded", encoded_suite(ctx, metadata, expected_encoded_rows(split, balance,
+                                                                                           encode_result)))
+
+    def view():
+        shaped = {c.name: bool(c.shape) for f in ctx.features for c in f.output_columns(metadata[f.name])}
+        parts, offset = [], 0
+        for split_id, split_name in enumerate(SPLIT_NAMES):
+            for path in encode_mod.split_parts(encode_result, split_name):
+                rows_path = path.with_name(path.name.replace("part-", "rows-").rsplit(".", 1)[0] + ".npy")
+                n = _num_rows(path)
+                parts.append(delayed(_encoded_view)(str(path), str(rows_path), split_id, offset, shaped))
+                offset += n
+        columns = [n for name, matrix in shaped.items()
+                   for n in ([f"{name}__size", f"{name}__min", f"{name}__max"] if matrix else [name])]
+        return parts, [*columns, "__row__", "__split__"], offset
+
+    return _run_gate(ctx, "encoded", [encode_result.key], named, view)
+
+
+def _num_rows(path: Path) -> int:
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(path).metadata.num_rows
+    import pyarrow as pa
+
+    with pa.memory_map(str(path)) as source:  # footer and batch headers only
+        reader = pa.ipc.open_file(source)
+        return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+
+
+def load(result) -> dict:
+    return json.loads((Path(result.path) / RESULTS_FILE).read_text())
+
+
+def enforce(ctx, result) -> dict:
+    """Raise ``ValidationFailed`` for a failing ``fail`` gate; log a warning for ``warn``."""
+    from expectations.report import format_gate
+
+    data = load(result)
+    if data["success"]:
+        return data
+    text = format_gate(data)
+    if ctx.config.validation.on_failure == "fail":
+        raise ValidationFailed(f"validation gate '{data['gate']}' failed (on_failure: fail); nothing was "
+                               f"published\n{text}", gate=data["gate"], report=data)
+    log.warning("validation gate '%s' failed (on_failure: warn)\n%s", data["gate"], text)
+    return data
+
+
+def manifest_entry(results: list) -> dict:
+    """manifest.json ``validation``: each gate's results, by gate name."""
+    out = {}
+    for r in results:
+        if r.stage in STAGE.values():
+            data = load(r)
+            out[data["gate"]] = data
+    return out
