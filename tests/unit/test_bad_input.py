@@ -141,3 +141,18 @@ def test_cli_data_error_exits_1_without_traceback(cli, tmp_path):
     assert "prepflow: error:" in result.stderr and "column 'age': expected a number, got 'old'" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     assert leftovers(tmp_path / "cache") == [] and leftovers(tmp_path / "out") == []
+
+
+def test_cli_schema_prints_the_config_json_schema(cli):
+    result = cli("schema")
+    assert result.returncode == 0
+    import json
+
+    schema = json.loads(result.stdout)
+    assert schema["title"] == "prepflow config"
+    assert "input_features" in schema["properties"]
+
+
+def test_cli_usage_error_exits_2(cli):
+    assert cli("run").returncode == 2
+    assert cli("no-such-command").returncode == 2
