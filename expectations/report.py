@@ -41,7 +41,7 @@ def describe_failure(result: dict, gate: str) -> str:
         pct = res.get("unexpected_percent")
         line = f"{head}: {res['unexpected_count']} unexpected of {total}"
         if pct is not None:
-            line += f" ({pct:.3g}% of non-null)"
+            line += f" ({pct:.3g}%)"
         values = res.get("partial_unexpected_list") or []
         index = res.get("partial_unexpected_index_list") or []
         if values:

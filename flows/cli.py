@@ -75,6 +75,9 @@ def _print_summary(summary: dict, wall: float) -> None:
     for stage in summary["stages"]:
         table.add_row(stage["name"], f"{stage['seconds']:.3f}", "yes" if stage["cached"] else "no")
     console.print(table)
+    from flows.reporting import print_statistics
+
+    print_statistics(console, summary["artifact_path"])
     rows = ", ".join(f"{k}={v}" for k, v in summary["rows"].items())
     console.print(f"rows: {rows}")
     console.print(f"artifact: {summary['artifact_path']}  ({wall:.1f} s)")
@@ -238,6 +241,36 @@ def cmd_infer(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- validate ------------------------------------------------------------------------------------------
+
+def _setup_validate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dataset", help="dataset path or fsspec URL")
+    p.add_argument("--config", action="append", default=[], help="a config: its raw gate (generated suite and "
+                   "the user suites under validation.raw); may be repeated")
+    p.add_argument("--suite", action="append", default=[], help="a GX 1.x expectation suite (JSON) to run on the "
+                   "raw table; may be repeated")
+    p.add_argument("--cache-dir", default=".prepflow-cache", help="stage cache folder (default .prepflow-cache)")
+    p.add_argument("--npartitions", type=int, default=None, help="Dask partitions (default: one per 256k rows)")
+    p.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
+
+
+@command("validate", _setup_validate)
+def cmd_validate(args: argparse.Namespace) -> int:
+    """A data gate: exit 0 when every gate passes, 1 with a report when one fails, 2 on a usage error."""
+    from flows.reporting import print_validation
+    from tasks.validate import validate_dataset
+
+    if args.npartitions is not None and args.npartitions < 1:
+        raise ConfigError(f"--npartitions must be at least 1, got {args.npartitions}")
+    report = validate_dataset(args.dataset, args.config, args.suite, cache_dir=args.cache_dir,
+                              npartitions=args.npartitions)
+    if args.json:
+        print(json.dumps(report, default=str))
+    else:
+        print_validation(report)
+    return 0 if report["success"] else 1
+
+
 # ---- entry point -------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -259,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command][1](args)
     except PrepflowError as exc:
         print(f"prepflow: error: {exc}", file=sys.stderr)
+        if getattr(exc, "gate", None) and getattr(args, "json", False):  # ValidationFailed: say which gate
+            print(json.dumps({"error": str(exc).splitlines()[0], "failed_gate": exc.gate, "validation": exc.report},
+                             default=str))
         return exc.exit_code
     except KeyboardInterrupt:
         print("prepflow: interrupted", file=sys.stderr)

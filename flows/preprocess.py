@@ -69,6 +69,28 @@ vocab_task = _stage_task("vocab", vocab.run)
 encode_task = _stage_task("encode", encode.run)
 
 
+def _gate_task(name: str, stage: str):
+    """A data-quality gate: its results go to the Prefect UI, then a failing ``fail`` gate raises
+    ``ValidationFailed`` and the flow stops before publish."""
+
+    @task(name=name, **TASK_OPTS)
+    def run(params: dict, *parents: dict):
+        from flows.reporting import validation_artifact
+        from tasks import validate
+
+        ctx = _ctx(params)
+        result = getattr(validate, stage)(ctx, *[StageResult.from_json(p) for p in parents])
+        validation_artifact([validate.load(result)])
+        validate.enforce(ctx, result)
+        return _state(result)
+
+    return run
+
+
+validate_raw_task = _gate_task("validate_raw", "run_raw")
+validate_encoded_task = _gate_task("validate_encoded", "run_encoded")
+
+
 @task(name="publish", **TASK_OPTS)
 def publish_task(params: dict, results: list[dict]):
     ctx = _ctx(params)
@@ -91,19 +113,26 @@ def preprocess(config: str, dataset: str, output: str = "artifacts", cache_dir: 
     """Preprocess ``dataset`` with ``config`` into a GPU-ready artifact under ``output``."""
     params = {"config": config, "dataset": dataset, "output": output, "cache_dir": cache_dir,
               "npartitions": npartitions}
-    load_config(config)  # fail on a bad config before anything runs
+    from tasks import validate
+
+    validate.check_config(load_config(config))  # fail on a bad config or suite before anything runs
     with _dask_client(dask_address):
         ing = ingest_task(params)
         inf = _data(infer_types_task(params, ing))
         params = {**params, "inferred_types": inf["path"]}
+        raw = validate_raw_task(params, ing)
         spl = split_task(params, ing)
         mis = fill_missing_task(params, ing, spl)
         bal = balance_task(params, ing, spl, mis)
         fit = vocab_task(params, ing, spl, mis)
         enc = encode_task(params, ing, spl, mis, bal, fit)
-        results = [_data(r) for r in (ing, inf, spl, mis, bal, fit, enc)]
+        encv = validate_encoded_task(params, spl, bal, fit, enc)
+        results = [_data(r) for r in (ing, inf, raw, spl, mis, bal, fit, enc, encv)]
         pub = _data(publish_task(params, results))
     stages = [StageResult.from_json(r) for r in results] + [StageResult.from_json(pub["stage"])]
     summary = PipelineResult(pub["artifact"], stages).summary()
+    from flows.reporting import statistics_artifact
+
+    statistics_artifact(stages)
     get_run_logger().info("artifact %s (%s)", summary["artifact_id"], summary["artifact_path"])
     return summary

@@ -39,14 +39,17 @@ LATEST = "LATEST"
 
 def code_versions() -> dict[str, str]:
     """Every stage's code version: a change in any stage's output gives a new artifact id."""
-    from tasks import balance, encode, fill_missing, ingest, split
+    from tasks import balance, encode, fill_missing, ingest, split, validate
 
-    return {m.__name__: m.CODE_VERSION for m in (ingest, split, fill_missing, balance, vocab, encode)}
+    return {m.__name__: m.CODE_VERSION for m in (ingest, split, fill_missing, balance, vocab, encode, validate)}
 
 
 def artifact_id(fingerprint: str, config_json: dict) -> str:
+    from tasks import validate
+
+    # the manifest holds validation results: a changed user suite makes a new artifact
     return stable_hash({"fingerprint": fingerprint, "config": config_json, "encoding": ENCODING_VERSION,
-                        "code": code_versions()}, 24)
+                        "code": code_versions(), **validate.suites_key(config_json)}, 24)
 
 
 def reusable(output: str, fingerprint: str, config) -> dict | None:

@@ -47,7 +47,7 @@ CODE_VERSION = "validate-1"
 RESULTS_FILE = "validation.json"
 GATES = ("raw", "encoded")
 STAGE = {"raw": "validate_raw", "encoded": "validate_encoded"}
-NUMBER_PATTERN = r"^\s*([-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|[Nn][Aa][Nn]?|[Nn][Uu][Ll][Ll]|[Nn]one)?\s*$"
+NUMBER_PATTERN = r"^\s*(?:[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[Nn][Aa][Nn]?|[Nn][Uu][Ll][Ll]|[Nn]one)?\s*$"
 NUMERIC_EXPECTATIONS = ("expect_column_values_to_be_between", "expect_column_mean_to_be_between",
                         "expect_column_sum_to_be_between", "expect_column_stdev_to_be_between",
                         "expect_column_min_to_be_between", "expect_column_max_to_be_between",
@@ -86,6 +86,16 @@ def user_suite_paths(config, gate: str) -> list[str]:
 
 def user_suites(config, gate: str) -> list[tuple[str, dict]]:
     return [(p, load_suite_file(p)) for p in user_suite_paths(config, gate)]
+
+
+def suites_key(config_json: dict) -> dict:
+    """The content hashes of the user suites a normalized config names (for the artifact id)."""
+    validation = config_json.get("validation") or {}
+    paths = [p for gate in GATES for p in ([validation.get(gate)] if isinstance(validation.get(gate), str)
+                                           else validation.get(gate) or [])]
+    if not paths:
+        return {}
+    return {"suites": [[p, stable_hash(load_suite_file(p), 64)] for p in paths]}
 
 
 def check_config(config) -> None:
@@ -458,3 +468,53 @@ def manifest_entry(results: list) -> dict:
             data = load(r)
             out[data["gate"]] = data
     return out
+
+
+# ---- prepflow validate ---------------------------------------------------------------------------
+
+def _suite_only_config(dataset: str, named: list[tuple[str, dict]]):
+    """A config that ingests the dataset's columns (all, where the header tells them; else those the
+    suites name) and runs only the given suites on the raw table."""
+    from expectations.engine import referenced_columns
+    from tasks.config import parse_config
+
+    numeric = {e.get("kwargs", {}).get("column") for _p, s in named for e in s["expectations"]
+               if e.get("type") in NUMERIC_EXPECTATIONS}
+    available = dataset_columns(dataset)
+    columns = available if available else list(dict.fromkeys(c for _p, s in named for c in referenced_columns(s)))
+    if not columns:
+        raise ConfigError(f"{dataset}: cannot tell the dataset's columns and the suites name none")
+    features = [{"name": c, "type": "number" if c in numeric else "category"} for c in columns]
+    return parse_config({"input_features": features,
+                         "validation": {"raw": [p for p, _s in named], "generated": False}}, "--suite")
+
+
+def validate_dataset(dataset: str, configs: list[str] = (), suites: list[str] = (),
+                     cache_dir: str = ".prepflow-cache", npartitions: int | None = None) -> dict:
+    """``prepflow validate``: the raw gate of each config (generated + its user suites) and the
+    ``suites`` on the raw table. Returns ``{"dataset", "success", "gates": [...]}``; a gate with
+    ``on_failure: warn`` does not make the whole result fail."""
+    from storage.cache import StageCache
+    from tasks import infer_types, ingest
+    from tasks.config import load_config
+    from tasks.context import RunContext
+
+    if not configs and not suites:
+        raise ConfigError("prepflow validate needs --config CONFIG or --suite FILE (either may be repeated)")
+    named = [(str(p), load_suite_file(p)) for p in suites]  # usage errors before any data is read
+    loaded = [(str(c), load_config(c)) for c in configs]
+    for _path, config in loaded:
+        check_config(config)
+    runs = list(loaded)
+    if named:
+        runs.append(("--suite", _suite_only_config(dataset, named)))
+    gates = []
+    for label, config in runs:
+        ctx = RunContext(config, dataset, StageCache(cache_dir), npartitions)
+        ing = ingest.run(ctx)
+        if label != "--suite":
+            infer_types.apply(ctx, infer_types.run(ctx, ing))
+        gate = load(run_raw(ctx, ing))
+        gates.append({**gate, "config": label, "on_failure": config.validation.on_failure})
+    success = all(g["success"] or g["on_failure"] == "warn" for g in gates)
+    return {"dataset": dataset, "success": success, "gates": gates}
