@@ -8,7 +8,10 @@ shards. Then, with the files in the page cache, it times full passes over the tr
 * ``bare``: for each batch, ``torch.from_numpy(np.array(mm[col][i:i + B]))`` for every column
   (the floor: one copy per column out of the page cache, no channels);
 * ``loader``: ``Artifact.batches`` without shuffling (channels stacked, prefetch thread);
-* ``loader shuffled``: the same with a seeded per-epoch shuffle (random gather);
+* ``loader shuffled``: the same with a seeded per-epoch row shuffle (random gather), next to the
+  bare floor for that (``np.take`` of sorted random positions per column);
+* ``shuffle_block``: shuffled blocks of consecutive rows (DLRM-style), 1024 and 8192 rows;
+* ``prefetch=0``: no background thread (the consumer here does no work, so the thread can only cost);
 * ``loader parquet``: reading the Parquet shards instead (decoded into memory on the first pass).
 
 Usage: ``.venv/bin/python benchmarks/loader.py [--rows 3400000] [--batch-size 65536] [--repeat 3]``
@@ -147,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         "loader (npy, shuffle)": lambda: loader_pass(art, "train", B, shuffle=True, seed=0),
         "bare random gather (sorted np.take)": lambda: bare_gather_pass(arrays, B),
         "loader (npy, shuffle_block=1024)": lambda: loader_pass(art, "train", B, shuffle=True, shuffle_block=1024),
+        "loader (npy, shuffle_block=8192)": lambda: loader_pass(art, "train", B, shuffle=True, shuffle_block=8192),
         "loader (npy, no shuffle, prefetch=0)": lambda: loader_pass(art, "train", B, shuffle=False, prefetch=0),
         "loader (parquet, no shuffle)": lambda: loader_pass(art, "train", B, shuffle=False, prefer="parquet"),
     }

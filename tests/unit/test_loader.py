@@ -70,8 +70,9 @@ def test_parquet_and_npy_give_the_same_batches(art):
         assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
 
 
-@pytest.mark.parametrize("block", [1, 32])
-def test_shuffle_is_seeded_per_epoch_and_covers_every_row_once(art, block):
+@pytest.mark.parametrize("block, min_run", [(1, 4096), (32, 4096), (32, 16)])  # min_run 16: copies per run
+def test_shuffle_is_seeded_per_epoch_and_covers_every_row_once(art, block, min_run, monkeypatch):
+    monkeypatch.setattr("storage.loader.MIN_RUN", min_run)
     n = art.num_rows("train")
     first = rids(art.batches("train", batch_size=100, seed=5, epoch=0, shuffle_block=block))
     again = rids(art.batches("train", batch_size=100, seed=5, epoch=0, shuffle_block=block))
@@ -127,8 +128,10 @@ def test_rank_order_rejects_bad_arguments():
 
 def test_as_index_picks_slices_runs_or_arrays():
     assert as_index(np.arange(5, 105)) == slice(5, 105)
-    runs = as_index(np.concatenate([np.arange(0, 64), np.arange(200, 264)]))
-    assert runs.starts.tolist() == [0, 200] and runs.stops.tolist() == [64, 264] and len(runs) == 128
+    runs = as_index(np.concatenate([np.arange(0, 5000), np.arange(9000, 14000)]))
+    assert runs.starts.tolist() == [0, 9000] and runs.stops.tolist() == [5000, 14000] and len(runs) == 10000
+    short = np.concatenate([np.arange(0, 64), np.arange(200, 264)])  # short runs: one gather is cheaper
+    assert as_index(short) is short
     scattered = np.array([1, 5, 9, 30])
     assert as_index(scattered) is scattered
 
