@@ -186,8 +186,9 @@ def cmd_schema(args: argparse.Namespace) -> int:
 # ---- inspect ------------------------------------------------------------------------------------------
 
 def _setup_inspect(p: argparse.ArgumentParser) -> None:
-    p.add_argument("artifact", help="artifact folder (or an output root with LATEST)")
-    p.add_argument("--verify", action="store_true", help="check every file's sha256 against the manifest")
+    p.add_argument("artifact", help="artifact folder or URL (or an output root with LATEST)")
+    p.add_argument("--verify", action="store_true", help="check every file's sha256 against the manifest "
+                   "(a URL is downloaded again and checked)")
     p.add_argument("--json", action="store_true")
 
 
@@ -200,11 +201,17 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info))
         return 0
-    print(f"artifact {info['artifact_id']}  ({art.path})")
+    where = art.path if info["url"] == str(art.path) else f"{info['url']}, cached at {art.path}"
+    print(f"artifact {info['artifact_id']}  ({where})")
     print(f"created {info['created_at']}, prepflow {info['prepflow_version']}, fingerprint "
           f"{info['dataset_fingerprint'][:16]}")
+    print("splits:")
     for split_name, n in info["rows"].items():
-        print(f"  {split_name:<11} {n:>10} rows")
+        print(f"  {split_name:<11} {n:>10} rows  ({', '.join(info['formats'].get(split_name, []))})")
+    print("features:")
+    for name, feature in info["features"].items():
+        role = "output" if feature["output"] else "input"
+        print(f"  {name:<24} {feature['type'] or '?':<14} {role:<6} column '{feature['column']}'")
     print("columns:")
     for name, spec in info["columns"].items():
         extra = f", cardinality {spec['cardinality']}" if "cardinality" in spec else ""
@@ -219,6 +226,41 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.verify:
         print(f"verified: {len(art.manifest['files'])} files match manifest.json")
     return 0
+
+
+# ---- transcode -----------------------------------------------------------------------------------------
+
+def _setup_transcode(p: argparse.ArgumentParser) -> None:
+    p.add_argument("feature_spec", help="an NVIDIA DeepLearningExamples FeatureSpec YAML with CSV chunks")
+    p.add_argument("--output", required=True, help="artifact root folder or URL")
+    p.add_argument("--cache-dir", default=".prepflow-cache", help="stage cache folder (default .prepflow-cache)")
+    p.add_argument("--normalization", default="none", choices=["none", "zscore", "minmax", "iq", "log1p"],
+                   help="normalization of numerical features (default none: values kept as they are)")
+    p.add_argument("--formats", default="npy,parquet", help="publish formats (default npy,parquet)")
+    p.add_argument("--npartitions", type=int, default=None, help="Dask partitions (default: one per 256k rows)")
+    p.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
+
+
+@command("transcode", _setup_transcode)
+def cmd_transcode(args: argparse.Namespace) -> int:
+    """FeatureSpec dataset -> one Parquet dataset + derived config (storage/featurespec.py) -> ``run``."""
+    import yaml
+
+    from storage.featurespec import FeatureSpecInput
+    from storage.hashing import stable_hash
+
+    spec = FeatureSpecInput.load(args.feature_spec)
+    formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
+    key = stable_hash({"spec": str(spec.path.resolve()), "normalization": args.normalization, "formats": formats})
+    workdir = Path(args.cache_dir) / "transcode" / key
+    dataset, config = spec.prepare(workdir, normalization=args.normalization, formats=formats)
+    config_path = workdir / "config.yaml"
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    run_args = ["run", str(config_path), "--dataset", str(dataset), "--output", args.output,
+                "--cache-dir", args.cache_dir]
+    run_args += ["--npartitions", str(args.npartitions)] if args.npartitions else []
+    run_args += ["--json"] if args.json else []
+    return cmd_run(build_parser().parse_args(run_args))
 
 
 # ---- infer ---------------------------------------------------------------------------------------------
