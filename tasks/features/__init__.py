@@ -13,16 +13,30 @@ from pydantic import ValidationError
 
 from tasks.config import Config, FeatureConfig, format_validation_error
 from tasks.errors import ConfigError
+from tasks.features.bag import BagFeature
 from tasks.features.base import FeatureType
 from tasks.features.binary import BinaryFeature
 from tasks.features.category import CategoryFeature
+from tasks.features.date import DateFeature
 from tasks.features.number import NumberFeature
+from tasks.features.sequence import SequenceFeature
+from tasks.features.set import SetFeature
+from tasks.features.text import TextFeature
+from tasks.features.timeseries import TimeseriesFeature
+from tasks.features.vector import VectorFeature
 
 REGISTRY: dict[str, type[FeatureType]] = {
     "binary": BinaryFeature,
     "number": NumberFeature,
     "numerical": NumberFeature,  # Ludwig < 0.5 spelling
     "category": CategoryFeature,
+    "set": SetFeature,
+    "bag": BagFeature,
+    "sequence": SequenceFeature,
+    "text": TextFeature,
+    "timeseries": TimeseriesFeature,
+    "vector": VectorFeature,
+    "date": DateFeature,
 }
 
 

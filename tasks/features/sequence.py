@@ -1,0 +1,76 @@
+"""sequence: token ids ``n x L`` (int32), right-padded with ``<PAD>`` = 0.
+
+Vocabulary (``idx2str``): ``<PAD>`` = 0, ``<UNK>`` = 1, then ``<START>`` = 2 and ``<STOP>`` = 3 when
+``start_stop`` is on, then the tokens by frequency descending, ties by string ascending
+(``tasks.features.tokens``). ``most_common`` keeps the first N tokens, ``min_frequency`` drops rarer
+ones; ``vocab_file`` (one token per line) fixes the tokens and their order instead.
+
+``L`` (metadata ``max_sequence_length``) is the smaller of the longest tokenized row (counting
+``<START>``/``<STOP>``) and ``max_sequence_length``; ``length_percentile`` (e.g. 99) caps it further at
+that percentile of the row lengths. Longer rows lose their tail (``truncation: right``, Ludwig) or
+head (``left``); shorter rows are padded after (``padding: right``) or before (``left``) the ids.
+
+Ludwig's worked example holds: rows ``"token3 token4 token2"`` and ``"token3 token1"`` give
+``idx2str[:3] = [<PAD>, <UNK>, token3]`` and encode as ``[token3, token4, token2]`` and
+``[token3, token1, <PAD>]``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import Field
+
+from tasks.features.base import ColumnSpec
+from tasks.features.tokens import (
+    START_ID,
+    STOP_ID,
+    TokenFeature,
+    TokenPreprocessing,
+    check_fitted,
+    length_percentile,
+    pad,
+)
+
+
+class SequencePreprocessing(TokenPreprocessing):
+    most_common: int = Field(default=20000, gt=0)
+    max_sequence_length: int = Field(default=256, gt=0)
+    length_percentile: float | None = Field(default=None, gt=0, le=100)
+    padding: Literal["right", "left"] = "right"
+    truncation: Literal["right", "left"] = "right"
+    start_stop: bool = False
+
+
+class SequenceFeature(TokenFeature):
+    type_name = "sequence"
+    Preprocessing = SequencePreprocessing
+
+    def sequence_length(self, hist: dict, limit: int) -> int:
+        """``L``: min(longest row, ``limit``, the ``length_percentile`` length), at least 1."""
+        extra = 2 if self.uses_start_stop else 0
+        length = min(max(hist, default=0) + extra, limit)
+        if self.options.length_percentile is not None:
+            length = min(length, length_percentile(hist, self.options.length_percentile) + extra)
+        return max(int(length), 1)
+
+    def finalize(self, partial: dict, missing_state: dict) -> dict:
+        meta = self.vocabulary(partial["counts"])
+        meta["max_sequence_length"] = self.sequence_length(partial["lengths"], self.options.max_sequence_length)
+        return meta
+
+    def pad_ids(self, ids: np.ndarray, offsets: np.ndarray, width: int) -> np.ndarray:
+        start_stop = self.uses_start_stop
+        return pad(ids, offsets, width, padding=self.options.padding, truncation=self.options.truncation,
+                   start=START_ID if start_stop else None, stop=STOP_ID if start_stop else None)
+
+    def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
+        check_fitted(self, metadata, "idx2str", "max_sequence_length")
+        tokens = self.tokens(values)
+        ids = self.token_ids(tokens, metadata)
+        return {self.name: self.pad_ids(ids, tokens.offsets, metadata["max_sequence_length"])}
+
+    def output_columns(self, metadata: dict) -> list[ColumnSpec]:
+        return [ColumnSpec(self.name, "int32", (metadata["max_sequence_length"],))]

@@ -1,0 +1,162 @@
+"""text: word ids and character ids (Ludwig), or Keras TextVectorization vectors.
+
+``output_mode: int`` (default) publishes two columns, each encoded like a sequence
+(``tasks.features.sequence``: ``<PAD>`` = 0, ``<UNK>`` = 1, optional ``<START>``/``<STOP>`` = 2/3,
+right-padded ids):
+
+* ``<name>``: word ids ``n x L`` (int32), ``L`` = metadata ``max_sequence_length``;
+* ``<name>_char``: character ids ``n x Lc`` (int32), ``Lc`` = ``char_max_sequence_length`` (the
+  longest row in characters, capped by the option of that name); whitespace counts as a character.
+
+``output_mode: count | binary | tfidf`` publishes ``<name>`` only: ``n x vocab_size`` float32 with,
+per vocabulary entry, its count in the row, 1.0 when present, or count x idf. As in Keras,
+``idf = log(1 + num_documents / (1 + document_frequency))`` over the fitted rows, and ``<UNK>``
+gets the mean idf of the kept tokens; ``str2idf`` is stored in the metadata (``<PAD>``: 0).
+
+Text standardization: ``standardize`` (Keras: ``lower_and_strip_punctuation``, ``lower`` or
+``none``) when given, otherwise Ludwig's ``lowercase`` (default true). Then ``tokenizer`` (default
+``space_punct``) splits words; ``ngrams: N`` adds every row's 2..N-grams (tokens joined by a space)
+after its words, as Keras does. ``max_tokens`` caps ``vocab_size`` including the special symbols.
+
+Metadata: word vocabulary under Ludwig's ``idx2str``, ``str2idx``, ``str2freq``, ``vocab_size``,
+``max_sequence_length``; character vocabulary under ``char_idx2str``, ``char_str2idx``,
+``char_str2freq``, ``char_vocab_size``, ``char_max_sequence_length`` (int mode only); ``str2idf``
+(tfidf only).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import Field, model_validator
+
+from tasks.features.base import ColumnSpec
+from tasks.features.sequence import SequenceFeature, SequencePreprocessing
+from tasks.features.tokens import (
+    PAD,
+    UNK,
+    Tokens,
+    as_strings,
+    bag_matrix,
+    build_vocab,
+    check_fitted,
+    code_points,
+    count_tokens,
+    counts_of,
+    document_counts,
+    length_histogram,
+    lookup_code_points,
+    ngrams,
+    standardize,
+    tokenize,
+)
+
+
+class TextPreprocessing(SequencePreprocessing):
+    tokenizer: Literal["space", "space_punct", "characters", "comma", "regex"] = "space_punct"
+    lowercase: bool = True
+    standardize: Literal["lower_and_strip_punctuation", "lower", "none"] | None = None
+    ngrams: int = Field(default=1, ge=1, le=3)
+    output_mode: Literal["int", "count", "binary", "tfidf"] = "int"
+    max_tokens: int | None = Field(default=None, ge=3)
+    char_most_common: int = Field(default=70, gt=0)
+    char_max_sequence_length: int = Field(default=1024, gt=0)
+
+    @model_validator(mode="after")
+    def _modes(self):
+        if self.start_stop and self.output_mode != "int":
+            raise ValueError(f"start_stop only applies to output_mode 'int', not {self.output_mode!r}")
+        return self
+
+
+class TextFeature(SequenceFeature):
+    type_name = "text"
+    Preprocessing = TextPreprocessing
+
+    @property
+    def char_column(self) -> str:
+        return f"{self.name}_char"
+
+    @property
+    def int_mode(self) -> bool:
+        return self.options.output_mode == "int"
+
+    def standardized(self, values):
+        mode = self.options.standardize
+        if mode is None:
+            return standardize(as_strings(values), lowercase=self.options.lowercase)
+        return standardize(as_strings(values), lowercase=mode != "none",
+                           strip_punctuation=mode == "lower_and_strip_punctuation")
+
+    def word_tokens(self, text) -> Tokens:
+        tokens = tokenize(text, self.options.tokenizer, self.options.pattern)
+        return ngrams(tokens, self.options.ngrams)
+
+    def tokens(self, values) -> Tokens:
+        return self.word_tokens(self.standardized(values))
+
+    # ---- fit -----------------------------------------------------------------------------------
+    def fit_partial(self, values: pd.Series) -> dict:
+        text = self.standardized(values)
+        words = self.word_tokens(text)
+        partial = {"counts": count_tokens(words.flat), "lengths": length_histogram(words.lengths)}
+        if self.int_mode:
+            cps, offsets = code_points(text)
+            uniq, counts = np.unique(cps, return_counts=True)
+            partial["char_counts"] = dict(zip(map(chr, uniq.tolist()), counts.tolist(), strict=True))
+            partial["char_lengths"] = length_histogram(np.diff(offsets))
+        if self.options.output_mode == "tfidf":
+            partial["doc_counts"] = document_counts(words)
+            partial["documents"] = int(words.n)
+        return partial
+
+    def finalize(self, partial: dict, missing_state: dict) -> dict:
+        most_common = self.options.most_common
+        if self.options.max_tokens is not None:
+            most_common = min(most_common, max(self.options.max_tokens - len(self.specials), 1))
+        meta = self.vocabulary(partial["counts"], most_common)
+        if self.int_mode:
+            meta["max_sequence_length"] = self.sequence_length(partial["lengths"], self.options.max_sequence_length)
+            chars = build_vocab(partial["char_counts"], self.specials, self.options.char_most_common)
+            meta.update({f"char_{k}": v for k, v in chars.items()})
+            meta["char_max_sequence_length"] = self.sequence_length(partial["char_lengths"],
+                                                                    self.options.char_max_sequence_length)
+        if self.options.output_mode == "tfidf":
+            meta["str2idf"] = self.idf(meta["idx2str"], partial["doc_counts"], partial["documents"])
+        return meta
+
+    def idf(self, idx2str: list[str], doc_counts, documents: int) -> dict[str, float]:
+        words = idx2str[len(self.specials):]
+        df = counts_of(doc_counts, words).astype(np.float64)
+        idf = np.log(1.0 + documents / (1.0 + df))
+        out = {PAD: 0.0, UNK: float(idf.mean()) if len(idf) else 0.0}
+        out.update(zip(words, idf.tolist(), strict=True))
+        return out
+
+    # ---- encode --------------------------------------------------------------------------------
+    def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
+        check_fitted(self, metadata, "idx2str", "vocab_size")
+        text = self.standardized(values)
+        words = self.word_tokens(text)
+        ids = self.token_ids(words, metadata)
+        if not self.int_mode:
+            mode = self.options.output_mode
+            out = bag_matrix(ids, words.offsets, metadata["vocab_size"], np.float32, binary=mode == "binary")
+            if mode == "tfidf":
+                check_fitted(self, metadata, "str2idf")
+                idf = np.array([metadata["str2idf"].get(t, 0.0) for t in metadata["idx2str"]], dtype=np.float32)
+                out *= idf
+            return {self.name: out}
+        check_fitted(self, metadata, "max_sequence_length", "char_idx2str", "char_max_sequence_length")
+        cps, char_offsets = code_points(text)
+        char_ids = lookup_code_points(cps, metadata["char_idx2str"], len(self.specials))
+        return {self.name: self.pad_ids(ids, words.offsets, metadata["max_sequence_length"]),
+                self.char_column: self.pad_ids(char_ids, char_offsets, metadata["char_max_sequence_length"])}
+
+    def output_columns(self, metadata: dict) -> list[ColumnSpec]:
+        if not self.int_mode:
+            return [ColumnSpec(self.name, "float32", (metadata["vocab_size"],))]
+        return [ColumnSpec(self.name, "int32", (metadata["max_sequence_length"],)),
+                ColumnSpec(self.char_column, "int32", (metadata["char_max_sequence_length"],))]
