@@ -37,9 +37,12 @@ def to_arrow(values: np.ndarray) -> pa.Array:
 
 
 def encode_frame(features, metadata: dict, df) -> dict[str, np.ndarray]:
+    """Each feature sees its column indexed by input row (``__row__``), so an error can name the row."""
     out: dict[str, np.ndarray] = {}
+    rows = df[ingest_mod.ROW].to_numpy() if ingest_mod.ROW in df else None
     for f in features:
-        out.update(f.encode(df[f.name], metadata[f.name]))
+        values = df[f.name] if rows is None else df[f.name].set_axis(rows)
+        out.update(f.encode(values, metadata[f.name]))
     return out
 
 

@@ -1,0 +1,142 @@
+"""timeseries: floats ``n x L`` (float32), padded with ``padding_value``.
+
+A raw value is a string of numbers separated by whitespace (``tokenizer: space``, Ludwig's default)
+or commas (``comma``), or a list of numbers (Parquet/JSON list columns, turned into the same
+string form by ``cast``). A token that is not a finite number is a ``DataError`` naming the row.
+
+``L`` (metadata ``max_timeseries_length``) is the smaller of the longest fitted row and
+``timeseries_length_limit``. Longer rows lose their tail (``truncation: right``) or head
+(``left``); shorter rows are padded after (``padding: right``) or before (``left``) the values.
+A missing row is filled by default with ``""``: no values, i.e. all padding.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import Field
+
+from tasks.errors import DataError
+from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType
+from tasks.features.tokens import (
+    Tokens,
+    as_strings,
+    check_fitted,
+    length_histogram,
+    merge_partials,
+    pad,
+    tokenize,
+)
+
+FLOAT_RE = r"^[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[Nn]a[Nn]|[Ii]nf(inity)?)$"
+
+
+# ---- lists of numbers (shared with vector) ---------------------------------------------------------
+
+def number_strings(values: pd.Series) -> pd.Series:
+    """Strings as they are; list values (``[1.0, 2.5]``) as ``"1 2.5"``. Nulls stay null."""
+    if isinstance(values.dtype, pd.StringDtype):
+        return values.astype("string")
+    try:
+        arr = pa.array(values, from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return values.astype("string")
+    if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type) or pa.types.is_fixed_size_list(arr.type):
+        text = pc.binary_join(pc.cast(arr, pa.list_(pa.string())), " ")
+        return pd.Series(text.to_pandas(), index=values.index, dtype="string")
+    return values.astype("string")
+
+
+def parse_numbers(feature, values: pd.Series, tokenizer: str, rows: np.ndarray | None = None) -> tuple[np.ndarray,
+                                                                                                      Tokens]:
+    """(float64 of every value, the ``Tokens`` giving the rows); a bad value names its row.
+
+    ``rows`` are the input rows (0-based) of ``values``; without them the row named is
+    ``values.index`` (the encode stage indexes values by input row).
+    """
+    tokens = tokenize(as_strings(values), "comma" if tokenizer == "comma" else "space")
+    try:
+        numbers = np.asarray(pc.cast(tokens.flat, pa.float64()), dtype=np.float64)
+        bad = ~np.isfinite(numbers)
+    except pa.ArrowInvalid:
+        bad = ~np.asarray(pc.match_substring_regex(tokens.flat, FLOAT_RE), dtype=bool)
+        numbers = None
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        r = int(np.searchsorted(tokens.offsets, i, side="right") - 1)
+        row = int(rows[r]) if rows is not None else int(values.index[r])
+        token = tokens.flat[i].as_py()
+        raise DataError(f"row {row + 1}, column '{feature.column}': {feature.describe()} expects finite numbers "
+                        f"separated by {'commas' if tokenizer == 'comma' else 'whitespace'}, got {token!r} in "
+                        f"{values.iloc[r]!r}")
+    if numbers is None:  # the regex accepted what Arrow refused: report without guessing a row
+        raise DataError(f"column '{feature.column}': {feature.describe()}: cannot parse the numbers")
+    return numbers, tokens
+
+
+def numbers_fill_value(feature, value: Any, tokenizer: str) -> str:
+    """A configured fill value (``""``, ``"1 2"``, ``[1, 2]`` or a number) as a checked string."""
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        value = (", " if tokenizer == "comma" else " ").join(str(v) for v in value)
+    text = str(value)
+    tokens = tokenize(as_strings([text]), "comma" if tokenizer == "comma" else "space")
+    try:
+        ok = np.isfinite(np.asarray(pc.cast(tokens.flat, pa.float64()))).all()
+    except pa.ArrowInvalid:
+        ok = False
+    if not ok:
+        raise DataError(f"{feature.describe()}: fill_value must be finite numbers, got {value!r}")
+    return text
+
+
+# ---- the feature -------------------------------------------------------------------------------------
+
+class TimeseriesPreprocessing(BasePreprocessing):
+    tokenizer: Literal["space", "comma"] = "space"
+    timeseries_length_limit: int = Field(default=256, gt=0)
+    padding_value: float = 0.0
+    padding: Literal["right", "left"] = "right"
+    truncation: Literal["right", "left"] = "right"
+    fill_value: Any = ""
+
+
+class TimeseriesFeature(FeatureType):
+    type_name = "timeseries"
+    Preprocessing = TimeseriesPreprocessing
+    default_missing_strategy = "fill_with_const"
+    default_fill_value = ""
+
+    def cast(self, values: pd.Series, rows: np.ndarray) -> pd.Series:
+        text = number_strings(values)
+        parse_numbers(self, text, self.options.tokenizer, rows)  # validate: a bad value names its row
+        return text
+
+    def fill_value_from_config(self, value: Any) -> str:
+        return numbers_fill_value(self, value, self.options.tokenizer)
+
+    def fit_partial(self, values: pd.Series) -> dict:
+        _, tokens = parse_numbers(self, values, self.options.tokenizer)
+        return {"lengths": length_histogram(tokens.lengths)}
+
+    def merge(self, a: dict, b: dict) -> dict:
+        return merge_partials(a, b)
+
+    def finalize(self, partial: dict, missing_state: dict) -> dict:
+        longest = max(partial["lengths"], default=0)
+        return {"max_timeseries_length": max(1, min(int(longest), self.options.timeseries_length_limit))}
+
+    def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
+        check_fitted(self, metadata, "max_timeseries_length")
+        numbers, tokens = parse_numbers(self, values, self.options.tokenizer)
+        out = pad(numbers, tokens.offsets, metadata["max_timeseries_length"], fill=self.options.padding_value,
+                  dtype=np.float32, padding=self.options.padding, truncation=self.options.truncation)
+        return {self.name: out}
+
+    def output_columns(self, metadata: dict) -> list[ColumnSpec]:
+        return [ColumnSpec(self.name, "float32", (metadata["max_timeseries_length"],))]
