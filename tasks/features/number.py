@@ -6,8 +6,17 @@ minmax         (x - min) / (max - min)             min, max
 iq             (x - q2) / (q3 - q1)                q1, q2, q3
 log1p          log1p(x); x <= -1 is an error       -
 none           x                                   -
+bins           int32 bin id in [0, num_bins)       bin_edges (num_bins + 1 edges), num_bins
 
 Statistics are exact (``storage.exact_sum``) so they do not depend on the partitioning.
+
+Discretization (``normalization: bins``): ``bin_edges`` are the user's (strictly increasing) or the
+quantiles at ``linspace(0, 1, num_bins + 1)`` of the fitted values, from the mergeable
+``tasks.features.quantiles.QuantileSketch`` (exact, equal to ``numpy.quantile``, when the column
+has at most 2**20 distinct values; otherwise within the documented bucket error, recorded as
+``bin_edges_exact``). Repeated edges are dropped, so ``num_bins`` may come out smaller. A value's
+bin is ``searchsorted(bin_edges[1:-1], x, side="right")`` (scikit-learn's KBinsDiscretizer): values
+below the first edge go to bin 0, above the last to the last bin.
 """
 
 from __future__ import annotations
@@ -17,14 +26,34 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+from pydantic import Field, field_validator, model_validator
 
 from storage.exact_sum import ExactSum
 from tasks.errors import DataError
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, first_bad
+from tasks.features.quantiles import QuantileSketch
 
 
 class NumberPreprocessing(BasePreprocessing):
-    normalization: Literal["zscore", "minmax", "iq", "log1p", "none"] = "zscore"  # Ludwig >= 0.7 default
+    normalization: Literal["zscore", "minmax", "iq", "log1p", "none", "bins"] = "zscore"  # Ludwig >= 0.7 default
+    num_bins: int = Field(default=10, ge=1)  # normalization: bins
+    bin_edges: list[float] | None = None  # normalization: bins; fixed edges instead of fitted quantiles
+
+    @field_validator("bin_edges")
+    @classmethod
+    def _edges(cls, value: list[float] | None) -> list[float] | None:
+        if value is not None:
+            if len(value) < 2:
+                raise ValueError(f"needs at least 2 edges, got {len(value)}")
+            if not all(np.isfinite(value)) or any(b <= a for a, b in zip(value, value[1:], strict=False)):
+                raise ValueError(f"must be finite and strictly increasing, got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _bins_only(self):
+        if self.bin_edges is not None and self.normalization != "bins":
+            raise ValueError(f"bin_edges is only used with normalization 'bins', not {self.normalization!r}")
+        return self
 
 
 class NumberFeature(FeatureType):
@@ -101,6 +130,8 @@ class NumberFeature(FeatureType):
                                    "max": float(x.max()) if x.size else None}
         if self.normalization == "iq":
             partial["values"] = x
+        if self.normalization == "bins" and self.options.bin_edges is None:
+            partial["sketch"] = QuantileSketch.from_values(x)
         return partial
 
     def merge(self, a: dict, b: dict) -> dict:
@@ -108,6 +139,8 @@ class NumberFeature(FeatureType):
                "min": _opt(min, a["min"], b["min"]), "max": _opt(max, a["max"], b["max"])}
         if "values" in a:
             out["values"] = np.concatenate([a["values"], b["values"]])
+        if "sketch" in a:
+            out["sketch"] = a["sketch"].merge(b["sketch"])
         return out
 
     def finalize(self, partial: dict, missing_state: dict) -> dict:
@@ -123,14 +156,31 @@ class NumberFeature(FeatureType):
         if self.normalization == "iq":
             q1, q2, q3 = np.quantile(np.sort(partial["values"]), [0.25, 0.5, 0.75])
             meta.update(q1=float(q1), q2=float(q2), q3=float(q3))
+        if self.normalization == "bins":
+            meta.update(self.bins(partial))
         if self.normalization == "log1p" and partial["min"] <= -1:
             raise DataError(f"number feature '{self.name}': log1p normalization needs values > -1, "
                             f"the fitted minimum is {partial['min']}")
         return meta
 
+    def bins(self, partial: dict) -> dict:
+        if self.options.bin_edges is not None:
+            edges, exact = [float(e) for e in self.options.bin_edges], True
+        else:
+            sketch = partial["sketch"]
+            q = np.linspace(0.0, 1.0, self.options.num_bins + 1)
+            edges = np.unique(sketch.quantiles(q)).tolist()
+            exact = sketch.exact
+            if len(edges) == 1:
+                edges = edges * 2  # one value: one bin
+        return {"bin_edges": edges, "num_bins": len(edges) - 1, "bin_edges_exact": exact}
+
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
         x = values.to_numpy(dtype="float64", na_value=np.nan)
         norm = metadata["normalization"]
+        if norm == "bins":
+            inner = np.asarray(metadata["bin_edges"][1:-1], dtype=np.float64)
+            return {self.name: np.searchsorted(inner, x, side="right").astype(np.int32)}
         if norm == "zscore":
             std = metadata["std"] or 1.0
             x = (x - metadata["mean"]) / std
@@ -146,7 +196,7 @@ class NumberFeature(FeatureType):
         return {self.name: x.astype(np.float32)}
 
     def output_columns(self, metadata: dict) -> list[ColumnSpec]:
-        return [ColumnSpec(self.name, "float32")]
+        return [ColumnSpec(self.name, "int32" if metadata.get("normalization") == "bins" else "float32")]
 
 
 def _opt(fn, a, b):
