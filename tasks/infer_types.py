@@ -45,6 +45,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from tasks.errors import ConfigError, DataError
 
@@ -62,6 +64,7 @@ ID_UNIQUE_SHARE = 0.95  # distinct / non-missing at or above this: unique for ID
 CATEGORY_MAX_SHARE = 0.5  # multi-token strings: category when distinct <= this share of rows
 TEXT_MIN_TOKENS = 3.0  # mean whitespace tokens from which a string column is text
 MEDIA_MIN_SHARE = 0.9
+SAMPLE_SIZE = 5  # example values shown in reasons when there are too many to count exactly
 
 TRUE_STRS = {"yes", "y", "true", "t", "1", "1.0", "on"}
 FALSE_STRS = {"no", "n", "false", "f", "0", "0.0", "off"}
@@ -127,7 +130,8 @@ def hll_estimate(registers: np.ndarray) -> int:
 
 
 def _hashes(values: np.ndarray) -> np.ndarray:
-    return pd.util.hash_array(values, categorize=True)
+    """Deterministic 64-bit hashes of distinct values (pandas' SipHash with its fixed key)."""
+    return pd.util.hash_array(values, categorize=False)
 
 
 # ---- one partition -------------------------------------------------------------------------------
@@ -163,73 +167,90 @@ def as_text(values: pd.Series) -> tuple[str, pd.Series]:
     return "string", values.astype("string[pyarrow]").str.strip()
 
 
+def _match(arr: pa.Array, pattern: str, ignore_case: bool = False) -> pa.Array:
+    """Full-string regex match (RE2, vectorized)."""
+    return pc.match_substring_regex(arr, pattern=f"^(?:{pattern})$", ignore_case=ignore_case)
+
+
+def _count(mask: pa.Array) -> int:
+    return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
+
+
 def profile_values(values: pd.Series) -> dict:
-    """Mergeable statistics of one column in one partition (see ``merge_profiles``)."""
+    """Mergeable statistics of one column in one partition (see ``merge_profiles``); vectorized
+    with pyarrow compute."""
     kind, text = as_text(values.reset_index(drop=True))
-    s = text.dropna()
-    s = s[s != ""]
-    n = len(s)
-    prof = {"kind": kind, "rows": int(len(values)), "n": n}
-    vc = s.value_counts(sort=False)
-    prof["counts"] = {str(k): int(v) for k, v in vc.items()} if len(vc) <= VALUE_CAP else None
-    prof["hll"] = hll_registers(_hashes(s.to_numpy(dtype=object)))
-    lower = s.str.lower()
-    prof["n_true"] = int(lower.isin(TRUE_STRS).sum())
-    prof["n_false"] = int(lower.isin(FALSE_STRS).sum())
+    arr = pa.array(text.array).cast(pa.string())
+    arr = arr.filter(pc.and_(pc.is_valid(arr), pc.not_equal(arr, "")))
+    n = len(arr)
+    prof: dict = {"kind": kind, "rows": int(len(values)), "n": n}
+    vc = pc.value_counts(arr)
+    uniques = vc.field("values")
+    prof["counts"] = (dict(zip(uniques.to_pylist(), vc.field("counts").to_pylist(), strict=True))
+                      if len(vc) <= VALUE_CAP else None)
+    distinct_values = uniques.to_numpy(zero_copy_only=False)
+    hashes = _hashes(distinct_values)
+    prof["hll"] = hll_registers(hashes)  # distinct values suffice
+    first = np.argsort(hashes, kind="stable")[:SAMPLE_SIZE]  # bottom-k sample: mergeable, partition-independent
+    prof["sample"] = [(int(hashes[i]), str(distinct_values[i])) for i in first]
+    lower = pc.utf8_lower(arr)
+    prof["n_true"] = _count(pc.is_in(lower, value_set=pa.array(sorted(TRUE_STRS))))
+    prof["n_false"] = _count(pc.is_in(lower, value_set=pa.array(sorted(FALSE_STRS))))
     if kind in ("int", "float"):
         num = values.dropna().to_numpy(dtype="float64")
     elif kind == "bool":
         num = np.zeros(0)
     else:
-        num = pd.to_numeric(s, errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+        numeric = _match(arr, rf"\s*{_NUM}\s*")
+        num = pc.cast(pc.utf8_trim_whitespace(arr.filter(numeric)), pa.float64()).to_numpy(zero_copy_only=False)
     finite = num[np.isfinite(num)]
-    prof["n_numeric"] = int(len(finite)) if kind != "bool" else 0
+    prof["n_numeric"] = int(len(finite))
     prof["n_integer"] = int((finite == np.round(finite)).sum())
     prof["min"] = float(finite.min()) if len(finite) else None
     prof["max"] = float(finite.max()) if len(finite) else None
-    digits = s.str.fullmatch(r"[+-]?\d+")
-    prof["n_leading_zero"] = int(s.str.fullmatch(r"0\d+").sum()) if kind == "string" else 0
-    widths = s[digits].str.len()
+    prof["n_leading_zero"] = _count(_match(arr, r"0\d+")) if kind == "string" else 0
+    widths = pc.utf8_length(arr.filter(_match(arr, r"[+-]?\d+"))).to_numpy(zero_copy_only=False)
     prof["width_min"] = int(widths.min()) if len(widths) else None
     prof["width_max"] = int(widths.max()) if len(widths) else None
-    ntok = s.str.count(r"\S+").to_numpy(dtype=np.int64) if n else np.zeros(0, np.int64)
+    split = pc.utf8_split_whitespace(arr)  # values are stripped: one token per run of non-space
+    ntok = pc.list_value_length(split).to_numpy(zero_copy_only=False).astype(np.int64)
     prof["tokens"] = int(ntok.sum())
     prof["max_tokens"] = int(ntok.max()) if n else 0
     prof["n_multi"] = int((ntok >= 2).sum())
     prof["n_long"] = int((ntok > SET_MAX_TOKENS).sum())
-    prof["chars"] = int(s.str.len().sum()) if n else 0
+    prof["chars"] = int(pc.sum(pc.utf8_length(arr)).as_py() or 0)
     if kind == "string" and n:
-        prof["n_date"] = _count_dates(s)
-        prof["n_image"] = int(lower.str.contains(IMAGE_RE, regex=True).sum())
-        prof["n_audio"] = int(lower.str.contains(AUDIO_RE, regex=True).sum())
-        vec = s.str.fullmatch(VECTOR_RE).to_numpy(dtype=bool)
-        prof["n_vector"] = int(vec.sum())
-        lengths = s[vec].str.count(_NUM).to_numpy(dtype=np.int64)
+        prof["n_date"] = _count_dates(arr)
+        prof["n_image"] = _count(pc.match_substring_regex(lower, pattern=IMAGE_RE))
+        prof["n_audio"] = _count(pc.match_substring_regex(lower, pattern=AUDIO_RE))
+        vec = _match(arr, VECTOR_RE)
+        lengths = pc.count_substring_regex(arr.filter(vec), pattern=_NUM).to_numpy(zero_copy_only=False)
+        prof["n_vector"] = int(len(lengths))
         prof["vector_min"] = int(lengths.min()) if len(lengths) else None
         prof["vector_max"] = int(lengths.max()) if len(lengths) else None
-        prof["n_uuid"] = int(s.str.fullmatch(UUID_RE).sum())
-        short = s[(ntok >= 2) & (ntok <= SET_MAX_TOKENS)]
-        tokens = short.str.split().explode().value_counts(sort=False) if len(short) else pd.Series(dtype=int)
-        prof["token_counts"] = {str(k): int(v) for k, v in tokens.items()} if len(tokens) <= TOKEN_CAP else None
+        prof["n_uuid"] = _count(_match(arr, UUID_RE))
+        short = split.filter(pa.array((ntok >= 2) & (ntok <= SET_MAX_TOKENS)))
+        tokens = pc.value_counts(pc.list_flatten(short))
+        prof["token_counts"] = (dict(zip(tokens.field("values").to_pylist(), tokens.field("counts").to_pylist(),
+                                         strict=True)) if len(tokens) <= TOKEN_CAP else None)
     else:
         prof.update(n_date=n if kind == "datetime" else 0, n_image=0, n_audio=0, n_vector=0, vector_min=None,
                     vector_max=None, n_uuid=0, token_counts={})
     return prof
 
 
-def _count_dates(s: pd.Series) -> int:
-    """Values that look like a date (pattern) and parse as one."""
+def _count_dates(arr: pa.Array) -> int:
+    """Values that look like a date (pattern) and parse as one (each distinct value parsed once)."""
     from tasks.split import parse_dates
 
-    looks = s.str.fullmatch(DATE_RE, case=False).to_numpy(dtype=bool)
-    if not looks.any():
+    matched = arr.filter(_match(arr, DATE_RE, ignore_case=True))
+    if not len(matched):
         return 0
-    matched = s[looks].to_numpy(dtype=object)
-    codes, uniques = pd.factorize(matched)
+    vc = pc.value_counts(matched)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ok = parse_dates(np.asarray(uniques, dtype=object)).notna().to_numpy()
-    return int(ok[codes].sum())
+        ok = parse_dates(vc.field("values").to_numpy(zero_copy_only=False)).notna().to_numpy()
+    return int(vc.field("counts").to_numpy()[ok].sum())
 
 
 def profile_partition(pdf: pd.DataFrame, columns: list[str]) -> dict[str, dict]:
@@ -263,6 +284,7 @@ def merge_profiles(a: dict, b: dict) -> dict:
     out["counts"] = _merge_counts(a["counts"], b["counts"], VALUE_CAP)
     out["token_counts"] = _merge_counts(a["token_counts"], b["token_counts"], TOKEN_CAP)
     out["hll"] = np.maximum(a["hll"], b["hll"])
+    out["sample"] = sorted(set(a["sample"]) | set(b["sample"]))[:SAMPLE_SIZE]
     return out
 
 
@@ -277,9 +299,7 @@ def distinct(prof: dict) -> tuple[int, bool]:
 
 def _examples(prof: dict, k: int = 3) -> str:
     counts = prof["counts"]
-    if not counts:
-        return ""
-    top = sorted(counts, key=lambda v: (-counts[v], v))[:k]
+    top = sorted(counts, key=lambda v: (-counts[v], v))[:k] if counts else [v for _h, v in prof["sample"][:k]]
     return ", ".join(repr(v if len(v) <= 24 else v[:21] + "...") for v in top)
 
 

@@ -120,7 +120,8 @@ def test_inference_is_independent_of_partitioning(crafted, tmp_path, monkeypatch
     for npartitions in (1, 3, 8):
         profiles = infer_types.profile_columns(str(tmp_path / "data"), columns, npartitions)
         results.append({c: infer_types.decide(c, profiles[c]).to_json() for c in columns})
-        sketches.append({c: (profiles[c]["hll"], profiles[c]["counts"], profiles[c]["token_counts"]) for c in columns})
+        sketches.append({c: (profiles[c]["hll"], profiles[c]["counts"], profiles[c]["token_counts"],
+                             profiles[c]["sample"]) for c in columns})
     assert results[0] == results[1] == results[2]
     for other in sketches[1:]:
         for c in columns:
