@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tasks.errors import DataError
+from tasks.errors import ConfigError, DataError
 
 CODE_VERSION = "split-1"
 SPLIT_NAMES = ("train", "validation", "test")
@@ -344,6 +344,11 @@ def run(ctx, ingest):
     fn = SPLITTERS.get(split.type)
     if split.type != "random" and fn is None:
         raise DataError(f"preprocessing.split.type: '{split.type}' is not implemented yet")
+    if split.type == "stratify":
+        for f in ctx.config.features:
+            if f.source_column == split.column and f.type not in ("binary", "category"):
+                raise ConfigError(f"preprocessing.split.column: a stratify split needs a binary or category column; "
+                                  f"'{split.column}' is the {f.type} feature '{f.name}'")
 
     def compute(out: Path) -> Statistics:
         n = ingest_mod.num_rows(ingest.path)

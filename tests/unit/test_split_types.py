@@ -13,7 +13,7 @@ from storage.cache import StageCache
 from tasks import ingest, split
 from tasks.config import parse_config
 from tasks.context import RunContext
-from tasks.errors import DataError
+from tasks.errors import ConfigError, DataError
 from tests.helpers import write_csv
 
 PROBS = st.sampled_from([[0.7, 0.1, 0.2], [0.8, 0.2, 0.0], [0.5, 0.25, 0.25], [0.34, 0.33, 0.33], [0.9, 0.05, 0.05],
@@ -263,3 +263,9 @@ def test_stage_datetime_error_names_the_row(tmp_path):
     dataset = write_csv(df, tmp_path / "data.csv")
     with pytest.raises(DataError, match=r"row 18, column 'when'.*'31/31/2020'"):
         _stage(tmp_path, dataset, SPLIT_CONFIGS["datetime"], 1)
+
+
+def test_stratify_by_a_number_feature_is_a_config_error(tmp_path):
+    dataset = write_csv(_frame(30), tmp_path / "data.csv")
+    with pytest.raises(ConfigError, match=r"stratify split needs a binary or category column; 'x' is the number"):
+        _stage(tmp_path, dataset, {"type": "stratify", "column": "x"}, 1)
