@@ -402,8 +402,9 @@ class BatchLoader:
                           self.drop_last, self.shuffle_block)
 
     def __len__(self) -> int:
-        n = len(self._order()) if self.world_size > 1 else self.num_rows
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        n, world = self.num_rows, self.world_size
+        per = n if world == 1 else (n // world if self.drop_last else -(-n // world))
+        return per // self.batch_size if self.drop_last else -(-per // self.batch_size)
 
     def _produce(self) -> Iterator[dict]:
         self.columns.preload([c for p in self.plans for c in p.columns])

@@ -105,8 +105,10 @@ def test_drop_last_drops_the_short_batch(art):
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_ranks_split_the_rows_evenly(art, drop_last):
     n, world = art.num_rows("train"), 3
-    parts = [rids(art.batches("train", batch_size=64, seed=9, rank=r, world_size=world, drop_last=drop_last))
-             for r in range(world)]
+    loaders = [art.batches("train", batch_size=64, seed=9, rank=r, world_size=world, drop_last=drop_last)
+               for r in range(world)]
+    parts = [rids(loader) for loader in loaders]
+    assert [len(loader) for loader in loaders] == [len(list(loader)) for loader in loaders]
     per = n // world if drop_last else -(-n // world)
     if drop_last:
         per -= per % 64  # and each rank drops its own last short batch
