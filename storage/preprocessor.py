@@ -16,7 +16,8 @@ feature's strategy is ``drop_row`` raises ``DataError`` naming the row (1-based)
 from is an error. Output features are transformed when their columns are present (``outputs=None``).
 
 ``torch_module()`` exports the number features' fill and normalization as a ``torch.nn.Module``
-that ``torch.jit.script`` accepts (``storage.torch_transforms``).
+that ``torch.jit.script`` accepts, ``torch_discretizer(feature)`` a binned number feature
+(``storage.torch_transforms``).
 
 The feature types live in ``tasks.features``; they are imported lazily, inside functions, so that
 importing ``storage`` stays light.
@@ -140,10 +141,12 @@ class Preprocessor:
         return [f for f in self.features_ if with_outputs or not f.is_output]
 
     # ---- torch -----------------------------------------------------------------------------------
-    def number_features(self) -> list[str]:
+    def number_features(self, discretized: bool = False) -> list[str]:
+        """Input number features that are normalized (or, with ``discretized=True``, binned)."""
         from tasks.features.number import NumberFeature
 
-        return [f.name for f in self.features_ if isinstance(f, NumberFeature) and not f.is_output]
+        return [f.name for f in self.features_ if isinstance(f, NumberFeature) and not f.is_output
+                and (self.metadata_[f.name].get("normalization") == "bins") == discretized]
 
     def torch_module(self, features: Sequence[str] | None = None):
         """The number features' fill + normalization as one scriptable ``torch.nn.Module``.
@@ -155,6 +158,13 @@ class Preprocessor:
 
         names = list(features) if features is not None else self.number_features()
         return NumberNormalizer.from_metadata(self.metadata_, names)
+
+    def torch_discretizer(self, feature: str):
+        """A discretized number feature (``normalization: bins``) as a scriptable module:
+        ``n`` raw float64 values -> ``n`` int32 bin ids, equal to ``transform``'s column."""
+        from storage.torch_transforms import NumberDiscretizer
+
+        return NumberDiscretizer.from_metadata(self.metadata_, feature)
 
 
 def _as_frame(rows) -> pd.DataFrame:

@@ -12,6 +12,9 @@ Subtraction and division are correctly rounded IEEE operations in both numpy and
 zscore/minmax/iq/none agree bit for bit with ``Preprocessor.transform``; ``log1p`` goes through
 each library's own log1p and may differ in the last float64 bit, which rounding to float32
 almost always absorbs (the tests allow one float32 ulp there and nowhere else).
+
+``NumberDiscretizer`` is one ``normalization: bins`` feature: fill, then the int32 bin id
+``searchsorted(bin_edges[1:-1], x, right)``, exactly as ``NumberFeature.encode``.
 """
 
 import math
@@ -22,6 +25,20 @@ import torch
 from tasks.errors import DataError
 
 FILLED = ("fill_with_mean", "fill_with_const", "fill_with_mode")
+
+
+def _number_meta(metadata: dict, name: str) -> dict:
+    meta = metadata.get(name)
+    if meta is None or meta.get("type") not in ("number", "numerical"):
+        raise DataError(f"'{name}' is not a number feature of this artifact; number features: "
+                        f"{[n for n, m in metadata.items() if m.get('type') in ('number', 'numerical')]}")
+    return meta
+
+
+def _fill(meta: dict) -> float:
+    pre = meta.get("preprocessing", {})
+    value = pre.get("computed_fill_value")
+    return float(value) if pre.get("missing_value_strategy") in FILLED and value is not None else math.nan
 
 
 def _shift_scale(meta: dict, name: str) -> tuple[float, float, bool]:
@@ -36,6 +53,9 @@ def _shift_scale(meta: dict, name: str) -> tuple[float, float, bool]:
         return 0.0, 1.0, True
     if norm == "none":
         return 0.0, 1.0, False
+    if norm == "bins":
+        raise DataError(f"number feature '{name}' is discretized (normalization: bins); export it with "
+                        "Preprocessor.torch_discretizer")
     raise DataError(f"number feature '{name}': normalization {norm!r} has no torch export")
 
 
@@ -57,14 +77,8 @@ class NumberNormalizer(torch.nn.Module):
     def from_metadata(cls, metadata: dict, features: List[str]) -> "NumberNormalizer":
         fill, shift, scale, log1p = [], [], [], []
         for name in features:
-            meta = metadata.get(name)
-            if meta is None or meta.get("type") not in ("number", "numerical"):
-                raise DataError(f"'{name}' is not a number feature of this artifact; number features: "
-                                f"{[n for n, m in metadata.items() if m.get('type') in ('number', 'numerical')]}")
-            pre = meta.get("preprocessing", {})
-            value = pre.get("computed_fill_value")
-            fill.append(float(value) if pre.get("missing_value_strategy") in FILLED and value is not None
-                        else math.nan)
+            meta = _number_meta(metadata, name)
+            fill.append(_fill(meta))
             a, b, is_log = _shift_scale(meta, name)
             shift.append(float(a))
             scale.append(float(b))
@@ -76,3 +90,28 @@ class NumberNormalizer(torch.nn.Module):
         x = torch.where(torch.isnan(x), self.fill, x)
         out = torch.where(self.log1p, torch.log1p(x), (x - self.shift) / self.scale)
         return out.to(torch.float32)
+
+
+class NumberDiscretizer(torch.nn.Module):
+    """One discretized number feature: ``n`` raw values (float64, NaN = missing) -> ``n`` int32 bin ids."""
+
+    feature: str
+
+    def __init__(self, feature: str, fill: float, bin_edges: List[float]):
+        super().__init__()
+        self.feature = feature
+        self.register_buffer("fill", torch.tensor(fill, dtype=torch.float64))
+        self.register_buffer("inner", torch.tensor(bin_edges[1:-1], dtype=torch.float64))
+
+    @classmethod
+    def from_metadata(cls, metadata: dict, feature: str) -> "NumberDiscretizer":
+        meta = _number_meta(metadata, feature)
+        if meta.get("normalization") != "bins":
+            raise DataError(f"number feature '{feature}' is not discretized (normalization: "
+                            f"{meta.get('normalization')}); export it with Preprocessor.torch_module")
+        return cls(feature, _fill(meta), [float(e) for e in meta["bin_edges"]])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.to(torch.float64)
+        x = torch.where(torch.isnan(x), self.fill, x)
+        return torch.searchsorted(self.inner, x.contiguous(), right=True).to(torch.int32)

@@ -112,3 +112,40 @@ def test_scripted_number_module_matches_the_preprocessor(titanic):
             assert np.array_equal(ref[feature], art.read_split(name)[feature])
     with pytest.raises(DataError, match="not a number feature"):
         pre.torch_module(["Sex"])
+
+
+def test_scripted_modules_for_every_normalization_and_bins(tmp_path):
+    rng = np.random.default_rng(11)
+    n = 400
+    df = pd.DataFrame({"a": rng.normal(5, 2, n), "b": rng.exponential(3, n), "c": rng.normal(0, 1, n),
+                       "d": rng.gamma(2, 2, n), "y": rng.integers(0, 2, n)})
+    df.loc[rng.random(n) < 0.1, ["a", "d"]] = np.nan
+    config = {"input_features": [
+        {"name": "a", "type": "number", "preprocessing": {"normalization": "minmax"}},
+        {"name": "b", "type": "number", "preprocessing": {"normalization": "iq"}},
+        {"name": "c", "type": "number", "preprocessing": {"normalization": "none", "missing_value_strategy":
+                                                         "fill_with_const", "fill_value": 1.5}},
+        {"name": "d", "type": "number", "preprocessing": {"normalization": "bins", "num_bins": 5}}],
+        "output_features": [{"name": "y", "type": "binary"}], "publish": {"formats": ["npy"]}}
+    path = tmp_path / "data.csv"
+    df.to_csv(path, index=False)
+    result = run(config, path, tmp_path)
+    art = Artifact.open(result.artifact["artifact_path"])
+    assign = np.load(Path(next(s for s in result.stages if s.stage == "split").path) / "split.npy")
+    pre = Preprocessor.load(art.path)
+    assert pre.number_features() == ["a", "b", "c"] and pre.number_features(discretized=True) == ["d"]
+    normalizer = torch.jit.script(pre.torch_module())
+    binner = torch.jit.script(pre.torch_discretizer("d"))
+    for split_id, name in enumerate(SPLIT_NAMES):
+        rows = df.iloc[np.flatnonzero(assign == split_id)]
+        ref = art.read_split(name)
+        assert_bit_identical(pre.transform(rows), ref)
+        out = normalizer(torch.tensor(rows[["a", "b", "c"]].to_numpy())).numpy()
+        for j, feature in enumerate("abc"):
+            assert out[:, j].tobytes() == ref[feature].tobytes(), (name, feature)
+        bins = binner(torch.tensor(rows["d"].to_numpy()))
+        assert bins.dtype == torch.int32 and bins.numpy().tobytes() == ref["d"].tobytes()
+    with pytest.raises(DataError, match="torch_discretizer"):
+        pre.torch_module(["d"])
+    with pytest.raises(DataError, match="not discretized"):
+        pre.torch_discretizer("a")
