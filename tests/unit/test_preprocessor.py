@@ -149,3 +149,20 @@ def test_scripted_modules_for_every_normalization_and_bins(tmp_path):
         pre.torch_module(["d"])
     with pytest.raises(DataError, match="not discretized"):
         pre.torch_discretizer("a")
+
+
+def test_every_non_media_feature_type_serves_bit_for_bit(tmp_path):
+    """set, bag, sequence, text (int and tfidf), timeseries, vector, date, binned number: the
+    contract test's dataset, its raw CSV text per split through the Preprocessor."""
+    from tests.contract.test_feature_types_contract import CONFIG as ALL_TYPES
+    from tests.contract.test_feature_types_contract import make_frame
+    from tests.helpers import write_csv
+
+    path = write_csv(make_frame(), tmp_path / "data.csv")
+    result = run(ALL_TYPES, path, tmp_path, npartitions=2)
+    art = Artifact.open(result.artifact["artifact_path"])
+    assign = np.load(Path(next(s for s in result.stages if s.stage == "split").path) / "split.npy")
+    raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+    pre = Preprocessor.load(art.path)
+    for split_id, name in enumerate(SPLIT_NAMES):
+        assert_bit_identical(pre.transform(raw.iloc[np.flatnonzero(assign == split_id)]), art.read_split(name))
