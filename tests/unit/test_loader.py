@@ -195,3 +195,23 @@ def test_dataset_pickles_without_its_arrays(art):
     clone = pickle.loads(blob)
     assert isinstance(clone, ArtifactDataset)
     assert all(torch.equal(clone[7][k], ds[7][k]) for k in ds[7])
+
+
+def test_matrix_columns_and_mixed_shape_channels(tmp_path):
+    """Text (word + char ids: a dict channel), sets, time series, dates: n x d tensors, both formats."""
+    from tests.contract.test_feature_types_contract import CONFIG as ALL_TYPES
+    from tests.contract.test_feature_types_contract import make_frame
+
+    result = run(ALL_TYPES, write_csv(make_frame(), tmp_path / "data.csv"), tmp_path, npartitions=2)
+    art = Artifact.open(result.artifact["artifact_path"])
+    ref = art.read_split("train")
+    batches = list(art.batches("train", batch_size=64, shuffle=False))
+    text = batches[0]["text"]
+    assert set(text) == {"text", "text_char"}
+    assert np.array_equal(torch.cat([b["text"]["text_char"] for b in batches]).numpy(), ref["text_char"])
+    for channel in ("tags", "ts", "when", "tfidf"):
+        assert np.array_equal(torch.cat([b[channel] for b in batches]).numpy(), ref[channel]), channel
+    a = list(art.batches("test", batch_size=50, seed=1, prefer="parquet"))
+    b = list(art.batches("test", batch_size=50, seed=1))
+    for x, y in zip(a, b, strict=True):
+        assert torch.equal(x["text"]["text"], y["text"]["text"]) and torch.equal(x["vec"], y["vec"])
