@@ -21,7 +21,7 @@ The rules start from Ludwig's AutoML heuristics and fix the cases where those ar
   are ID-like and excluded (Ludwig makes them categories with one row per class, or text).
 * high-cardinality single-token strings stay categories (the vocabulary is capped by
   ``most_common``); multi-token strings are ``set`` when a small token vocabulary makes up many
-  distinct combinations, otherwise ``text``.
+  distinct combinations and (almost) no value repeats a token, otherwise ``text``.
 * date, image, audio, vector and timeseries are recognised from every value (date: parses;
   image/audio: a path or URL with a media file extension; vector: lists of numbers, space- or
   comma-separated, optionally in brackets, all of one length; timeseries: such lists of varying
@@ -181,6 +181,8 @@ def profile_values(values: pd.Series) -> dict:
     with pyarrow compute."""
     kind, text = as_text(values.reset_index(drop=True))
     arr = pa.array(text.array).cast(pa.string())
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
     arr = arr.filter(pc.and_(pc.is_valid(arr), pc.not_equal(arr, "")))
     n = len(arr)
     prof: dict = {"kind": kind, "rows": int(len(values)), "n": n}
@@ -230,26 +232,47 @@ def profile_values(values: pd.Series) -> dict:
         prof["vector_max"] = int(lengths.max()) if len(lengths) else None
         prof["n_uuid"] = _count(_match(arr, UUID_RE))
         short = split.filter(pa.array((ntok >= 2) & (ntok <= SET_MAX_TOKENS)))
-        tokens = pc.value_counts(pc.list_flatten(short))
+        flat = pc.list_flatten(short)
+        tokens = pc.value_counts(flat)
+        prof["n_repeat"] = _rows_with_repeats(short, flat)
         prof["token_counts"] = (dict(zip(tokens.field("values").to_pylist(), tokens.field("counts").to_pylist(),
                                          strict=True)) if len(tokens) <= TOKEN_CAP else None)
     else:
         prof.update(n_date=n if kind == "datetime" else 0, n_image=0, n_audio=0, n_vector=0, vector_min=None,
-                    vector_max=None, n_uuid=0, token_counts={})
+                    vector_max=None, n_uuid=0, token_counts={}, n_repeat=0)
     return prof
 
 
-def _count_dates(arr: pa.Array) -> int:
-    """Values that look like a date (pattern) and parse as one (each distinct value parsed once)."""
-    from tasks.split import parse_dates
+def _rows_with_repeats(lists: pa.Array, flat: pa.Array) -> int:
+    """How many of the token lists hold a token twice (text does; a set never does)."""
+    if not len(flat):
+        return 0
+    parents = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    codes = pc.dictionary_encode(flat).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    pairs = np.unique(parents * (int(codes.max()) + 1) + codes)
+    distinct_per_row = np.bincount(pairs // (int(codes.max()) + 1), minlength=len(lists))
+    return int((distinct_per_row < pc.list_value_length(lists).to_numpy(zero_copy_only=False)).sum())
 
+
+def _count_dates(arr: pa.Array) -> int:
+    """Values that look like a date (pattern) and parse as one (each distinct value parsed once) with
+    the date feature's own parser when that type is available, so ``date`` is only inferred for
+    values the date feature will accept."""
     matched = arr.filter(_match(arr, DATE_RE, ignore_case=True))
     if not len(matched):
         return 0
     vc = pc.value_counts(matched)
+    distinct_values = vc.field("values").to_numpy(zero_copy_only=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ok = parse_dates(vc.field("values").to_numpy(zero_copy_only=False)).notna().to_numpy()
+        try:
+            from tasks.features.date import parse_dates as feature_parse
+        except ImportError:  # the date type is not there yet: the split's parser
+            from tasks.split import parse_dates
+
+            ok = parse_dates(distinct_values).notna().to_numpy()
+        else:
+            ok = ~np.isnat(feature_parse(pd.Series(distinct_values, dtype="string"), None))
     return int(vc.field("counts").to_numpy()[ok].sum())
 
 
@@ -274,7 +297,7 @@ def merge_profiles(a: dict, b: dict) -> dict:
     """Associative and commutative: the merged profile does not depend on the partitioning."""
     out = {"kind": a["kind"] if a["kind"] == b["kind"] else "string"}
     for key in ("rows", "n", "n_true", "n_false", "n_numeric", "n_integer", "n_leading_zero", "tokens", "n_multi",
-                "n_long", "chars", "n_date", "n_image", "n_audio", "n_vector", "n_uuid"):
+                "n_long", "chars", "n_date", "n_image", "n_audio", "n_vector", "n_uuid", "n_repeat"):
         out[key] = a[key] + b[key]
     out["max_tokens"] = max(a["max_tokens"], b["max_tokens"])
     for key in ("min", "width_min", "vector_min"):
@@ -363,7 +386,8 @@ def decide(name: str, prof: dict, is_target: bool = False, column: str | None = 
         return out("category", f"{dn} distinct {high}values (e.g. {_examples(prof, 3)}){note}")
     vocab = prof["token_counts"]
     if (prof["n_long"] == 0 and vocab is not None and mean_tokens < TEXT_MIN_TOKENS * 2
-            and len(vocab) <= SET_MAX_VOCAB and len(vocab) * 2 <= d and prof["n_multi"] >= 0.1 * n):
+            and len(vocab) <= SET_MAX_VOCAB and len(vocab) * 2 <= d and prof["n_multi"] >= 0.1 * n
+            and prof["n_repeat"] <= 0.01 * prof["n_multi"]):
         return out("set", f"{dn} distinct combinations of {len(vocab)} space-separated tokens "
                           f"(mean {mean_tokens:.1f} per row)")
     if mean_tokens >= TEXT_MIN_TOKENS or d > CATEGORY_MAX_SHARE * n:

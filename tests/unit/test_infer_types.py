@@ -70,6 +70,8 @@ CASES = [
     ("review", [" ".join(RNG.choice(WORDS, RNG.integers(4, 15))) for _ in range(N)], "text", r"free text"),
     ("tags", [" ".join(sorted(set(RNG.choice(TAGS, RNG.integers(1, 4))))) for _ in range(N)], "set",
      r"combinations of 8 space-separated tokens"),
+    ("small_vocab_text", [" ".join(RNG.choice(WORDS[:6], RNG.integers(4, 9))) for _ in range(N)], "text",
+     r"free text"),  # few words, but they repeat within a value: not a set
     # other modalities
     ("when", (pd.Timestamp("2020-01-01") + pd.to_timedelta(RNG.integers(0, 900, N), unit="D")).strftime("%m/%d/%Y"),
      "date", r"parses as a date"),
