@@ -142,12 +142,12 @@ class TextFeature(SequenceFeature):
         words = self.word_tokens(text)
         ids = self.token_ids(words, metadata)
         if not self.int_mode:
-            mode = self.options.output_mode
-            out = bag_matrix(ids, words.offsets, metadata["vocab_size"], np.float32, binary=mode == "binary")
+            mode, idf = self.options.output_mode, None
             if mode == "tfidf":
                 check_fitted(self, metadata, "str2idf")
                 idf = np.array([metadata["str2idf"].get(t, 0.0) for t in metadata["idx2str"]], dtype=np.float32)
-                out *= idf
+            out = bag_matrix(ids, words.offsets, metadata["vocab_size"], np.float32, binary=mode == "binary",
+                             weights=idf)
             return {self.name: out}
         check_fitted(self, metadata, "max_sequence_length", "char_idx2str", "char_max_sequence_length")
         cps, char_offsets = code_points(text)

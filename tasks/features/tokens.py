@@ -10,7 +10,7 @@ Empty tokens are dropped and a null row has no tokens.
 Tokenizers (the ``tokenizer`` option):
 
 =============  ==================================================================================
-space          split on runs of (Unicode) whitespace: ``"a  b\\tc"`` -> a, b, c
+space          split on whitespace, exactly like Python's ``str.split()``: ``"a  b\\tc"`` -> a, b, c
 space_punct    words and single punctuation characters, like Ludwig's ``space_punct`` and
                Python's ``re.findall(r"\\w+|[^\\w\\s]", s)``: ``"hi, you!"`` -> hi , you !
                (a word character is a Unicode letter, number or ``_``)
@@ -40,7 +40,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, field_validator, model_validator
 
-from tasks.errors import DataError
 from tasks.features.base import BasePreprocessing, FeatureType, merge_counts
 
 PAD, UNK, START, STOP = "<PAD>", "<UNK>", "<START>", "<STOP>"
@@ -306,9 +305,12 @@ def count_tokens(flat: pa.Array) -> pa.Table:
 
 
 def merge_counts_tables(a: pa.Table, b: pa.Table) -> pa.Table:
-    both = pa.concat_tables([a, b])
-    summed = both.group_by("token").aggregate([("count", "sum")])
-    return summed.rename_columns({"count_sum": "count"}).select(["token", "count"])
+    """Sum the counts of equal tokens (hash the tokens once, then a numpy bincount)."""
+    tokens = pa.concat_arrays([a["token"].combine_chunks(), b["token"].combine_chunks()])
+    counts = np.concatenate([np.asarray(a["count"], dtype=np.int64), np.asarray(b["count"], dtype=np.int64)])
+    enc = pc.dictionary_encode(tokens)
+    summed = np.bincount(np.asarray(enc.indices, dtype=np.int64), weights=counts, minlength=len(enc.dictionary))
+    return counts_table(enc.dictionary, summed.astype(np.int64))  # float64 sums are exact below 2**53
 
 
 def counts_of(counts: pa.Table, tokens: list[str]) -> np.ndarray:
@@ -427,60 +429,60 @@ def pad(ids: np.ndarray, offsets: np.ndarray, width: int, fill: Any = PAD_ID, dt
     Row i is ``[start] + ids[offsets[i]:offsets[i+1]] + [stop]`` (start/stop when not None); rows
     longer than ``width`` lose their tail (``truncation: right``) or head (``left``); shorter rows
     are padded with ``fill`` after (``padding: right``) or before (``left``) the values.
+
+    The values land with one boolean-mask assignment: the mask's True cells, in row-major order,
+    are exactly the kept values in row order.
     """
     n = len(offsets) - 1
     out = np.full((n, width), fill, dtype=dtype)
     if n == 0 or width == 0:
         return out
     lengths = np.diff(offsets)
-    head = 1 if start is not None else 0
-    full = lengths + head + (1 if stop is not None else 0)
-    kept = np.minimum(full, width)
-    drop = full - kept if truncation == "left" else np.zeros(n, np.int64)
-    shift = width - kept if padding == "left" else np.zeros(n, np.int64)
-    row0 = np.arange(n, dtype=np.int64) * width + shift - drop  # output index of sequence position 0
-    flat_out = out.reshape(-1)
-    # output index of token j (global) = j + row0 + head - offsets[row]
-    idx = np.arange(len(ids), dtype=np.int64) + np.repeat(row0 + head - offsets[:-1], lengths)
-    values = ids
-    if (full > width).any():
-        seq_pos = idx - np.repeat(row0, lengths)
-        lo = np.repeat(drop, lengths)
-        ok = (seq_pos >= lo) & (seq_pos < lo + np.repeat(kept, lengths))
-        idx, values = idx[ok], ids[ok]
-    flat_out[idx] = values
-    if start is not None:
-        has = drop == 0
-        flat_out[row0[has]] = start
-    if stop is not None:
-        pos = full - 1
-        has = pos < drop + kept
-        flat_out[(row0 + pos)[has]] = stop
+    values = np.asarray(ids)
+    if start is not None or stop is not None:  # insert the start/stop symbols into every row
+        head, extra = int(start is not None), int(start is not None) + int(stop is not None)
+        full_offsets = offsets + np.arange(n + 1, dtype=np.int64) * extra
+        full = np.empty(len(values) + n * extra, dtype=values.dtype)
+        full[np.arange(len(values), dtype=np.int64) + np.repeat(np.arange(n, dtype=np.int64) * extra + head,
+                                                                  lengths)] = values
+        if start is not None:
+            full[full_offsets[:-1]] = start
+        if stop is not None:
+            full[full_offsets[1:] - 1] = stop
+        values, offsets, lengths = full, full_offsets, lengths + extra
+    kept = np.minimum(lengths, width)
+    if (lengths > width).any():
+        pos = np.arange(len(values), dtype=np.int64) - np.repeat(offsets[:-1], lengths)
+        if truncation == "left":
+            pos -= np.repeat(lengths - kept, lengths)
+            values = values[pos >= 0]
+        else:
+            values = values[pos < width]
+    cols = np.arange(width, dtype=np.int64)
+    mask = cols >= (width - kept)[:, None] if padding == "left" else cols < kept[:, None]
+    out[mask] = values
     return out
 
 
-def bag_matrix(ids: np.ndarray, offsets: np.ndarray, width: int, dtype: Any, binary: bool) -> np.ndarray:
-    """``n x width``: per row, how often each id occurs (or 1 when ``binary``)."""
+def bag_matrix(ids: np.ndarray, offsets: np.ndarray, width: int, dtype: Any, binary: bool,
+               weights: np.ndarray | None = None) -> np.ndarray:
+    """``n x width``: per row, how often each id occurs (1 when ``binary``), times ``weights[id]`` if given.
+
+    Only the non-zero cells are written (sort + run lengths; ``np.add.at`` is slow on large outputs).
+    """
     n = len(offsets) - 1
     out = np.zeros((n, width), dtype=dtype)
     if not len(ids):
         return out
     parents = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
-    keys = parents * width + ids
-    flat_out = out.reshape(-1)
-    if binary:
-        flat_out[keys] = 1
-    else:
-        np.add.at(flat_out, keys, 1)
+    keys = np.sort(parents * width + ids)
+    starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+    cells = keys[starts]
+    values = np.ones(len(cells), dtype=dtype) if binary else np.diff(np.append(starts, len(keys))).astype(dtype)
+    if weights is not None:
+        values = values * np.asarray(weights, dtype=dtype)[cells % width]
+    out.reshape(-1)[cells] = values
     return out
-
-
-def first_row_error(feature, mask_rows: np.ndarray, rows: np.ndarray | None, values: pd.Series, what: str) -> DataError:
-    """A DataError naming the first offending row (1-based input row when ``rows`` is given)."""
-    i = int(np.flatnonzero(mask_rows)[0])
-    row = int(rows[i]) if rows is not None else int(i)
-    return DataError(f"row {row + 1}, column '{feature.column}': {feature.describe()} {what}, "
-                     f"got {values.iloc[i]!r}")
 
 
 # ---- the base of set, bag, sequence and text ------------------------------------------------------------
