@@ -72,7 +72,7 @@ def test_config_typo_names_the_key_and_the_closest_spelling():
 
 @pytest.mark.parametrize("config,pattern", [
     ({"input_features": [{"name": "a", "type": "number", "preprocessing": {"normalization": "z-score"}}]},
-     r"the 'normalization' parameter of number feature 'a' must be one of zscore, minmax, iq, log1p, none\. "
+     r"the 'normalization' parameter of number feature 'a' must be one of zscore, minmax, iq, log1p, none, bins\. "
      r"Got 'z-score' instead\."),
     ({"input_features": [{"name": "a", "type": "nubmer"}]}, r"unknown feature type 'nubmer'; did you mean 'number'"),
     ({"input_features": [{"name": "a", "type": "number"}], "preprocessing": {"split": {"probabilities": [0.5, 0.6, 0]}}},
