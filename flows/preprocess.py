@@ -15,13 +15,16 @@ import time
 from prefect import flow, get_run_logger, task
 from prefect.states import Completed, State
 
+from flows.resilience import retry_options
 from storage.cache import StageCache
 from tasks import balance, encode, fill_missing, infer_types, ingest, split, vocab
 from tasks.config import load_config
 from tasks.context import RunContext, StageResult
 from tasks.pipeline import PipelineResult, publish_stage
 
-TASK_OPTS = {"persist_result": False, "cache_policy": None, "retries": 0}
+# Transient I/O (S3, network filesystems) is retried with exponential backoff; prepflow's own errors
+# and other failures are not (flows/resilience.py).
+TASK_OPTS = {"persist_result": False, "cache_policy": None, **retry_options()}
 
 
 def _state(result: StageResult):
