@@ -22,7 +22,7 @@ def test_golden_counts():
     assert out.tolist() == [[0, 0, 2, 1, 0], [0, 0, 0, 0, 1], [0, 2, 1, 0, 0], [0, 0, 0, 0, 0]]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, derandomize=True)
 @given(values=st.lists(nullable_texts, min_size=1, max_size=25), most_common=st.integers(1, 10),
        nparts=st.integers(1, 4))
 def test_encode_then_decode_gives_the_token_counts_back(values, most_common, nparts):

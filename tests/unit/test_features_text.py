@@ -107,7 +107,7 @@ def test_config_errors():
         feature("text", output_mode="tf-idf")
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=50, deadline=None, derandomize=True)
 @given(values=st.lists(nullable_texts, min_size=1, max_size=20), most_common=st.integers(1, 12),
        char_most_common=st.integers(1, 12), limit=st.integers(1, 12), start_stop=st.booleans(),
        nparts=st.integers(1, 4))
@@ -126,7 +126,7 @@ def test_int_mode_decodes_to_words_and_characters(values, most_common, char_most
             assert decode_ids(row, idx2str) == want
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=50, deadline=None, derandomize=True)
 @given(values=st.lists(nullable_texts, min_size=1, max_size=20), ngrams=st.integers(1, 3),
        max_tokens=st.one_of(st.none(), st.integers(3, 15)), nparts=st.integers(1, 4))
 def test_count_mode_decodes_to_ngram_counts(values, ngrams, max_tokens, nparts):
