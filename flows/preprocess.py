@@ -10,6 +10,7 @@ file *content*, Prefect's would hash a path's string and hit a stale entry after
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 
 from prefect import flow, get_run_logger, task
@@ -20,11 +21,13 @@ from storage.cache import StageCache
 from tasks import balance, encode, fill_missing, infer_types, ingest, split, vocab
 from tasks.config import load_config
 from tasks.context import RunContext, StageResult
+from tasks.errors import ConfigError
 from tasks.pipeline import PipelineResult, publish_stage
 
 # Transient I/O (S3, network filesystems) is retried with exponential backoff; prepflow's own errors
 # and other failures are not (flows/resilience.py).
 TASK_OPTS = {"persist_result": False, "cache_policy": None, **retry_options()}
+DASK_CONNECT_TIMEOUT = os.environ.get("PREPFLOW_DASK_CONNECT_TIMEOUT", "30s")
 
 
 def _state(result: StageResult):
@@ -103,18 +106,28 @@ def publish_task(params: dict, results: list[dict]):
 
 
 def _dask_client(address: str | None):
+    """A distributed Client, set as the default scheduler: every ``dask.compute`` of the stages
+    (``tasks.frame.compute``) then runs on the cluster. Without an address: Dask's local scheduler."""
     if not address:
         return contextlib.nullcontext()
     from distributed import Client
 
-    return Client(address, timeout="30s")
+    try:
+        return Client(address, timeout=DASK_CONNECT_TIMEOUT)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--dask-address {address}: cannot reach the Dask scheduler ({exc})") from None
+
+
+def _shared_path(path: str) -> str:
+    """Dask workers resolve paths in their own working directory: pass the cache folder absolute."""
+    return path if "://" in str(path) else os.path.abspath(path)
 
 
 @flow(name="preprocess", log_prints=True)
 def preprocess(config: str, dataset: str, output: str = "artifacts", cache_dir: str = ".prepflow-cache",
                npartitions: int | None = None, dask_address: str | None = None) -> dict:
     """Preprocess ``dataset`` with ``config`` into a GPU-ready artifact under ``output``."""
-    params = {"config": config, "dataset": dataset, "output": output, "cache_dir": cache_dir,
+    params = {"config": config, "dataset": dataset, "output": output, "cache_dir": _shared_path(cache_dir),
               "npartitions": npartitions}
     from tasks import validate
 

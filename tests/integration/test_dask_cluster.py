@@ -1,0 +1,137 @@
+"""Stages on a distributed Dask cluster (DESIGN section 7, issue 8).
+
+A 2-worker process cluster (``LocalCluster(processes=True)``) stands in for ``dask scheduler`` +
+``dask worker``s. Checked: ``prepflow run --dask-address`` puts every stage's Dask work on the
+cluster and publishes an artifact byte-identical to the local scheduler's; a worker process killed
+while the encode stage runs does not change the artifact (the scheduler reruns its tasks on the other
+worker).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from distributed import WorkerPlugin
+
+from tests.helpers import artifact_files, run
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "titanic"
+NPARTITIONS = 4
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None, worker_dashboard_address=None) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def local_artifact(tmp_path_factory):
+    """The reference: the same inputs on Dask's local (threaded) scheduler, in-process."""
+    tmp = tmp_path_factory.mktemp("local")
+    old = os.environ.get("SOURCE_DATE_EPOCH")
+    os.environ["SOURCE_DATE_EPOCH"] = "0"
+    try:
+        result = run(yaml.safe_load((EXAMPLE / "config.yaml").read_text()), EXAMPLE / "titanic.csv", tmp,
+                     npartitions=NPARTITIONS)
+    finally:
+        if old is None:
+            os.environ.pop("SOURCE_DATE_EPOCH")
+        else:
+            os.environ["SOURCE_DATE_EPOCH"] = old
+    files = artifact_files(result.artifact["artifact_path"])
+    assert files
+    return files
+
+
+def _scheduler_prefixes(cluster) -> set[str]:
+    from distributed import Client
+
+    with Client(cluster.scheduler_address, set_as_default=False) as client:
+        return set(client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes)))
+
+
+def test_run_on_cluster_is_byte_identical_to_local(cluster, local_artifact, tmp_path):
+    # Relative --output/--cache-dir from a working directory that is not the workers': the flow must
+    # hand the workers absolute paths.
+    work = tmp_path / "cwd"
+    work.mkdir()
+    env = {**os.environ, "SOURCE_DATE_EPOCH": "0", "PYTHONUNBUFFERED": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "flows.cli", "run", str(EXAMPLE / "config.yaml"), "--dataset",
+                           str(EXAMPLE / "titanic.csv"), "--output", "out", "--cache-dir", "cache",
+                           "--npartitions", str(NPARTITIONS), "--dask-address", cluster.scheduler_address,
+                           "--json"], capture_output=True, text=True, cwd=work, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert not any(stage["cached"] for stage in summary["stages"])
+    assert artifact_files(work / "out" / summary["artifact_id"]) == local_artifact
+    # every stage's partition work went through the cluster's scheduler
+    prefixes = _scheduler_prefixes(cluster)
+    assert {"read_ipc", "partial", "prepare", "encode_partition"} <= prefixes, prefixes
+
+
+class KillOnFirstEncode(WorkerPlugin):
+    """Worker plugin: the first worker to start an encode task kills its own process (SIGKILL)."""
+
+    name = "kill-on-first-encode"
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def setup(self, worker):
+        self.worker = worker
+
+    def transition(self, key, start, finish, **kwargs):
+        from dask.utils import key_split
+
+        if finish != "executing" or "encode_partition" not in key_split(key):
+            return
+        try:  # exactly one kill across all workers
+            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_worker_killed_during_encode_does_not_change_the_artifact(cluster, local_artifact, tmp_path, monkeypatch):
+    import cloudpickle
+    from distributed import Client
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers need not import this test
+    marker = tmp_path / "killed"
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "0")
+    with Client(cluster.scheduler_address) as client:  # the default scheduler, as in the flow
+        client.wait_for_workers(2, timeout=60)
+        before = set(client.scheduler_info()["workers"])
+        client.register_plugin(KillOnFirstEncode(str(marker)))
+        try:
+            result = run(yaml.safe_load((EXAMPLE / "config.yaml").read_text()), EXAMPLE / "titanic.csv", tmp_path,
+                         npartitions=NPARTITIONS)
+        finally:
+            client.unregister_worker_plugin(KillOnFirstEncode.name)
+        client.wait_for_workers(2, timeout=60)  # the nanny restarts the killed worker
+        after = set(client.scheduler_info()["workers"])
+    assert marker.exists(), "no worker was killed: the encode stage did not run on the cluster"
+    assert before - after, "the killed worker is still registered"
+    assert artifact_files(result.artifact["artifact_path"]) == local_artifact
+
+
+def test_unreachable_scheduler_is_a_usage_error(cli, titanic_config, titanic_csv, tmp_path):
+    result = cli("run", titanic_config, "--dataset", titanic_csv, "--output", tmp_path / "out", "--cache-dir",
+                 tmp_path / "cache", "--dask-address", "tcp://127.0.0.1:9", env={"PREPFLOW_DASK_CONNECT_TIMEOUT": "1s"})
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "--dask-address tcp://127.0.0.1:9: cannot reach the Dask scheduler" in result.stderr
