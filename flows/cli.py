@@ -283,6 +283,22 @@ def cmd_infer(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- serve ---------------------------------------------------------------------------------------------
+
+def _setup_serve(p: argparse.ArgumentParser) -> None:
+    from flows.serve import setup_parser
+
+    setup_parser(p)
+
+
+@command("serve", _setup_serve)
+def cmd_serve(args: argparse.Namespace) -> int:
+    """The flow as a deployment with a cron schedule, triggerable from the UI (flows/serve.py)."""
+    from flows.serve import serve
+
+    return serve(args)
+
+
 # ---- validate ------------------------------------------------------------------------------------------
 
 def _setup_validate(p: argparse.ArgumentParser) -> None:

@@ -1,0 +1,125 @@
+"""``prepflow serve``: the ``preprocess`` flow as a Prefect deployment with a cron schedule.
+
+``flow.serve`` registers the deployment ``preprocess/<name>`` with the given parameters as its
+defaults and a cron schedule (nightly at 02:00 UTC by default), then polls for runs and executes
+each one in a subprocess until Ctrl-C (which pauses the schedule). In the Prefect UI the deployment
+can be triggered at any time, with its parameters edited ("Custom run"); a run whose inputs did not
+change finds every stage in the cache and finishes with every task state named *Cached*.
+
+The Prefect API is the one ``prepflow run`` uses (``flows/local_server.py``): ``PREFECT_API_URL``
+when set, else the local server, which this process keeps from idling out while it serves.
+
+Local paths are made absolute: the runs execute in other processes (and Dask workers resolve paths
+in their own working directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+
+from tasks.errors import ConfigError
+
+DEFAULT_CRON = "0 2 * * *"
+DEFAULT_NAME = "nightly"
+
+
+def setup_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", help="config YAML")
+    p.add_argument("--dataset", required=True, help="dataset path or fsspec URL")
+    p.add_argument("--output", required=True, help="artifact root folder or URL")
+    p.add_argument("--cache-dir", default=".prepflow-cache", help="stage cache folder (default .prepflow-cache)")
+    p.add_argument("--npartitions", type=int, default=None, help="Dask partitions (default: one per 256k rows)")
+    p.add_argument("--dask-address", default=None, help="Dask scheduler, e.g. tcp://host:8786")
+    p.add_argument("--name", default=DEFAULT_NAME,
+                   help=f"deployment name; the UI shows preprocess/NAME (default {DEFAULT_NAME})")
+    p.add_argument("--cron", default=DEFAULT_CRON,
+                   help=f"cron schedule (default '{DEFAULT_CRON}': nightly at 02:00); '' for none "
+                        "(runs only when triggered)")
+    p.add_argument("--timezone", default="UTC", help="time zone of the cron schedule (IANA name, default UTC)")
+    p.add_argument("--limit", type=int, default=None, help="at most this many runs at a time (default: no limit)")
+
+
+def _absolute(path: str | None) -> str | None:
+    if path is None or "://" in path:
+        return path
+    return os.path.abspath(path)
+
+
+def deployment_parameters(args: argparse.Namespace) -> dict:
+    """The flow's parameters, as the deployment's defaults (local paths absolute)."""
+    params = {"config": _absolute(args.config), "dataset": _absolute(args.dataset),
+              "output": _absolute(args.output), "cache_dir": _absolute(args.cache_dir)}
+    if args.npartitions is not None:
+        params["npartitions"] = args.npartitions
+    if args.dask_address:
+        params["dask_address"] = args.dask_address
+    return params
+
+
+def schedules(cron: str, timezone: str) -> list:
+    """``[Cron(...)]``, or ``[]`` for no schedule; a bad expression or zone is a ConfigError."""
+    if not cron.strip():
+        return []
+    from prefect.client.schemas.schedules import CronSchedule
+    from prefect.schedules import Cron
+    from pydantic import ValidationError
+
+    try:
+        CronSchedule(cron=cron, timezone=timezone)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        field = "--timezone" if problem["loc"] and problem["loc"][0] == "timezone" else "--cron"
+        value = timezone if field == "--timezone" else cron
+        raise ConfigError(f"{field} {value!r}: {problem['msg'].removeprefix('Value error, ')}") from None
+    return [Cron(cron, timezone=timezone)]
+
+
+def _keep_local_server_alive(interval: float = 60.0) -> None:
+    """The local server exits after PREPFLOW_SERVER_IDLE_SECONDS without activity; serving is activity."""
+    from flows.local_server import home
+
+    activity = home() / "server.activity"
+
+    def touch() -> None:
+        while True:
+            try:
+                activity.touch()
+            except OSError:
+                pass
+            threading.Event().wait(interval)
+
+    threading.Thread(target=touch, name="prepflow-server-keepalive", daemon=True).start()
+
+
+def serve(args: argparse.Namespace) -> int:
+    from tasks.config import load_config
+
+    if args.npartitions is not None and args.npartitions < 1:
+        raise ConfigError(f"--npartitions must be at least 1, got {args.npartitions}")
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit must be at least 1, got {args.limit}")
+    load_config(args.config)  # config errors before anything is registered
+    params = deployment_parameters(args)
+
+    # Before the first Prefect import: Prefect reads its settings (PREFECT_API_URL) when imported.
+    from flows.local_server import configure_prefect
+
+    uses_local_server = not os.environ.get("PREFECT_API_URL")
+    if uses_local_server and os.environ.get("PREPFLOW_PREFECT") == "ephemeral":
+        raise ConfigError("prepflow serve needs a Prefect server that outlives each run: unset "
+                          "PREPFLOW_PREFECT=ephemeral (local server) or set PREFECT_API_URL")
+    configure_prefect()
+    if uses_local_server:
+        _keep_local_server_alive()
+    chosen = schedules(args.cron, args.timezone)
+    from flows.preprocess import preprocess
+
+    api = os.environ.get("PREFECT_API_URL", "")
+    when = f"cron '{args.cron}' ({args.timezone})" if chosen else "no schedule (trigger runs from the UI)"
+    print(f"prepflow serve: deployment preprocess/{args.name}, {when}; Prefect UI {api.removesuffix('/api')}",
+          flush=True)
+    preprocess.serve(name=args.name, schedules=chosen, parameters=params, limit=args.limit,
+                     tags=["prepflow"], description=f"prepflow: {params['config']} on {params['dataset']}")
+    return 0

@@ -1,0 +1,107 @@
+"""``prepflow serve``: a deployment with a cron schedule and parameters, triggered like the UI does it.
+
+The served process registers ``preprocess/<name>`` on the session's local Prefect server; the test
+triggers it twice with ``run_deployment`` (what the UI's "Run" does): the first run computes every
+stage, the second (same inputs) finds every stage cached. Ctrl-C stops serving and pauses the schedule.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "titanic"
+
+
+def _task_states(flow_run_id, expected: int | None, timeout: float = 30.0) -> dict[str, tuple[str, str]]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    deadline = time.monotonic() + timeout
+    while True:
+        with get_client(sync_client=True) as client:
+            runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+        states = {r.name.rsplit("-", 1)[0]: (r.state.type.value, r.state.name) for r in runs if r.state}
+        final = all(t in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") for t, _ in states.values())
+        if (final and "publish" in states and (expected is None or len(states) == expected)) \
+                or time.monotonic() > deadline:
+            return states
+        time.sleep(0.5)
+
+
+def test_serve_schedules_and_runs_triggered_runs(tmp_path):
+    from prefect.client.orchestration import get_client
+    from prefect.deployments import run_deployment
+    from prefect.exceptions import ObjectNotFound
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.local_server import ensure_server
+
+    name = f"it-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
+    env.pop("PREFECT_API_URL", None)  # the local server of this session's PREPFLOW_HOME
+    log = open(tmp_path / "serve.log", "wb")
+    proc = subprocess.Popen(
+        ["timeout", "-k", "10", "300", sys.executable, "-m", "flows.cli", "serve", str(EXAMPLE / "config.yaml"),
+         "--dataset", str(EXAMPLE / "titanic.csv"), "--output", "out", "--cache-dir", "cache",
+         "--npartitions", "2", "--name", name, "--cron", "30 3 * * *", "--timezone", "Europe/Berlin"],
+        cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    log.close()
+
+    def logs() -> str:
+        return (tmp_path / "serve.log").read_text(errors="replace")[-4000:]
+
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: ensure_server()}), get_client(sync_client=True) as client:
+            deadline = time.monotonic() + 90
+            while True:
+                try:
+                    deployment = client.read_deployment_by_name(f"preprocess/{name}")
+                    break
+                except ObjectNotFound:
+                    assert proc.poll() is None, logs()
+                    assert time.monotonic() < deadline, logs()
+                    time.sleep(0.5)
+            (schedule,) = deployment.schedules
+            assert (schedule.schedule.cron, schedule.schedule.timezone, schedule.active) == (
+                "30 3 * * *", "Europe/Berlin", True)
+            assert deployment.parameters == {  # relative paths made absolute for the runs
+                "config": str(EXAMPLE / "config.yaml"), "dataset": str(EXAMPLE / "titanic.csv"),
+                "output": str(tmp_path / "out"), "cache_dir": str(tmp_path / "cache"), "npartitions": 2}
+
+            first = run_deployment(f"preprocess/{name}", timeout=150, poll_interval=1)
+            assert first.state.is_completed(), f"{first.state}\n{logs()}"
+            first_states = _task_states(first.id, None)
+            # triggered with a parameter changed in the UI: another partitioning, same artifact
+            second = run_deployment(f"preprocess/{name}", parameters={"npartitions": 3}, timeout=150,
+                                    poll_interval=1)
+            assert second.state.is_completed(), f"{second.state}\n{logs()}"
+            third = run_deployment(f"preprocess/{name}", timeout=150, poll_interval=1)
+            assert third.state.is_completed(), f"{third.state}\n{logs()}"
+            third_states = _task_states(third.id, len(first_states))
+
+            assert all(s == ("COMPLETED", "Completed") for s in first_states.values()), first_states
+            assert {"ingest", "encode", "publish"} <= set(first_states)
+            assert third_states.keys() == first_states.keys()
+            assert all(s == ("COMPLETED", "Cached") for s in third_states.values()), third_states
+            # one artifact for all three runs: the partitioning does not change it
+            (artifact,) = [p.name for p in (tmp_path / "out").iterdir() if p.is_dir()]
+            assert (tmp_path / "out" / "LATEST").read_text().strip() == artifact
+
+            os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: stop serving, pause the schedule
+            proc.wait(timeout=60)
+            assert client.read_deployment(deployment.id).paused
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
