@@ -272,7 +272,24 @@ def test_prefect_yaml_structure(prefect_yaml, services):
     assert params["config"] == "examples/titanic/config.yaml"
     assert params["dataset"] == "examples/titanic/titanic.csv"
     assert params["output"] == "s3://prepflow/artifacts"
-    assert params["cache_dir"] == "s3://prepflow/cache"
+    scheduler_port = _published_ports(services["dask-scheduler"]) & {8786}
+    assert scheduler_port and params["dask_address"] == "tcp://dask-scheduler:8786"
+
+
+def test_stage_cache_is_shared_by_the_flow_runs_and_the_dask_workers(prefect_yaml, compose, services):
+    """Dask workers read the cached parts and write encoded ones by path: the deployment's cache_dir
+    must be one volume mounted at that path in the Prefect worker and in every Dask worker."""
+    (dep,) = prefect_yaml["deployments"]
+    cache_dir = dep["parameters"]["cache_dir"]
+    assert cache_dir.startswith("/"), cache_dir
+    mounts = {}
+    for name in ("prefect-worker", "dask-worker"):
+        volumes = [v for v in services[name].get("volumes", []) if isinstance(v, str)]
+        mounts[name] = {v.split(":")[0] for v in volumes if v.split(":")[1] == cache_dir}
+    (volume,) = mounts["prefect-worker"]
+    assert mounts["dask-worker"] == {volume}
+    assert volume in compose["volumes"]
+    assert f"mkdir -p {cache_dir}" in DOCKERFILE.read_text()
 
 
 def test_prefect_yaml_matches_prefects_model(prefect_yaml):
