@@ -13,11 +13,13 @@ from pydantic import ValidationError
 
 from tasks.config import Config, FeatureConfig, format_validation_error
 from tasks.errors import ConfigError
+from tasks.features.audio import AudioFeature
 from tasks.features.bag import BagFeature
 from tasks.features.base import FeatureType
 from tasks.features.binary import BinaryFeature
 from tasks.features.category import CategoryFeature
 from tasks.features.date import DateFeature
+from tasks.features.image import ImageFeature
 from tasks.features.number import NumberFeature
 from tasks.features.sequence import SequenceFeature
 from tasks.features.set import SetFeature
@@ -37,6 +39,8 @@ REGISTRY: dict[str, type[FeatureType]] = {
     "timeseries": TimeseriesFeature,
     "vector": VectorFeature,
     "date": DateFeature,
+    "image": ImageFeature,
+    "audio": AudioFeature,
 }
 
 

@@ -1,0 +1,182 @@
+"""Images with Pillow: bytes -> uint8 ``C x H x W`` (DESIGN section 3).
+
+Decoding: ``Image.open`` (a picture larger than ``PIL.Image.MAX_IMAGE_PIXELS`` fails as a
+decompression bomb before any pixel is decoded), then conversion to the target channels with
+Pillow's own rules (1: ``L``, ITU-R 601-2 luma; 3: ``RGB``; 4: ``RGBA``, opaque alpha added; a
+gray picture becomes three equal channels, where Ludwig pads with zero channels), then
+``resize_method``: ``interpolate`` (Pillow's bilinear resampling with antialiasing, as
+torchvision's ``resize``) or ``crop_or_pad`` (centered crop and/or zero padding). A truncated or
+corrupt file fails when its pixels are decoded. Failures are ``MediaError``.
+
+In-memory values (encoded bytes, numpy arrays HWC or CHW, PIL images) are written to the media
+cache by ``store_value``: bytes as they are, arrays and PIL images as lossless PNG.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from storage.media import MediaError, store_file, typed_digest
+
+# prepflow checks the pixel limit itself and fails the image (see ImageCodec); Pillow's warning
+# between 1x and 2x the limit would only repeat that.
+warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
+
+MODES = {1: "L", 3: "RGB", 4: "RGBA"}
+EXTENSIONS = {"JPEG": ".jpg", "PNG": ".png", "GIF": ".gif", "BMP": ".bmp", "WEBP": ".webp", "TIFF": ".tif"}
+RESIZE_METHODS = ("interpolate", "crop_or_pad")
+
+
+def open_image(data: bytes) -> Image.Image:
+    """The image's header is read (no pixels yet); an empty, unknown or too large file fails."""
+    if not data:
+        raise MediaError("empty file (0 bytes)")
+    try:
+        im = Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError as exc:
+        raise MediaError(f"decompression bomb ({exc})") from None
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+        raise MediaError(f"not a readable image ({type(exc).__name__}: {exc})") from None
+    limit = Image.MAX_IMAGE_PIXELS
+    if limit and im.width * im.height > limit:
+        raise MediaError(f"decompression bomb: {im.width} x {im.height} = {im.width * im.height} pixels exceeds "
+                         f"Pillow's limit of {limit} (PIL.Image.MAX_IMAGE_PIXELS)")
+    return im
+
+
+def channels_of(im: Image.Image) -> int:
+    if im.mode == "P":
+        return 4 if "transparency" in im.info else 3
+    return len(im.getbands())
+
+
+def probe(data: bytes) -> tuple[int, int, int]:
+    """``(height, width, channels)`` from the header alone."""
+    im = open_image(data)
+    return im.height, im.width, channels_of(im)
+
+
+def nearest_channels(mean: float) -> int:
+    """The supported channel count (1, 3, 4) closest to ``mean``; ties go to the smaller."""
+    return min((1, 3, 4), key=lambda c: (abs(c - mean), c))
+
+
+def crop_or_pad(arr: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Centered crop and/or zero padding of an ``H x W x C`` array to ``height x width``."""
+    h, w = arr.shape[:2]
+    out = np.zeros((height, width, arr.shape[2]), dtype=arr.dtype)
+    ch, cw = min(h, height), min(w, width)
+    sy, sx = (h - ch) // 2, (w - cw) // 2
+    dy, dx = (height - ch) // 2, (width - cw) // 2
+    out[dy:dy + ch, dx:dx + cw] = arr[sy:sy + ch, sx:sx + cw]
+    return out
+
+
+@dataclass(frozen=True)
+class ImageCodec:
+    height: int
+    width: int
+    num_channels: int
+    resize_method: str = "interpolate"
+    kind: str = "image"
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return (self.num_channels, self.height, self.width)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(np.uint8)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "ImageCodec":
+        return cls(**{k: data[k] for k in ("height", "width", "num_channels", "resize_method")})
+
+    def fill(self) -> np.ndarray:
+        return np.zeros(self.shape, dtype=np.uint8)
+
+    def decode(self, data: bytes) -> tuple[np.ndarray, int]:
+        """``(C x H x W uint8, 0)``; ``MediaError`` when the bytes are not a usable image."""
+        im = open_image(data)
+        target = MODES[self.num_channels]
+        try:
+            if im.mode != target:
+                im = im.convert(target)
+            if self.resize_method == "interpolate" and im.size != (self.width, self.height):
+                im = im.resize((self.width, self.height), Image.Resampling.BILINEAR)
+            arr = np.asarray(im)
+        except Image.DecompressionBombError as exc:
+            raise MediaError(f"decompression bomb ({exc})") from None
+        except Exception as exc:  # any decoder failure on untrusted bytes is this value's failure
+            raise MediaError(f"corrupt or truncated image ({type(exc).__name__}: {exc})") from None
+        if arr.ndim == 2:
+            arr = arr[:, :, None]
+        if self.resize_method == "crop_or_pad" and arr.shape[:2] != (self.height, self.width):
+            arr = crop_or_pad(arr, self.height, self.width)
+        return np.ascontiguousarray(arr.transpose(2, 0, 1)), 0
+
+
+# ---- in-memory values ----------------------------------------------------------------------------
+
+def _sniff_extension(data: bytes) -> str:
+    try:
+        fmt = Image.open(io.BytesIO(data)).format
+    except Exception:  # not an image Pillow knows: kept as is, it fails when decoded
+        return ".bin"
+    return EXTENSIONS.get(fmt or "", f".{(fmt or 'bin').lower()}")
+
+
+def as_hwc(arr: np.ndarray) -> np.ndarray:
+    """A 2-D (H x W) or 3-D (H x W x C, or C x H x W when the last axis cannot be channels) uint8 array
+    as H x W x C."""
+    if arr.ndim == 2:
+        arr = arr[:, :, None]
+    elif arr.ndim != 3:
+        raise ValueError(f"expected a 2-D or 3-D array, got shape {arr.shape}")
+    elif arr.shape[-1] not in (1, 3, 4) and arr.shape[0] in (1, 3, 4):
+        arr = arr.transpose(1, 2, 0)
+    if arr.shape[-1] not in (1, 3, 4):
+        raise ValueError(f"expected 1, 3 or 4 channels (HWC or CHW), got shape {arr.shape}")
+    if arr.dtype == np.bool_:
+        arr = arr.astype(np.uint8) * 255
+    if arr.dtype != np.uint8:
+        raise ValueError(f"expected uint8 pixels, got dtype {arr.dtype}")
+    return np.ascontiguousarray(arr)
+
+
+def store_value(cache_dir: str, feature: str, value: Any) -> str:
+    """An in-memory image value -> its ``media-cache:`` reference (the file is written once)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        name = typed_digest("bytes", data) + _sniff_extension(data)
+
+        def write_bytes(path):
+            path.write_bytes(data)
+
+        return store_file(cache_dir, feature, name, write_bytes)
+    if isinstance(value, Image.Image):
+        im = value
+        palette = bytes(im.getpalette() or []) if im.mode == "P" else b""
+        name = typed_digest("pil", im.mode, f"{im.width}x{im.height}", im.tobytes(), palette,
+                            repr(im.info.get("transparency"))) + ".png"
+    else:
+        arr = as_hwc(np.asarray(value))
+        name = typed_digest("array", str(arr.shape), arr.tobytes()) + ".png"
+        im = None
+
+    def write_png(path):
+        image = im if im is not None else Image.fromarray(arr[:, :, 0] if arr.shape[2] == 1 else arr)
+        if image.mode not in ("1", "L", "LA", "I", "I;16", "P", "RGB", "RGBA"):
+            image = image.convert("RGBA" if "A" in image.getbands() else "RGB")
+        image.save(path, format="PNG")
+
+    return store_file(cache_dir, feature, name, write_png)

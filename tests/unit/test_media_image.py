@@ -1,0 +1,187 @@
+"""Images made with Pillow: decoding, channel conversion, both resize methods, bad files (truncated,
+corrupt, empty, decompression bombs), size inference, source resolution and media_root."""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from storage import media
+from storage.media import MediaError, resolve
+from storage.media_image import ImageCodec, as_hwc, crop_or_pad, probe, store_value
+from tasks.config import parse_config
+from tasks.errors import ConfigError, DataError
+from tasks.features import build_all
+
+
+def picture(h=12, w=16, mode="RGB", seed=0) -> Image.Image:
+    rng = np.random.default_rng(seed)
+    channels = {"L": 1, "RGB": 3, "RGBA": 4}[mode]
+    arr = rng.integers(0, 256, (h, w, channels), dtype=np.uint8)
+    return Image.fromarray(arr[:, :, 0] if channels == 1 else arr)
+
+
+def encode(im: Image.Image, fmt="PNG") -> bytes:
+    buf = io.BytesIO()
+    im.save(buf, format=fmt)
+    return buf.getvalue()
+
+
+def png_header_only(width: int, height: int) -> bytes:
+    """A tiny PNG that claims ``width x height`` gray pixels: a decompression bomb's header."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
+
+
+def test_decode_gives_uint8_chw_equal_to_pillows_own_conversion_and_resize():
+    im = picture(12, 16)
+    out, _ = ImageCodec(6, 8, 3).decode(encode(im))
+    expected = np.asarray(im.resize((8, 6), Image.Resampling.BILINEAR)).transpose(2, 0, 1)
+    assert out.dtype == np.uint8 and out.shape == (3, 6, 8) and np.array_equal(out, expected)
+    gray, _ = ImageCodec(12, 16, 1).decode(encode(im))
+    assert gray.shape == (1, 12, 16) and np.array_equal(gray[0], np.asarray(im.convert("L")))
+    rgb_of_gray, _ = ImageCodec(12, 16, 3).decode(encode(picture(mode="L")))
+    assert (rgb_of_gray[0] == rgb_of_gray[1]).all() and (rgb_of_gray[1] == rgb_of_gray[2]).all()
+    rgba, _ = ImageCodec(12, 16, 4).decode(encode(im))
+    assert (rgba[3] == 255).all() and np.array_equal(rgba[:3], np.asarray(im).transpose(2, 0, 1))
+
+
+def test_crop_or_pad_centers_the_picture():
+    arr = np.arange(5 * 7, dtype=np.uint8).reshape(5, 7, 1)
+    cropped = crop_or_pad(arr, 3, 3)
+    assert np.array_equal(cropped[:, :, 0], arr[1:4, 2:5, 0])
+    padded = crop_or_pad(arr, 9, 11)
+    assert np.array_equal(padded[2:7, 2:9, 0], arr[:, :, 0]) and padded[:2].sum() == 0 and padded[:, :2].sum() == 0
+    out, _ = ImageCodec(4, 20, 1, "crop_or_pad").decode(encode(picture(12, 16, "L")))
+    assert out.shape == (1, 4, 20) and (out[0, :, :2] == 0).all()
+
+
+def test_jpeg_and_other_formats_decode():
+    for fmt in ("JPEG", "BMP", "GIF", "WEBP", "TIFF"):
+        out, _ = ImageCodec(12, 16, 3).decode(encode(picture(), fmt))
+        assert out.shape == (3, 12, 16), fmt
+
+
+@pytest.mark.parametrize("data,reason", [
+    (b"", "empty file"),
+    (b"GIF89a this is not a picture at all", "not a readable image"),
+    (encode(picture(64, 64), "JPEG")[:1500], "corrupt or truncated image"),
+    (encode(picture(64, 64), "JPEG")[:300], "not a readable image"),  # cut inside the header
+    (encode(picture(64, 64), "PNG")[:200], "corrupt or truncated image"),
+    (png_header_only(100_000, 100_000), "decompression bomb"),  # 10^10 pixels: Pillow refuses to open it
+    (png_header_only(10_000, 10_000), "decompression bomb: 10000 x 10000"),  # 10^8: over the limit, under 2x
+])
+def test_bad_images_fail_with_a_reason(data, reason):
+    with pytest.raises(MediaError, match=reason):
+        ImageCodec(8, 8, 3).decode(data)
+
+
+def test_probe_reads_the_header_only():
+    assert probe(encode(picture(12, 16, "RGBA"))) == (12, 16, 4)
+    with pytest.raises(MediaError, match="decompression bomb"):
+        probe(png_header_only(10_000, 10_000))
+
+
+def image_feature(**preprocessing):
+    config = parse_config({"input_features": [{"name": "im", "type": "image", "preprocessing": preprocessing}]})
+    return build_all(config)[0]
+
+
+def test_size_and_channels_are_inferred_like_ludwig():
+    sample = [encode(picture(10, 20, "RGB")), encode(picture(31, 40, "RGBA")), b"broken", encode(picture(12, 30, "L"))]
+    meta = image_feature().finalize_media(iter(sample))
+    # mean of the readable ones: heights (10, 31, 12) -> 17.67, widths (20, 40, 30) -> 30; channels 8/3 -> 3
+    assert (meta["height"], meta["width"], meta["num_channels"]) == (18, 30, 3)
+    assert meta["codec"] == {"kind": "image", "height": 18, "width": 30, "num_channels": 3,
+                             "resize_method": "interpolate"}
+    capped = image_feature(infer_image_max_height=15, infer_image_max_width=25).finalize_media(iter(sample))
+    assert (capped["height"], capped["width"]) == (15, 25)
+    first = image_feature(infer_image_dimensions=False, infer_image_num_channels=False).finalize_media(iter(sample))
+    assert (first["height"], first["width"], first["num_channels"]) == (10, 20, 3)
+    fixed = image_feature(height=5, width=6, num_channels=1).finalize_media(iter(()))
+    assert fixed["preprocessing"] == {"height": 5, "width": 6, "num_channels": 1, "resize_method": "interpolate"}
+    with pytest.raises(DataError, match="no readable image among the fit rows"):
+        image_feature().finalize_media(iter([b"broken"]))
+
+
+def test_options_are_checked():
+    with pytest.raises(ConfigError, match="set both height and width"):
+        image_feature(height=5)
+    with pytest.raises(ConfigError, match="'num_channels' parameter of image feature 'im' must be one of 1, 3, 4"):
+        image_feature(num_channels=2)
+    assert image_feature(in_memory=False).mode == "lazy_cached" and image_feature().mode == "eager"
+
+
+# ---- sources ---------------------------------------------------------------------------------------
+
+def test_resolve_relative_absolute_url_and_cache_references(tmp_path):
+    base = str(tmp_path / "data")
+    assert resolve("img/a.png", base) == os.path.join(base, "img", "a.png")
+    assert resolve("/abs/b.png", base) == "/abs/b.png"
+    assert resolve("file:///abs/c.png", base) == "/abs/c.png"
+    assert resolve("s3://bucket/x/../y.png", base) == "s3://bucket/x/../y.png"
+    assert resolve("y.png", "s3://bucket/set") == "s3://bucket/set/y.png"
+    assert resolve("media-cache:im/ab.png", base, cache_dir=str(tmp_path / "c")) == \
+        str(tmp_path / "c" / "media" / "im" / "ab.png")
+    with pytest.raises(MediaError):
+        resolve("media-cache:im/../../etc/passwd", base, cache_dir=str(tmp_path / "c"))
+
+
+def test_media_root_keeps_paths_inside_it(tmp_path):
+    base = tmp_path / "data"
+    (base / "images").mkdir(parents=True)
+    outside = tmp_path / "secret.png"
+    outside.write_bytes(encode(picture()))
+    os.symlink(outside, base / "images" / "link.png")
+    assert resolve("a.png", str(base), media_root="images") == str(base / "images" / "a.png")
+    assert resolve(str(base / "images" / "b.png"), str(base), media_root=".") == str(base / "images" / "b.png")
+    for raw in ("../secret.png", "../../secret.png", str(outside), "link.png"):
+        with pytest.raises(MediaError, match="outside media_root|escapes media_root"):
+            resolve(raw, str(base), media_root="images")
+    assert resolve("s3://b/set/x.png", "s3://b", media_root="s3://b/set") == "s3://b/set/x.png"
+    with pytest.raises(MediaError, match="outside media_root"):
+        resolve("s3://b/set/../other/x.png", "s3://b", media_root="s3://b/set")
+
+
+def test_read_bytes_from_a_url_and_missing_files(tmp_path):
+    import fsspec
+
+    data = encode(picture())
+    with fsspec.open("memory://media-test/a.png", "wb") as fh:
+        fh.write(data)
+    assert media.read_bytes("memory://media-test/a.png") == data
+    with pytest.raises(MediaError, match="file not found"):
+        media.read_bytes(str(tmp_path / "nope.png"))
+    with pytest.raises(MediaError, match="file not found"):
+        media.read_bytes("memory://media-test/nope.png")
+    with pytest.raises(MediaError, match="is a directory"):
+        media.read_bytes(str(tmp_path))
+
+
+# ---- in-memory values --------------------------------------------------------------------------------
+
+def test_in_memory_values_are_stored_once_by_content(tmp_path):
+    arr = np.asarray(picture(6, 5))
+    ref = store_value(str(tmp_path), "im", arr)
+    assert ref.startswith("media-cache:im/") and ref.endswith(".png")
+    path = tmp_path / "media" / ref.removeprefix("media-cache:")
+    assert np.array_equal(np.asarray(Image.open(path)), arr)
+    mtime = path.stat().st_mtime_ns
+    assert store_value(str(tmp_path), "im", arr.transpose(2, 0, 1)) == ref  # CHW: the same picture
+    assert store_value(str(tmp_path), "im", Image.fromarray(arr)) != ref  # a PIL image hashes by its own type
+    assert path.stat().st_mtime_ns == mtime
+    jpeg = encode(picture(), "JPEG")
+    jref = store_value(str(tmp_path), "im", jpeg)
+    assert jref.endswith(".jpg") and (tmp_path / "media" / jref.removeprefix("media-cache:")).read_bytes() == jpeg
+    with pytest.raises(ValueError, match="uint8"):
+        as_hwc(np.zeros((4, 4, 3), dtype=np.float32))
+    with pytest.raises(ValueError, match="1, 3 or 4 channels"):
+        as_hwc(np.zeros((5, 6, 7), dtype=np.uint8))
