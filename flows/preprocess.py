@@ -18,7 +18,7 @@ from prefect.states import Completed, State
 
 from flows.resilience import retry_options
 from storage.cache import StageCache
-from tasks import balance, encode, fill_missing, infer_types, ingest, split, vocab
+from tasks import balance, encode, fill_missing, infer_types, ingest, media_cache, split, vocab
 from tasks.config import load_config
 from tasks.context import RunContext, StageResult
 from tasks.errors import ConfigError
@@ -73,6 +73,7 @@ fill_missing_task = _stage_task("fill_missing", fill_missing.run)
 balance_task = _stage_task("balance", balance.run)
 vocab_task = _stage_task("vocab", vocab.run)
 encode_task = _stage_task("encode", encode.run)
+media_cache_task = _stage_task("media_cache", media_cache.run)
 
 
 def _gate_task(name: str, stage: str):
@@ -142,8 +143,10 @@ def preprocess(config: str, dataset: str, output: str = "artifacts", cache_dir: 
         bal = balance_task(params, ing, spl, mis)
         fit = vocab_task(params, ing, spl, mis)
         enc = encode_task(params, ing, spl, mis, bal, fit)
-        encv = validate_encoded_task(params, spl, bal, fit, enc)
-        results = [_data(r) for r in (ing, inf, raw, spl, mis, bal, fit, enc, encv)]
+        med = media_cache_task(params, fit, enc)
+        fit_out, enc_out = media_cache.outputs(*(StageResult.from_json(_data(r)) for r in (med, fit, enc)))
+        encv = validate_encoded_task(params, spl, bal, fit_out.to_json(), enc_out.to_json())
+        results = [_data(r) for r in (ing, inf, raw, spl, mis, bal, fit, enc, med, encv)]
         pub = _data(publish_task(params, results))
     stages = [StageResult.from_json(r) for r in results] + [StageResult.from_json(pub["stage"])]
     summary = PipelineResult(pub["artifact"], stages).summary()

@@ -69,12 +69,15 @@ class SplitColumns:
         chunks = feature_spec["source_spec"][split]
         self.npy: dict[str, str] = {}
         self.parquet: list[str] = []
+        self.media: dict[str, dict] = {}  # lazy media columns: their slots decode through storage.media
         for chunk in chunks:
             if chunk["type"] == "npy":
                 for name, file in zip(chunk["features"], chunk["files"], strict=True):
                     self.npy[name] = file
             elif chunk["type"] == "parquet":
                 self.parquet = list(chunk["files"])
+            elif chunk["type"] == "media":
+                self.media.update(dict.fromkeys(chunk["features"], chunk))
         if prefer == "parquet" and self.parquet:
             self.npy = {}
         elif prefer not in ("npy", "parquet"):
@@ -100,14 +103,21 @@ class SplitColumns:
             return arr
         with self._lock:
             if name not in self._arrays:
-                self._arrays.update(self._open([name]))
+                self._arrays.update(self._with_media(self._open([name])))
         return self._arrays[name]
 
     def preload(self, names: list[str]) -> None:
         with self._lock:
             todo = [n for n in names if n not in self._arrays]
             if todo:
-                self._arrays.update(self._open(todo))
+                self._arrays.update(self._with_media(self._open(todo)))
+
+    def _with_media(self, arrays: dict[str, np.ndarray]) -> dict:
+        if not self.media:
+            return arrays
+        from storage.media import open_media_columns
+
+        return open_media_columns(self.root, self.media, arrays)
 
     def _open(self, names: list[str]) -> dict[str, np.ndarray]:
         unknown = [n for n in names if n not in self.specs]
@@ -158,7 +168,9 @@ class ChannelPlan:
 
 
 def plan_channels(feature_spec: dict, channels: list[str] | None = None) -> list[ChannelPlan]:
-    spec = feature_spec["feature_spec"]
+    from storage.media import item_specs
+
+    spec = item_specs(feature_spec)  # a lazy media column yields its decoded items, not its slots
     channel_spec: dict[str, list[str]] = feature_spec.get("channel_spec") or {}
     if channels is not None:
         unknown = [c for c in channels if c not in channel_spec]

@@ -360,18 +360,24 @@ def ingest_spec(ctx) -> IngestSpec:
     split_col = ctx.config.preprocessing.split.column
     if split_col and split_col not in columns:
         columns[split_col] = "string"
+    in_memory = not isinstance(ctx.dataset, (str, os.PathLike))  # a DataFrame (tasks.ingest_frame)
     if ctx.config.validation.raw:  # columns only a raw user suite names (tasks.validate)
         from tasks import validate
 
-        for column, kind in validate.extra_raw_columns(ctx.config, validate.dataset_columns(ctx.dataset)).items():
+        available = [str(c) for c in ctx.dataset.columns] if in_memory else validate.dataset_columns(ctx.dataset)
+        for column, kind in validate.extra_raw_columns(ctx.config, available).items():
             columns.setdefault(column, kind)
-    return IngestSpec(columns=columns, format=detect_format(ctx.dataset))
+    return IngestSpec(columns=columns, format="dataframe" if in_memory else detect_format(ctx.dataset))
 
 
 def run(ctx, fingerprint_hex: str | None = None):
     from tasks.context import run_cached
     from tasks.statistics import Statistics
 
+    if not isinstance(ctx.dataset, (str, os.PathLike)):  # a pandas/Dask DataFrame passed in Python
+        from tasks import ingest_frame
+
+        return ingest_frame.run(ctx)
     spec = ingest_spec(ctx)
     fp = fingerprint_hex or fingerprint(ctx.dataset)
 

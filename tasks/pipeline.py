@@ -9,12 +9,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from tasks import balance, encode, fill_missing, infer_types, ingest, publish, split, vocab
+from tasks import balance, encode, fill_missing, infer_types, ingest, media_cache, publish, split, vocab
 from tasks.context import RunContext, StageResult
 from tasks.statistics import Statistics
 
 STAGES = ("ingest", "infer_types", "validate_raw", "split", "fill_missing", "balance", "vocab", "encode",
-          "validate_encoded", "publish")
+          "media_cache", "validate_encoded", "publish")
 
 
 @dataclass
@@ -40,10 +40,15 @@ def publish_stage(ctx: RunContext, results: list[StageResult]) -> tuple[dict, St
     fingerprint = ingest.fingerprint_of(next(r for r in results if r.stage == "ingest"))
     enc = next(r for r in results if r.stage == "encode")
     fit = next(r for r in results if r.stage == "vocab")
+    med = next((r for r in results if r.stage == "media_cache"), None)
+    if med is not None:  # decoded media: its entry replaces encode's and vocab's; content joins the id
+        fingerprint = media_cache.fingerprint(med, fingerprint)
+        fit, enc = media_cache.outputs(med, fit, enc)
     from tasks import validate
 
     art = publish.run(ctx, fingerprint, enc, fit, merged_statistics(results),
                       validation=validate.manifest_entry(results))
+    media_cache.ensure_memmaps(ctx, art)
     return art, StageResult("publish", art["artifact_id"], art["artifact_path"], art["reused"],
                             time.perf_counter() - start)
 
@@ -64,8 +69,9 @@ def run_pipeline(ctx: RunContext) -> PipelineResult:
     bal = balance.run(ctx, ing, spl, mis)
     fit = vocab.run(ctx, ing, spl, mis)
     enc = encode.run(ctx, ing, spl, mis, bal, fit)
-    encv = validate.run_encoded(ctx, spl, bal, fit, enc)
+    med = media_cache.run(ctx, fit, enc)
+    encv = validate.run_encoded(ctx, spl, bal, *media_cache.outputs(med, fit, enc))
     validate.enforce(ctx, encv)
-    results = [ing, inf, raw, spl, mis, bal, fit, enc, encv]
+    results = [ing, inf, raw, spl, mis, bal, fit, enc, med, encv]
     art, pub = publish_stage(ctx, results)
     return PipelineResult(art, [*results, pub])

@@ -32,6 +32,12 @@ def stage(name: str) -> Iterator[None]:
         _stage.reset(token)
 
 
+def report(done: int, total: int) -> None:
+    """Report progress of work that is not Dask tasks (media decoding) for the running stage."""
+    if _reporter is not None:
+        _reporter(_stage.get(), done, total)
+
+
 @contextlib.contextmanager
 def tracking(n_outputs: int) -> Iterator[None]:
     """Report finished Dask tasks of the compute run inside this block (local schedulers)."""

@@ -266,6 +266,9 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
                 npy = _write_npy(parts, folder, columns, rows[split_name])
                 for name, file in npy.items():
                     chunks.append({"type": "npy", "features": [name], "files": [f"{split_name}/{file}"]})
+            from tasks import media_cache  # lazy media: the split's media tables (slot -> source)
+
+            chunks.extend(media_cache.publish_split(encoded, split_name, folder))
             source_spec[split_name] = chunks
         (staging / vocab.METADATA_FILE).write_text(
             json.dumps(metadata, sort_keys=True, ensure_ascii=False))

@@ -397,7 +397,7 @@ def expected_encoded_rows(split, balance, encode_result) -> int:
     train = assign == 0
     weighted = int(np.asarray(mult, dtype=np.int64)[train].sum()) if mult is not None else int(train.sum())
     dropped = sum(s["count"] for name, s in encode_result.statistics.items()
-                  if name.startswith("fill_missing.rows_dropped."))
+                  if name.startswith(("fill_missing.rows_dropped.", "media_cache.rows_skipped.")))
     return weighted + int((assign == 1).sum()) + int((assign == 2).sum()) - dropped
 
 

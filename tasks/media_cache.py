@@ -1,0 +1,506 @@
+"""media_cache: decode, resize and convert images/audio once (DESIGN section 4), keyed by content.
+
+Runs after encode, which wrote each media row's raw value (a path, or a ``media-cache:`` reference
+to an in-memory value ingest stored). For every media feature this stage
+
+1. resolves each distinct value to a source (``storage.media.resolve``: relative paths against the
+   dataset's folder or ``media_root``) and hashes every source's bytes in a thread pool;
+2. keys its entry on the encode and vocab keys, the media features' config and that content hash
+   (plus the sources themselves in lazy modes, whose artifacts hold them): a file changed in place
+   misses the cache, and the artifact id covers the same hash (``fingerprint``), so a changed image
+   is never served from an old artifact or memmap (Ludwig names its memmap by shape only);
+3. finalizes the feature's metadata from the fit rows' sources in input order
+   (``MediaFeature.finalize_media``: image size/channels, audio sampling rate) into its ``Codec``;
+4. decodes every source once, in a thread pool with a bounded window (memory O(window)), reporting
+   progress, and applies ``on_decode_error`` the same way in every mode: ``fail`` raises DataError
+   naming the first input row (1-based) and the path, ``skip_row`` drops the rows, ``fill`` uses
+   the codec's fill tensor. Statistics: ``media_cache.decode_failures.<f>`` (distinct sources),
+   ``media_cache.rows_skipped.<f>`` / ``rows_filled.<f>`` (encoded rows), ``media_cache.sources.<f>``,
+   and for audio the length histogram and truncations;
+5. rewrites the encoded parts (at most ``CHUNK_ROWS`` rows each) with each media column as:
+   ``eager``: the tensors; ``lazy``/``lazy_cached``: an int64 slot into the split's media table
+   ``<split>/<f>.media.parquet`` (slots in first-appearance order; see ``storage.media``). For
+   ``lazy_cached`` the split's decoded memmap is written straight to ``<output>/media/`` (content-
+   named, ``.done`` sentinel); ``ensure_memmaps`` after publish rebuilds any that are missing.
+
+The entry has encode's layout (``<split>/part-*.arrow``, ``rows-*.npy``, ``encode.json``) plus the
+finalized ``training_set_metadata.json``; ``outputs`` hands it to validate(encoded) and publish in
+place of encode's and vocab's. Without media features the stage passes encode's result through.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from storage import media
+from tasks import progress, vocab
+from tasks.context import StageResult, run_cached
+from tasks.errors import DataError
+from tasks.features.media import MediaFeature
+from tasks.split import SPLIT_NAMES
+from tasks.statistics import Statistics, decode_failures, sequence_lengths
+
+CODE_VERSION = "media_cache-1"
+STATE_FILE = "media_cache.json"
+CHUNK_ROWS = 2048  # rows per rewritten part: bounds memory in eager mode
+
+
+@dataclass
+class Part:
+    split_id: int
+    path: Path
+    rows: np.ndarray  # input row of each encoded row
+    uids: dict[str, np.ndarray]  # feature -> index of the row's raw value in Sources.raws
+
+
+@dataclass
+class Sources:
+    """One feature's distinct raw values (uids) and distinct sources (sids)."""
+
+    feature: MediaFeature
+    raws: list[str | None] = field(default_factory=list)
+    uid_of: dict = field(default_factory=dict)
+    sources: list[str | None] = field(default_factory=list)  # sid -> resolved source
+    raw_of: list[str | None] = field(default_factory=list)  # sid -> a raw value naming it
+    sha: list[str | None] = field(default_factory=list)
+    error: list[str | None] = field(default_factory=list)  # sid -> why it fails (None: fine so far)
+    sid_of_uid: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def uid(self, raw) -> int:
+        u = self.uid_of.get(raw)
+        if u is None:
+            u = self.uid_of[raw] = len(self.raws)
+            self.raws.append(raw)
+        return u
+
+    def failed(self) -> np.ndarray:
+        return np.array([e is not None for e in self.error], dtype=bool)
+
+
+def media_features(ctx) -> list[MediaFeature]:
+    return [f for f in ctx.features if isinstance(f, MediaFeature)]
+
+
+def _rows_path(part: Path) -> Path:
+    return part.with_name(part.name.replace("part-", "rows-").rsplit(".", 1)[0] + ".npy")
+
+
+def _read_ipc(path: Path, columns: list[str] | None = None) -> pa.Table:
+    import pyarrow.feather as feather
+
+    return feather.read_table(str(path), columns=columns, memory_map=True)
+
+
+def _collect(encoded, features: list[MediaFeature]) -> tuple[list[Part], dict[str, Sources]]:
+    from tasks.encode import split_parts
+
+    by_name = {f.name: Sources(f) for f in features}
+    parts = []
+    for split_id, split_name in enumerate(SPLIT_NAMES):
+        for path in split_parts(encoded, split_name):
+            table = _read_ipc(path, [f.name for f in features])
+            uids = {}
+            for name, src in by_name.items():
+                values = table.column(name).to_pylist()
+                uids[name] = np.fromiter((src.uid(v) for v in values), dtype=np.int64, count=len(values))
+            parts.append(Part(split_id, path, np.load(_rows_path(path)), uids))
+    return parts, by_name
+
+
+def _resolve(ctx, src: Sources) -> None:
+    opts = src.feature.options
+    base = media.dataset_dir(ctx.dataset)
+    sid_of: dict = {}
+    sid_of_uid = np.empty(len(src.raws), dtype=np.int64)
+    for uid, raw in enumerate(src.raws):
+        try:
+            if raw is None:
+                raise media.MediaError("missing value (the missing-value strategy left it empty)")
+            source, error, key = media.resolve(raw, base, opts.media_root, str(ctx.cache.root)), None, None
+            key = source
+        except media.MediaError as exc:
+            source, error, key = None, str(exc), ("error", raw)
+        sid = sid_of.get(key)
+        if sid is None:
+            sid = sid_of[key] = len(src.sources)
+            src.sources.append(source)
+            src.raw_of.append(raw)
+            src.sha.append(None)
+            src.error.append(error)
+        sid_of_uid[uid] = sid
+    src.sid_of_uid = sid_of_uid
+
+
+def _hash_all(all_sources: list[Sources]) -> None:
+    """sha256 of every resolvable source (shared across features), in a thread pool."""
+    todo = sorted({s for src in all_sources for s, e in zip(src.sources, src.error, strict=True) if e is None})
+
+    def one(source: str):
+        try:
+            return media.sha256_bytes(media.read_bytes(source)), None
+        except media.MediaError as exc:
+            return None, str(exc)
+
+    threads = max(src.feature.options.num_processes or media.default_threads() for src in all_sources)
+    results = dict(zip(todo, media.ordered_map(one, todo, threads, window=8 * threads), strict=True))
+    for src in all_sources:
+        for sid, source in enumerate(src.sources):
+            if src.error[sid] is None:
+                src.sha[sid], src.error[sid] = results[source]
+
+
+def _content(all_sources: list[Sources]) -> str:
+    """Hash of what every raw value stands for: its content hash or failure (and source in lazy modes)."""
+    h = hashlib.sha256()
+    for src in sorted(all_sources, key=lambda s: s.feature.name):
+        lazy = src.feature.mode != "eager"
+        h.update(json.dumps(["feature", src.feature.name, src.feature.mode]).encode())
+        for uid in sorted(range(len(src.raws)), key=lambda u: (src.raws[u] is not None, src.raws[u] or "")):
+            sid = int(src.sid_of_uid[uid])
+            entry = [src.raws[uid], src.sha[sid], src.error[sid], src.sources[sid] if lazy else None]
+            h.update(json.dumps(entry).encode())
+    return h.hexdigest()
+
+
+def _first_row(parts: list[Part], src: Sources, bad_sids: np.ndarray) -> tuple[int, int]:
+    """(input row, sid) of the first input row whose value is one of ``bad_sids``."""
+    best = (None, None)
+    mask = np.zeros(len(src.sources), dtype=bool)
+    mask[bad_sids] = True
+    for part in parts:
+        sids = src.sid_of_uid[part.uids[src.feature.name]]
+        hit = mask[sids]
+        if hit.any():
+            i = int(np.argmin(np.where(hit, part.rows, np.iinfo(np.int64).max)))
+            if best[0] is None or part.rows[i] < best[0]:
+                best = (int(part.rows[i]), int(sids[i]))
+    return best
+
+
+def _failure(parts: list[Part], src: Sources, bad_sids) -> DataError:
+    row, sid = _first_row(parts, src, np.asarray(bad_sids, dtype=np.int64))
+    f = src.feature
+    where = src.sources[sid] or src.raw_of[sid]
+    return DataError(f"row {row + 1}, column '{f.column}': {f.describe()} cannot decode {src.raw_of[sid]!r} "
+                     f"({where}): {src.error[sid]}. Set on_decode_error: skip_row or fill to go on without it")
+
+
+def _check_fail_early(parts: list[Part], all_sources: list[Sources]) -> None:
+    """Under ``fail``, a value that cannot even be read stops the run before anything is decoded."""
+    for src in all_sources:
+        if src.feature.options.on_decode_error != "fail":
+            continue
+        referenced = np.zeros(len(src.sources), dtype=bool)
+        for part in parts:
+            referenced[src.sid_of_uid[part.uids[src.feature.name]]] = True
+        bad = np.flatnonzero(referenced & src.failed())
+        if len(bad):
+            raise _failure(parts, src, bad)
+
+
+# ---- the stage ----------------------------------------------------------------------------------
+
+def run(ctx, fitted, encoded) -> StageResult:
+    features = media_features(ctx)
+    if not features:  # nothing to decode: encode's result is this stage's
+        return StageResult("media_cache", encoded.key, encoded.path, encoded.cached, 0.0, {})
+    with progress.stage("media_cache"):
+        parts, by_name = _collect(encoded, features)
+        all_sources = list(by_name.values())
+        for src in all_sources:
+            _resolve(ctx, src)
+        _hash_all(all_sources)
+    _check_fail_early(parts, all_sources)
+    content = _content(all_sources)
+    fit_on = ctx.config.preprocessing.fit_on
+    config_slice = {"features": ctx.features_slice([f.name for f in features]), "fit_on": fit_on, "content": content}
+
+    def compute(out: Path) -> Statistics:
+        return _compute(ctx, out, fitted, parts, all_sources, content, fit_on)
+
+    return run_cached(ctx, "media_cache", CODE_VERSION, [encoded.key, fitted.key], config_slice, compute)
+
+
+def _fit_sids(parts: list[Part], src: Sources, fit_on: str) -> list[int]:
+    """Distinct readable sources of the fit rows, in input-row order."""
+    chosen = [p for p in parts if fit_on == "all" or p.split_id == 0]
+    if not chosen:
+        return []
+    rows = np.concatenate([p.rows for p in chosen])
+    sids = np.concatenate([src.sid_of_uid[p.uids[src.feature.name]] for p in chosen])
+    sids = sids[np.argsort(rows, kind="stable")]
+    _, first = np.unique(sids, return_index=True)
+    return [int(s) for s in sids[np.sort(first)] if src.error[s] is None]
+
+
+def _sample(parts, src: Sources, fit_on: str):
+    for sid in _fit_sids(parts, src, fit_on):
+        try:
+            yield media.read_bytes(src.sources[sid])
+        except media.MediaError:
+            continue
+
+
+def _output_media_dir(ctx) -> Path | None:
+    """``<output>/media`` for a local output; None for a remote one (the loader builds memmaps there)."""
+    from storage.remote import is_remote
+
+    output = str(ctx.output)
+    if is_remote(output):
+        return None
+    return Path(output[len("file://"):] if output.startswith("file://") else output) / media.MEDIA_DIR
+
+
+@dataclass
+class SplitSlots:
+    sids: np.ndarray  # slot -> sid
+    slot_of_sid: np.ndarray  # sid -> slot (-1: not in this split)
+    store: np.ndarray | None = None  # slot -> decoded tensor (eager: scratch; lazy_cached: the memmap)
+    memmap: str | None = None
+
+
+def _slots(parts: list[Part], src: Sources, split_id: int) -> SplitSlots:
+    chosen = [src.sid_of_uid[p.uids[src.feature.name]] for p in parts if p.split_id == split_id]
+    sids = np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
+    uniq, first = np.unique(sids, return_index=True)
+    order = uniq[np.argsort(first, kind="stable")]
+    slot_of_sid = np.full(len(src.sources), -1, dtype=np.int64)
+    slot_of_sid[order] = np.arange(len(order))
+    return SplitSlots(order, slot_of_sid)
+
+
+def _compute(ctx, out: Path, fitted, parts: list[Part], all_sources: list[Sources], content: str,
+             fit_on: str) -> Statistics:
+    metadata = vocab.load(fitted)
+    stats = Statistics()
+    codecs = {}
+    for src in all_sources:
+        f = src.feature
+        update = f.finalize_media(_sample(parts, src, fit_on))
+        meta = metadata[f.name]
+        meta["preprocessing"].update(update.pop("preprocessing", {}))
+        meta.update(update)
+        codecs[f.name] = f.codec(meta)
+
+    scratch = out / "_scratch"
+    media_dir = _output_media_dir(ctx)
+    writers: list[media.MemmapWriter] = []
+    slots: dict[tuple[str, int], SplitSlots] = {}
+    try:
+        for src in all_sources:
+            for split_id in range(len(SPLIT_NAMES)):
+                slots[(src.feature.name, split_id)] = _slots(parts, src, split_id)
+        _decode_all(parts, all_sources, codecs, slots, scratch, media_dir, writers, stats)
+        for w in writers:
+            w.commit()
+        writers.clear()
+        counts = _rewrite_parts(out, parts, all_sources, codecs, slots, stats)
+        _write_tables(out, all_sources, codecs, slots)
+    finally:
+        for w in writers:
+            w.abort()
+        slots.clear()
+        shutil.rmtree(scratch, ignore_errors=True)
+    (out / vocab.METADATA_FILE).write_text(json.dumps(metadata, sort_keys=True, ensure_ascii=False))
+    (out / "encode.json").write_text(json.dumps({"rows": counts, "parts": len(parts)}))
+    (out / STATE_FILE).write_text(json.dumps({"content": content, "code_version": CODE_VERSION,
+                                              "features": [s.feature.name for s in all_sources]}))
+    return stats
+
+
+def _decoder(src: Sources, codec, keep: bool, checked: dict[int, int]):
+    """``sid -> (tensor | None | failure reason, length)``; a source already checked is not decoded
+    again when its tensor is not kept (lazy mode)."""
+
+    def one(sid: int):
+        if src.error[sid] is not None:
+            return None, 0
+        if not keep and sid in checked:
+            return None, checked[sid]
+        try:
+            arr, length = media.decode_source(codec, src.sources[sid], src.sha[sid])
+        except media.MediaError as exc:
+            return str(exc), 0
+        return (arr if keep else None), length
+
+    return one
+
+
+def _decode_all(parts, all_sources, codecs, slots, scratch: Path, media_dir: Path | None,
+                writers: list, stats: Statistics) -> None:
+    """Decode every slot of every split into its store (none in lazy mode: checked, then dropped)."""
+    total = sum(len(s.sids) for s in slots.values())
+    done = 0
+    progress.report(done, total)
+    for src in all_sources:
+        f, codec = src.feature, codecs[src.feature.name]
+        policy = f.options.on_decode_error
+        threads = f.options.num_processes or media.default_threads()
+        checked: dict[int, int] = {}  # sid -> length, for sources decoded once already (lazy)
+        lengths: dict[int, int] = {}
+        for split_id, split_name in enumerate(SPLIT_NAMES):
+            sl = slots[(f.name, split_id)]
+            shape = (len(sl.sids), *codec.shape)
+            if f.mode == "eager":  # a scratch file in the entry, deleted once the parts are written
+                scratch.mkdir(parents=True, exist_ok=True)
+                sl.store = np.lib.format.open_memmap(scratch / f"{f.name}-{split_name}.npy", mode="w+",
+                                                     dtype=codec.dtype, shape=shape)
+            elif f.mode == "lazy_cached":
+                sl.memmap = media.memmap_name(f.name, split_name, codec.to_json(),
+                                              [src.sha[s] or f"error:{src.error[s]}" for s in sl.sids])
+                if media_dir is not None and not media.memmap_complete(media_dir / sl.memmap, shape, codec.dtype):
+                    writer = media.MemmapWriter(media_dir / sl.memmap, shape, codec.dtype)
+                    writers.append(writer)
+                    sl.store = writer.array
+
+            one = _decoder(src, codec, keep=sl.store is not None, checked=checked)
+            for slot, (result, length) in enumerate(media.ordered_map(one, sl.sids.tolist(), threads)):
+                sid = int(sl.sids[slot])
+                if isinstance(result, str):
+                    src.error[sid] = result
+                    if policy == "fail":
+                        raise _failure(parts, src, [sid])
+                elif src.error[sid] is None:
+                    checked[sid] = lengths[sid] = length
+                if sl.store is not None:
+                    sl.store[slot] = result if isinstance(result, np.ndarray) else codec.fill()
+                done += 1
+                if done % 64 == 0 or done == total:
+                    progress.report(done, total)
+        referenced = np.unique(np.concatenate([slots[(f.name, s)].sids for s in range(len(SPLIT_NAMES))]))
+        stats.counter(f"media_cache.sources.{f.name}", len(referenced))
+        _add(stats, decode_failures("media_cache", f.name, int(src.failed()[referenced].sum())))
+        if f.media_kind == "audio":
+            decoded = np.array([lengths[s] for s in sorted(lengths)], dtype=np.int64)
+            _add(stats, sequence_lengths("media_cache", f.name, decoded, codec.max_length))
+
+
+def _add(stats: Statistics, other: Statistics) -> None:
+    for item in other.items.values():
+        stats.add(item)
+
+
+def _rewrite_parts(out: Path, parts, all_sources, codecs, slots, stats: Statistics) -> dict[str, int]:
+    from tasks.encode import to_arrow
+    from tasks.ingest import write_ipc
+
+    counts = dict.fromkeys(SPLIT_NAMES, 0)
+    skipped = {src.feature.name: 0 for src in all_sources}
+    filled = dict(skipped)
+    for part in parts:
+        split_name = SPLIT_NAMES[part.split_id]
+        sids = {src.feature.name: src.sid_of_uid[part.uids[src.feature.name]] for src in all_sources}
+        ok = {src.feature.name: ~src.failed()[sids[src.feature.name]] for src in all_sources}
+        keep = np.ones(len(part.rows), dtype=bool)
+        for src in all_sources:
+            name = src.feature.name
+            if src.feature.options.on_decode_error == "skip_row":
+                skipped[name] += int((keep & ~ok[name]).sum())
+                keep &= ok[name]
+        for src in all_sources:
+            if src.feature.options.on_decode_error == "fill":
+                filled[src.feature.name] += int((keep & ~ok[src.feature.name]).sum())
+        idx = np.flatnonzero(keep)
+        table = _read_ipc(part.path)
+        folder = out / split_name
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = part.path.stem.removeprefix("part-")
+        for c, start in enumerate(range(0, len(idx), CHUNK_ROWS) if len(idx) else [0]):
+            chosen = idx[start:start + CHUNK_ROWS]
+            sub = table.take(pa.array(chosen, type=pa.int64()))
+            for src in all_sources:
+                name = src.feature.name
+                sl = slots[(name, part.split_id)]
+                slot = sl.slot_of_sid[sids[name][chosen]]
+                if src.feature.mode == "eager":
+                    column = to_arrow(np.asarray(sl.store[slot]) if len(slot) else
+                                      np.zeros((0, *codecs[name].shape), dtype=codecs[name].dtype))
+                else:
+                    column = pa.array(slot, type=pa.int64())
+                sub = sub.set_column(sub.schema.get_field_index(name), name, column)
+            write_ipc(sub, folder / f"part-{stem}-{c:05d}.arrow")
+            np.save(folder / f"rows-{stem}-{c:05d}.npy", part.rows[chosen].astype(np.int64))
+        counts[split_name] += len(idx)
+    for name in skipped:
+        policy = next(s.feature.options.on_decode_error for s in all_sources if s.feature.name == name)
+        if policy == "skip_row":
+            stats.counter(f"media_cache.rows_skipped.{name}", skipped[name])
+        elif policy == "fill":
+            stats.counter(f"media_cache.rows_filled.{name}", filled[name])
+    for split_name, n in counts.items():
+        stats.counter(f"media_cache.rows_out.{split_name}", n)
+    return counts
+
+
+def _write_tables(out: Path, all_sources, codecs, slots) -> None:
+    """The media table of every lazy feature and split (slot -> source, sha256, ok, error)."""
+    for src in all_sources:
+        f = src.feature
+        if f.mode == "eager":
+            continue
+        for split_id, split_name in enumerate(SPLIT_NAMES):
+            sl = slots[(f.name, split_id)]
+            ids = sl.sids.tolist()
+            meta = {"feature": f.name, "mode": f.mode, "codec": codecs[f.name].to_json(),
+                    "on_decode_error": f.options.on_decode_error, "memmap": sl.memmap}
+            (out / split_name).mkdir(parents=True, exist_ok=True)
+            media.write_table(out / split_name / f"{f.name}{media.TABLE_SUFFIX}",
+                              [src.sources[s] for s in ids], [src.sha[s] for s in ids], [src.error[s] for s in ids],
+                              meta)
+
+
+# ---- what later stages read ----------------------------------------------------------------------
+
+def _rewrote(med, encoded) -> bool:
+    return med.path != encoded.path
+
+
+def outputs(med, fitted, encoded) -> tuple:
+    """``(fitted, encoded)`` for validate(encoded) and publish: this stage's entry when it rewrote the
+    parts (its statistics merged with encode's, whose row counters the gate reads), else vocab's and
+    encode's results unchanged."""
+    if not _rewrote(med, encoded):
+        return fitted, encoded
+    merged = Statistics.from_json(encoded.statistics).merge(Statistics.from_json(med.statistics)).to_json()
+    return med, StageResult(med.stage, med.key, med.path, med.cached, med.seconds, merged)
+
+
+def fingerprint(med, base: str) -> str:
+    """The artifact's dataset fingerprint: the table's, combined with the media content hash."""
+    if med is None or not (Path(med.path) / STATE_FILE).is_file():
+        return base
+    from storage.hashing import stable_hash
+
+    state = json.loads((Path(med.path) / STATE_FILE).read_text())
+    return stable_hash([base, state["content"], state["code_version"]], 64)
+
+
+def publish_split(encoded, split_name: str, folder: Path) -> list[dict]:
+    """Copy the split's media tables into the artifact; their ``source_spec`` chunks."""
+    import pyarrow.parquet as pq
+
+    chunks = []
+    for table in sorted((Path(encoded.path) / split_name).glob(f"*{media.TABLE_SUFFIX}")):
+        meta = json.loads(pq.read_schema(table).metadata[media.TABLE_META])
+        codec = media.codec_from_json(meta["codec"])
+        shutil.copyfile(table, folder / table.name)
+        chunk = {"type": "media", "features": [meta["feature"]], "files": [f"{split_name}/{table.name}"],
+                 "mode": meta["mode"], "dtype": f"torch.{codec.dtype.name}", "shape": list(codec.shape)}
+        if meta.get("memmap"):
+            chunk["memmap"] = meta["memmap"]
+        chunks.append(chunk)
+    return chunks
+
+
+def ensure_memmaps(ctx, artifact: dict) -> None:
+    """After publish: build any lazy_cached memmap of the artifact that is missing (local outputs)."""
+    if _output_media_dir(ctx) is None or not any(f.mode == "lazy_cached" for f in media_features(ctx)):
+        return
+    media.ensure_memmaps(artifact["artifact_path"])
