@@ -32,6 +32,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import sys
 import threading
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -135,6 +136,26 @@ def gx():
     import great_expectations
 
     return great_expectations
+
+
+_PRELOAD: list[threading.Thread] = []
+
+
+def preload() -> None:
+    """Start importing GX in a background thread: its ~3 s import then overlaps the stages before
+    the first gate. A failure here is ignored; the gate imports GX again and reports it."""
+    if _PRELOAD or "great_expectations.execution_engine" in sys.modules:
+        return
+
+    def work() -> None:
+        try:
+            gx()
+            import great_expectations.execution_engine  # noqa: F401
+        except Exception:  # pragma: no cover - reported by the gate's own import
+            pass
+
+    _PRELOAD.append(threading.Thread(target=work, name="prepflow-gx-import", daemon=True))
+    _PRELOAD[0].start()
 
 
 def _gx_context():
@@ -246,6 +267,7 @@ class _Item:
     expectation: Any
     metrics: dict[str, Any] = field(default_factory=dict)  # metric name -> MetricConfiguration
     missing: list[str] = field(default_factory=list)
+    result_format: Any = None  # as GX parsed it for this expectation
 
 
 def _domain_columns(config) -> list[str]:
@@ -272,7 +294,7 @@ def _plan(suites: list, columns: list[str]) -> tuple[list[_Item], dict, dict]:
         for expectation in suite.expectations:
             deps = expectation.get_validation_dependencies(execution_engine=engine,
                                                            runtime_configuration={"result_format": RESULT_FORMAT})
-            item = _Item(s, expectation, dict(deps.metric_configurations))
+            item = _Item(s, expectation, dict(deps.metric_configurations), result_format=deps.result_format)
             items.append(item)
             for config in item.metrics.values():
                 item.missing += [c for c in _domain_columns(config) if c not in columns and c not in item.missing]
@@ -320,12 +342,70 @@ def _partial(frame: pd.DataFrame, kind: str, column: str):
     if kind == "gather":
         return nonnull
     if kind == "counts":
-        return nonnull.value_counts(sort=False)
+        return _value_counts(nonnull)
     raise AssertionError(kind)
 
 
+def _value_counts(values: pd.Series):
+    """A partition's non-null values for the uniqueness check: an Arrow array (zero-copy for Arrow
+    strings; Arrow's hash kernels are far faster than pandas' on strings), or their pandas value
+    counts where Arrow cannot hold the values."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(values, from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError):
+        return values.value_counts(sort=False)
+
+
+def _repeated_values(parts: list) -> pd.Series:
+    """The values that occur more than once over all partitions. The usual case, no repeats, costs
+    one ``count_distinct`` over the gathered values."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arrays = [p for p in parts if isinstance(p, (pa.Array, pa.ChunkedArray))]
+    if len(arrays) == len(parts):
+        try:
+            chunks = [c for a in arrays for c in (a.chunks if isinstance(a, pa.ChunkedArray) else [a])]
+            values = pa.chunked_array(chunks, type=arrays[0].type)
+            if pc.count_distinct(values).as_py() == len(values):
+                return pd.Series([], dtype=object)
+            counted = pc.value_counts(values)
+            found = counted.field("values").filter(pc.greater(counted.field("counts"), 1))
+            return pd.Series(found.to_pandas())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            pass
+    series = [p.to_pandas().value_counts(sort=False) if isinstance(p, (pa.Array, pa.ChunkedArray)) else p
+              for p in parts]
+    series = [p for p in series if len(p)]
+    if not series:
+        return pd.Series([], dtype=object)
+    counts = pd.concat(series).groupby(level=0, sort=False).sum()
+    return pd.Series(counts[counts > 1].index)
+
+
+def _projection(config) -> tuple | str | None:
+    """The part of a partition a metric needs: "schema" (no rows), a tuple of columns, or None
+    (everything: a row condition may name any column). GX filters the whole frame by the domain's
+    null mask for every metric, so handing it only the needed columns saves most of its time."""
+    if config.metric_name in _SCHEMA_METRICS:
+        return "schema"
+    if config.metric_domain_kwargs.get("row_condition"):
+        return None
+    return tuple(sorted(set(_domain_columns(config))))
+
+
 def _scan(frame: pd.DataFrame, row_configs: list, requests: list[tuple[str, str]]):
-    metrics, errors = _compute(frame, row_configs) if row_configs else ({}, {})
+    groups: dict = {}
+    for config in row_configs:
+        groups.setdefault(_projection(config), []).append(config)
+    metrics, errors = {}, {}
+    for key, configs in groups.items():
+        part = frame if key is None else frame.iloc[:0] if key == "schema" else frame[list(key)]
+        got, failed = _compute(part, configs)
+        metrics.update(got)
+        errors.update(failed)
     partials = {}
     for req in requests:
         try:
@@ -408,10 +488,7 @@ def _concat(kind: str, parts: list):
     if kind in ("moments", "squares"):
         return _moments(parts)
     if kind == "counts":
-        non_empty = [p for p in parts if len(p)]
-        if not non_empty:
-            return parts[0]
-        return pd.concat(non_empty).groupby(level=0, sort=False).sum()
+        return _repeated_values(parts)
     series = pd.concat(parts, ignore_index=True)
     return pd.Series(series.unique(), dtype=series.dtype) if kind == "distinct" else series
 
@@ -464,10 +541,9 @@ def run(suites: list, parts: list, columns: list[str]) -> list[SuiteResult]:
                              if c.metric_name.startswith("column_values.unique.")})
     repeats = {}
     for column in unique_columns:
-        counts = merged_partials[("counts", column)]
-        if isinstance(counts, Exception):
+        repeated = merged_partials[("counts", column)]
+        if isinstance(repeated, Exception):
             continue
-        repeated = pd.Series(counts[counts > 1].index)
         if len(repeated):
             flagged = dask.compute(*[dask.delayed(_flag_repeats)(p, column, repeated, PARTIAL_UNEXPECTED_COUNT)
                                      for p in parts])
@@ -511,9 +587,11 @@ def _evaluate(item: _Item, metrics: dict, errors: dict, engine):
     else:
         message = next((errors[c.id] for c in item.metrics.values() if c.id in errors), None)
     if message is None:
-        try:
-            return item.expectation.metrics_validate(metrics=metrics, execution_engine=engine,
-                                                     runtime_configuration={"result_format": dict(RESULT_FORMAT)})
+        try:  # what ``Expectation.metrics_validate`` does, without computing the dependencies again
+            provided = {name: metrics[c.id] for name, c in item.metrics.items()}
+            raw = item.expectation._validate(metrics=provided, execution_engine=engine,
+                                             runtime_configuration={"result_format": item.result_format})
+            return item.expectation._build_evr(raw_response=raw)
         except Exception as exc:  # GX raises for e.g. bounds of the wrong type; reported like GX does
             message = f"{type(exc).__name__}: {exc}"
     return ExpectationValidationResult(success=False, expectation_config=config, result={},

@@ -133,6 +133,7 @@ def preprocess(config: str, dataset: str, output: str = "artifacts", cache_dir: 
     from tasks import validate
 
     validate.check_config(load_config(config))  # fail on a bad config or suite before anything runs
+    validate.preload(load_config(config))  # GX's slow import overlaps ingest
     with _dask_client(dask_address):
         ing = ingest_task(params)
         inf = _data(infer_types_task(params, ing))

@@ -45,6 +45,9 @@ from tasks.errors import ConfigError, ValidationFailed
 
 CODE_VERSION = "validate-1"
 RESULTS_FILE = "validation.json"
+# Rows per validation partition when --npartitions is not given: GX's fixed cost per partition and
+# metric is ~10-30 ms, so partitions much smaller than this cost more than they parallelize.
+VALIDATION_ROWS = 1 << 19
 GATES = ("raw", "encoded")
 STAGE = {"raw": "validate_raw", "encoded": "validate_encoded"}
 NUMBER_PATTERN = r"^\s*(?:[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[Nn][Aa][Nn]?|[Nn][Uu][Ll][Ll]|[Nn]one)?\s*$"
@@ -96,6 +99,15 @@ def suites_key(config_json: dict) -> dict:
     if not paths:
         return {}
     return {"suites": [[p, stable_hash(load_suite_file(p), 64)] for p in paths]}
+
+
+def preload(config) -> None:
+    """Import GX in the background when a gate will need it (``expectations.engine.preload``)."""
+    v = config.validation
+    if v.generated or v.raw or v.encoded:
+        from expectations import engine
+
+        engine.preload()
 
 
 def check_config(config) -> None:
@@ -230,12 +242,24 @@ def encoded_suite(ctx, metadata: dict, expected_rows: int) -> dict:
 
 # ---- views: what each gate validates -------------------------------------------------------------
 
+def _widen(frame: pd.DataFrame) -> pd.DataFrame:
+    """Narrow numpy ints/floats as int64/float64 (same values): GX compares only those two dtypes
+    vectorized and falls back to a Python call per value for int32, int8, float32, ..."""
+    casts = {c: ("int64" if t.kind in "iu" else "float64") for c, t in frame.dtypes.items()
+             if isinstance(t, np.dtype) and ((t.kind in "iu" and t.itemsize < 8) or (t.kind == "f" and t.itemsize < 8))}
+    return frame.astype(casts) if casts else frame
+
+
 def _raw_view(pdf: pd.DataFrame) -> pd.DataFrame:
     from tasks.ingest import ROW
 
-    out = pdf.set_index(ROW)
-    out.index.name = None
-    return out
+    rows = pdf[ROW].to_numpy()
+    out = pdf.drop(columns=[ROW])
+    if len(rows) and rows[-1] - rows[0] == len(rows) - 1 and bool((np.diff(rows) == 1).all()):
+        out.index = pd.RangeIndex(int(rows[0]), int(rows[-1]) + 1)  # ingest parts hold consecutive rows
+    else:
+        out.index = pd.Index(rows)
+    return _widen(out)
 
 
 def _read_table(path: Path):
@@ -282,7 +306,12 @@ def _encoded_view(path: str, rows_path: str, split_id: int, offset: int, shaped:
     data["__row__"] = pd.array(np.where(first, rows, 0), dtype="Int64")
     data["__row__"][~first] = pd.NA
     data["__split__"] = np.full(len(rows), split_id, dtype=np.int8)
-    return pd.DataFrame(data, index=pd.RangeIndex(offset, offset + len(rows)))
+    return _widen(pd.DataFrame(data, index=pd.RangeIndex(offset, offset + len(rows))))
+
+
+def _encoded_chunk(pieces: list, shaped: dict[str, bool]) -> pd.DataFrame:
+    frames = [_encoded_view(path, rows, split_id, offset, shaped) for path, rows, split_id, offset, _n in pieces]
+    return frames[0] if len(frames) == 1 else pd.concat(frames)
 
 
 # ---- running a gate ------------------------------------------------------------------------------
@@ -374,7 +403,8 @@ def run_raw(ctx, ingest):
     from tasks import frame
     from tasks import ingest as ingest_mod
 
-    ddf = frame.read_ingested(ingest_mod.data_dir(ingest.path), ctx.npartitions)
+    rows = ingest_mod.num_rows(ingest.path)
+    ddf = frame.read_ingested(ingest_mod.data_dir(ingest.path), ctx.npartitions or -(-rows // VALIDATION_ROWS))
     dtypes = {c: str(t) for c, t in ddf.dtypes.items() if c != ingest_mod.ROW}
     named = _suites_for(ctx, "raw", raw_suite(ctx, dtypes))
 
@@ -382,7 +412,7 @@ def run_raw(ctx, ingest):
         from dask import delayed
 
         parts = [delayed(_raw_view)(p) for p in ddf.to_delayed()]
-        return parts, list(dtypes), ingest_mod.num_rows(ingest.path)
+        return parts, list(dtypes), rows
 
     return _run_gate(ctx, "raw", [ingest.key], named, view)
 
@@ -415,13 +445,20 @@ def run_encoded(ctx, split, balance, fitted, encode_result):
 
     def view():
         shaped = {c.name: bool(c.shape) for f in ctx.features for c in f.output_columns(metadata[f.name])}
-        parts, offset = [], 0
+        pieces, offset = [], 0
         for split_id, split_name in enumerate(SPLIT_NAMES):
             for path in encode_mod.split_parts(encode_result, split_name):
                 rows_path = path.with_name(path.name.replace("part-", "rows-").rsplit(".", 1)[0] + ".npy")
                 n = _num_rows(path)
-                parts.append(delayed(_encoded_view)(str(path), str(rows_path), split_id, offset, shaped))
+                pieces.append((str(path), str(rows_path), split_id, offset, n))
                 offset += n
+        chunks: list[list] = []  # consecutive pieces, ~VALIDATION_ROWS rows each (or --npartitions chunks)
+        target = -(-offset // ctx.npartitions) if ctx.npartitions else VALIDATION_ROWS
+        for piece in pieces:
+            if not chunks or sum(p[-1] for p in chunks[-1]) + piece[-1] > target:
+                chunks.append([])
+            chunks[-1].append(piece)
+        parts = [delayed(_encoded_chunk)(chunk, shaped) for chunk in chunks]
         columns = [n for name, matrix in shaped.items()
                    for n in ([f"{name}__size", f"{name}__min", f"{name}__max"] if matrix else [name])]
         return parts, [*columns, "__row__", "__split__"], offset
