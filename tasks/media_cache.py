@@ -13,8 +13,10 @@ to an in-memory value ingest stored). For every media feature this stage
    (``MediaFeature.finalize_media``: image size/channels, audio sampling rate) into its ``Codec``;
 4. decodes every source once, in a thread pool with a bounded window (memory O(window)), reporting
    progress, and applies ``on_decode_error`` the same way in every mode: ``fail`` raises DataError
-   naming the first input row (1-based) and the path, ``skip_row`` drops the rows, ``fill`` uses
-   the codec's fill tensor. Statistics: ``media_cache.decode_failures.<f>`` (distinct sources),
+   naming the input row (1-based) and the path (files that cannot be read or escape ``media_root``
+   are found before any decoding, at the first input row naming one; a decode failure stops the
+   run where it is met), ``skip_row`` drops the rows, ``fill`` uses the codec's fill tensor.
+   Statistics: ``media_cache.decode_failures.<f>`` (distinct sources),
    ``media_cache.rows_skipped.<f>`` / ``rows_filled.<f>`` (encoded rows), ``media_cache.sources.<f>``,
    and for audio the length histogram and truncations;
 5. rewrites the encoded parts (at most ``CHUNK_ROWS`` rows each) with each media column as:

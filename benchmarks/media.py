@@ -1,0 +1,208 @@
+"""Media throughput: decoding images in the media_cache stage vs a plain sequential Pillow loop.
+
+Builds (once, under ``--workdir``) ``--n`` pictures of about 256 x 256 (sizes 224-288, half JPEG
+quality 90, half PNG; gradients, shapes and noise, seeded) and a CSV naming them. Then, with the
+files in the page cache:
+
+* ``sequential``: a plain loop ``Image.open -> convert("RGB") -> resize((64, 64), BILINEAR) ->
+  np.asarray -> CHW`` over every file (the median of ``--repeat`` passes);
+* ``eager`` and ``lazy_cached first pass``: the pipeline (``tasks.pipeline.run_pipeline``) on a
+  fresh cache and output with an image feature ``height: 64, width: 64, num_channels: 3``; images/s
+  is ``n`` over the ``media_cache`` stage's seconds (which includes hashing every file, decoding
+  in the thread pool, and writing the tensors or the memmaps), and the whole run's seconds are
+  reported too;
+* ``memmap batches``: ``Artifact.batches(batch_size=256)`` over the complete lazy_cached memmap of
+  the training split, in order and shuffled, median ms per batch (prefetch=0, so the consumer
+  times the reads themselves), next to a bare ``np.array(memmap[i:i + 256])``;
+* ``lazy RSS``: in a fresh subprocess per size, the lazy pipeline on the first 1,000 and on all
+  ``n`` images followed by one pass of ``Artifact.batches(batch_size=256)`` decoding every image;
+  peak RSS (``ru_maxrss``) of that process.
+
+Usage: ``.venv/bin/python benchmarks/media.py [--n 5000] [--repeat 3] [--threads N]``
+(``--threads`` sets ``PREPFLOW_MEDIA_THREADS``; default: the CPU count + 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+OUT = 64
+
+
+def make_pictures(folder: Path, n: int) -> Path:
+    """``n`` pictures and ``data.csv`` (path, label); reused when already there."""
+    import pandas as pd
+    from PIL import Image, ImageDraw
+
+    csv = folder / "data.csv"
+    if csv.is_file() and len(pd.read_csv(csv)) == n:
+        return csv
+    (folder / "img").mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(n):
+        h, w = (int(v) for v in rng.integers(224, 289, 2))
+        y, x = np.mgrid[0:h, 0:w]
+        base = np.stack([(x * 255 // w), (y * 255 // h), ((x + y) * 127 // (w + h))], axis=2).astype(np.int16)
+        base += rng.integers(-20, 21, (h, w, 3), dtype=np.int16)
+        im = Image.fromarray(np.clip(base, 0, 255).astype(np.uint8))
+        draw = ImageDraw.Draw(im)
+        for _ in range(4):
+            x0, y0 = int(rng.integers(0, w - 20)), int(rng.integers(0, h - 20))
+            draw.rectangle([x0, y0, x0 + int(rng.integers(10, 80)), y0 + int(rng.integers(10, 80))],
+                           fill=tuple(int(c) for c in rng.integers(0, 256, 3)))
+        name = f"img/{i:05d}.{'jpg' if i % 2 == 0 else 'png'}"
+        if name.endswith(".jpg"):
+            im.save(folder / name, quality=90)
+        else:
+            im.save(folder / name)
+        paths.append(name)
+    pd.DataFrame({"image": paths, "label": rng.integers(0, 2, n)}).to_csv(csv, index=False)
+    return csv
+
+
+def warm(paths: list[Path]) -> int:
+    return sum(len(p.read_bytes()) for p in paths)
+
+
+def sequential(paths: list[Path]) -> float:
+    from PIL import Image
+
+    start = time.perf_counter()
+    for p in paths:
+        im = Image.open(p).convert("RGB").resize((OUT, OUT), Image.Resampling.BILINEAR)
+        np.ascontiguousarray(np.asarray(im).transpose(2, 0, 1))
+    return time.perf_counter() - start
+
+
+def config(mode: str) -> dict:
+    return {"input_features": [{"name": "image", "type": "image",
+                                "preprocessing": {"height": OUT, "width": OUT, "num_channels": 3, "mode": mode}}],
+            "output_features": [{"name": "label", "type": "binary"}],
+            "preprocessing": {"split": {"type": "random", "probabilities": [0.8, 0.1, 0.1], "seed": 1}},
+            "publish": {"formats": ["npy"]}}
+
+
+def pipeline(csv: Path, workdir: Path, mode: str) -> tuple[dict, dict]:
+    from storage.cache import StageCache
+    from tasks.config import parse_config
+    from tasks.context import RunContext
+    from tasks.pipeline import run_pipeline
+
+    shutil.rmtree(workdir, ignore_errors=True)
+    ctx = RunContext(parse_config(config(mode)), str(csv), StageCache(workdir / "cache"), None, str(workdir / "out"))
+    start = time.perf_counter()
+    result = run_pipeline(ctx)
+    total = time.perf_counter() - start
+    stages = {s.stage: s.seconds for s in result.stages}
+    return result.artifact, {"media_cache_s": stages["media_cache"], "total_s": total}
+
+
+def memmap_batches(artifact_path: str, repeat: int) -> dict:
+    from storage.artifact import Artifact
+
+    art = Artifact.open(artifact_path)
+    out = {}
+    for label, shuffle in (("in order", False), ("shuffled", True)):
+        times = []
+        for epoch in range(repeat):
+            loader = art.batches("train", batch_size=256, shuffle=shuffle, seed=0, epoch=epoch, prefetch=0)
+            it = iter(loader)
+            while True:
+                start = time.perf_counter()
+                try:
+                    next(it)
+                except StopIteration:
+                    break
+                times.append(time.perf_counter() - start)
+        out[label] = 1000 * statistics.median(times)
+    chunk = next(c for c in art.chunks("train") if c["type"] == "media")
+    mm = np.load(Path(art.path).parent / "media" / chunk["memmap"], mmap_mode="r")
+    times = []
+    for _ in range(repeat):
+        for i in range(0, len(mm), 256):
+            start = time.perf_counter()
+            np.array(mm[i:i + 256])
+            times.append(time.perf_counter() - start)
+    out["bare memmap slice"] = 1000 * statistics.median(times)
+    return out
+
+
+def rss_child(csv: Path, n: int, workdir: Path) -> None:
+    """Run in a fresh process: lazy pipeline on the first ``n`` rows + one loader pass; print peak RSS."""
+    import pandas as pd
+
+    from storage.artifact import Artifact
+
+    df = pd.read_csv(csv).head(n)
+    sub = csv.parent / f"data_{n}.csv"
+    df.to_csv(sub, index=False)
+    artifact, times = pipeline(sub, workdir, "lazy")
+    art = Artifact.open(artifact["artifact_path"])
+    decoded = 0
+    for split in art.splits:
+        for batch in art.batches(split, batch_size=256, shuffle=True, seed=0):
+            decoded += len(batch["image"])
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"n": n, "decoded": decoded, "peak_rss_mib": round(peak_mib, 1), **times}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=5000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--workdir", default=str(ROOT / "benchmarks" / "data" / "media"))
+    parser.add_argument("--rss-child", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.threads:
+        os.environ["PREPFLOW_MEDIA_THREADS"] = str(args.threads)
+    workdir = Path(args.workdir)
+    csv = make_pictures(workdir / f"pictures_{args.n}", args.n)
+    if args.rss_child:
+        rss_child(csv, args.rss_child, workdir / f"rss_{args.rss_child}")
+        return
+    import pandas as pd
+
+    from storage.media import default_threads
+
+    paths = [csv.parent / p for p in pd.read_csv(csv)["image"]]
+    size = warm(paths)
+    print(f"{args.n} pictures, {size / 2**20:.1f} MiB, {os.cpu_count()} CPUs, {default_threads()} decode threads, "
+          f"load average {os.getloadavg()[0]:.2f}")
+    seq = statistics.median(sequential(paths) for _ in range(args.repeat))
+    print(f"sequential Pillow loop: {args.n / seq:8.0f} images/s ({seq:.2f} s)")
+    for mode in ("eager", "lazy_cached"):
+        runs = [pipeline(csv, workdir / f"run_{mode}", mode) for _ in range(args.repeat)]
+        media_s = statistics.median(t["media_cache_s"] for _a, t in runs)
+        total_s = statistics.median(t["total_s"] for _a, t in runs)
+        label = "eager" if mode == "eager" else "lazy_cached first pass"
+        print(f"{label}: {args.n / media_s:8.0f} images/s in media_cache ({media_s:.2f} s, "
+              f"{seq / media_s:.2f}x sequential); whole run {total_s:.2f} s")
+    artifact = runs[-1][0]
+    for label, ms in memmap_batches(artifact["artifact_path"], args.repeat).items():
+        print(f"lazy_cached memmap, batches of 256, {label}: {ms:.3f} ms median per batch")
+    for n in sorted({min(1000, args.n), args.n}):
+        proc = subprocess.run([sys.executable, __file__, "--n", str(args.n), "--workdir", str(workdir),
+                               "--rss-child", str(n)], capture_output=True, text=True, check=True)
+        line = json.loads(proc.stdout.strip().splitlines()[-1])
+        print(f"lazy mode, {n} images (pipeline + one loader pass decoding {line['decoded']}): peak RSS "
+              f"{line['peak_rss_mib']:.0f} MiB; media_cache {line['media_cache_s']:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
