@@ -142,6 +142,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--npartitions must be at least 1, got {args.npartitions}")
     start = time.perf_counter()
     config = load_config(args.config)  # config errors before any server start or data read
+    if config.stages:  # so is a malformed custom-stage DAG
+        from tasks import custom_stages
+
+        custom_stages.check(config, args.dataset)
     if not args.always_run_flow and "://" not in args.output:
         from tasks import ingest, publish
 

@@ -18,7 +18,7 @@ from prefect.states import Completed, State
 
 from flows.resilience import retry_options
 from storage.cache import StageCache
-from tasks import balance, encode, fill_missing, infer_types, ingest, media_cache, split, vocab
+from tasks import balance, custom_stages, encode, fill_missing, infer_types, ingest, media_cache, split, vocab
 from tasks.config import load_config
 from tasks.context import RunContext, StageResult
 from tasks.errors import ConfigError
@@ -74,6 +74,12 @@ balance_task = _stage_task("balance", balance.run)
 vocab_task = _stage_task("vocab", vocab.run)
 encode_task = _stage_task("encode", encode.run)
 media_cache_task = _stage_task("media_cache", media_cache.run)
+
+
+@task(name="custom_stage", **TASK_OPTS)
+def custom_stage_task(params: dict, index: int, *parents: dict):
+    """The cached step of the ``index``-th custom stage (tasks/custom_stages.py); runs are named after it."""
+    return _state(custom_stages.run(_ctx(params), index, *[StageResult.from_json(p) for p in parents]))
 
 
 def _gate_task(name: str, stage: str):
@@ -133,6 +139,7 @@ def preprocess(config: str, dataset: str, output: str = "artifacts", cache_dir: 
     from tasks import validate
 
     validate.check_config(load_config(config))  # fail on a bad config or suite before anything runs
+    custom_stages.check(load_config(config), dataset)  # and on a malformed custom-stage DAG
     validate.preload(load_config(config))  # GX's slow import overlaps ingest
     with _dask_client(dask_address):
         ing = ingest_task(params)
@@ -141,13 +148,17 @@ def preprocess(config: str, dataset: str, output: str = "artifacts", cache_dir: 
         raw = validate_raw_task(params, ing)
         spl = split_task(params, ing)
         mis = fill_missing_task(params, ing, spl)
-        bal = balance_task(params, ing, spl, mis)
-        fit = vocab_task(params, ing, spl, mis)
-        enc = encode_task(params, ing, spl, mis, bal, fit)
+        cus = []  # one task per custom stage; the last one's states and plan feed the stages after it
+        for i, name in enumerate(custom_stages.names(load_config(config))):
+            cus.append(custom_stage_task.with_options(name=name)(params, i, ing, spl, cus[-1] if cus else mis))
+        fil = cus[-1] if cus else mis
+        bal = balance_task(params, ing, spl, fil)
+        fit = vocab_task(params, ing, spl, fil)
+        enc = encode_task(params, ing, spl, fil, bal, fit)
         med = media_cache_task(params, fit, enc)
         fit_out, enc_out = media_cache.outputs(*(StageResult.from_json(_data(r)) for r in (med, fit, enc)))
         encv = validate_encoded_task(params, spl, bal, fit_out.to_json(), enc_out.to_json())
-        results = [_data(r) for r in (ing, inf, raw, spl, mis, bal, fit, enc, med, encv)]
+        results = [_data(r) for r in (ing, inf, raw, spl, mis, *cus, bal, fit, enc, med, encv)]
         pub = _data(publish_task(params, results))
     stages = [StageResult.from_json(r) for r in results] + [StageResult.from_json(pub["stage"])]
     summary = PipelineResult(pub["artifact"], stages).summary()

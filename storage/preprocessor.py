@@ -67,6 +67,11 @@ class Preprocessor:
                                                         if k in fields})
             self.features_.append(cls(name, meta["column"], options, is_output=name in self.outputs_))
         self.states_ = {name: _feature_state(meta) for name, meta in metadata.items()}
+        self.stages_ = []  # the custom stages that made features, with their fitted state
+        if any("custom_stages" in meta for meta in metadata.values()):
+            from tasks.custom_stages import serving_plan
+
+            self.stages_ = serving_plan(metadata)
         order = {c: i for i, c in enumerate(columns or [])}
         self.features_.sort(key=lambda f: order.get(f.name, len(order)))
 
@@ -85,6 +90,10 @@ class Preprocessor:
 
     @property
     def input_columns(self) -> list[str]:
+        if self.stages_:  # columns stages make are not requested; the dataset columns they read are
+            from tasks.custom_stages import serving_columns
+
+            return serving_columns(self.stages_, [f for f in self.features_ if not f.is_output])
         return list(dict.fromkeys(f.column for f in self.features_ if not f.is_output))
 
     # ---- transform -------------------------------------------------------------------------------
@@ -99,6 +108,11 @@ class Preprocessor:
 
         df = _as_frame(rows)
         features = self._selected(df, outputs)
+        if self.stages_:  # the custom stages run where the pipeline ran them (tasks/custom_stages.py)
+            from tasks.custom_stages import serve
+
+            frame = serve(df, features, {f.name: self.states_[f.name] for f in features}, self.stages_, _as_ingested)
+            return {k: v for f in features for k, v in f.encode(frame.frame[f.name], self.metadata_[f.name]).items()}
         n = len(df)
         positions = np.arange(n, dtype=np.int64)
         typed = pd.DataFrame({f.name: f.cast(_as_ingested(df[f.column], f.read_as(), f.column), positions)

@@ -1,0 +1,11 @@
+"""prepflow's stages, one module each, and the extension API: ``from tasks import Stage``.
+
+``Stage`` is imported on first use, so ``import tasks.errors`` stays light."""
+
+
+def __getattr__(name: str):
+    if name == "Stage":
+        from tasks.stage import Stage
+
+        return Stage
+    raise AttributeError(f"module 'tasks' has no attribute {name!r}")

@@ -40,9 +40,13 @@ class RunContext:
 
     def features_slice(self, names: list[str] | None = None) -> list[dict]:
         """The config slice of the named features (all by default), for cache keys."""
+        from tasks.plugins import feature_code
+
         chosen = [f for f in self.config.features if names is None or f.name in names]
         return [{"name": f.name, "type": f.type, "column": f.source_column, "preprocessing": f.preprocessing,
-                 "output": self.config.is_output(f.name)} for f in chosen]
+                 "output": self.config.is_output(f.name),
+                 **({"code": code} if (code := feature_code(f.type)) else {})}  # a custom type's code
+                for f in chosen]
 
 
 @dataclass

@@ -41,3 +41,42 @@ class ValidationFailed(DataError):
 
 class IntegrityError(DataError):
     """A cache entry or an artifact file does not match its recorded sha256."""
+
+
+# ---- custom stages: a malformed stage DAG (named after Magenta's dag_pipeline errors) -------------
+
+class InvalidDAGError(ConfigError):
+    """The custom stages do not form a valid DAG (an unknown ``uses``/``after``, bad params, ...)."""
+
+
+class DuplicateNameError(InvalidDAGError):
+    """Two stages share a name, or two stages make the same column."""
+
+
+class BadTopologyError(InvalidDAGError):
+    """The ``after:`` links form a cycle, or a stage reads a column a later stage makes."""
+
+
+class NotConnectedError(InvalidDAGError):
+    """A stage none of whose output columns is read by a feature or a later stage."""
+
+
+class BadInputOrOutputError(InvalidDAGError):
+    """A stage declares no input or output, or reads a column that nothing provides."""
+
+
+class TypeMismatchError(InvalidDAGError):
+    """A column's producer (a stage, or a feature's prepared values) and its reader disagree on its type."""
+
+
+class InvalidTypeSignatureError(InvalidDAGError):
+    """``input_type``/``output_type`` is not a mapping of column -> dtype or feature type."""
+
+
+class InvalidStatisticsError(InvalidDAGError):
+    """A stage emitted something that is not a ``tasks.statistics`` Counter or Histogram (run time)."""
+
+
+class InvalidTransformOutputError(InvalidDAGError):
+    """A stage's transform (or fitted state) does not match what it declares (run time); the message
+    names the stage, the partition and the column."""

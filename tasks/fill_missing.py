@@ -34,8 +34,10 @@ def _partial(pdf, features, assign, fit_on):
 
 
 def run(ctx, ingest, split):
+    from tasks import custom_stages
     from tasks.context import run_cached
 
+    ctx = custom_stages.raw_view(ctx)  # features on columns a custom stage makes are fitted by its step
     fit_on = ctx.config.preprocessing.fit_on
     config_slice = {"features": ctx.features_slice(), "fit_on": fit_on}
 

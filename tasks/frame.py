@@ -176,6 +176,10 @@ def filled_partitions(parts: list, features: list[FeatureType], assign: np.ndarr
     """Delayed ``Prepared`` partitions: typed, split-tagged, rows dropped, values filled."""
     from dask import delayed
 
+    if "__custom_stages__" in states:  # a custom-stage plan (tasks/custom_stages.py) runs inside the preparation
+        from tasks import custom_stages
+
+        return custom_stages.filled_partitions(parts, features, assign, states)
     names = needs_carries(states)
     f, a, s = shared(features), shared(assign), shared(states)
     carry_list: list = [None] * len(parts)

@@ -360,6 +360,10 @@ def ingest_spec(ctx) -> IngestSpec:
     split_col = ctx.config.preprocessing.split.column
     if split_col and split_col not in columns:
         columns[split_col] = "string"
+    if ctx.config.stages:  # columns custom stages make are not read; the dataset columns they read are
+        from tasks import custom_stages
+
+        columns = custom_stages.ingest_columns(ctx.config, columns)
     in_memory = not isinstance(ctx.dataset, (str, os.PathLike))  # a DataFrame (tasks.ingest_frame)
     if ctx.config.validation.raw:  # columns only a raw user suite names (tasks.validate)
         from tasks import validate

@@ -9,7 +9,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from tasks import balance, encode, fill_missing, infer_types, ingest, media_cache, publish, split, vocab
+from tasks import (
+    balance,
+    custom_stages,
+    encode,
+    fill_missing,
+    infer_types,
+    ingest,
+    media_cache,
+    publish,
+    split,
+    vocab,
+)
 from tasks.context import RunContext, StageResult
 from tasks.statistics import Statistics
 
@@ -57,6 +68,7 @@ def run_pipeline(ctx: RunContext) -> PipelineResult:
     from tasks import validate
 
     validate.check_config(ctx.config)  # every suite loads before any data is read
+    custom_stages.check(ctx.config, ctx.dataset)  # the custom stages' DAG too
     validate.preload(ctx.config)  # GX's slow import overlaps ingest
     start = time.perf_counter()
     ing = ingest.run(ctx)
@@ -67,12 +79,14 @@ def run_pipeline(ctx: RunContext) -> PipelineResult:
     validate.enforce(ctx, raw)  # a failing gate stops the run here (on_failure: fail)
     spl = split.run(ctx, ing)
     mis = fill_missing.run(ctx, ing, spl)
-    bal = balance.run(ctx, ing, spl, mis)
-    fit = vocab.run(ctx, ing, spl, mis)
-    enc = encode.run(ctx, ing, spl, mis, bal, fit)
+    cus = custom_stages.run_all(ctx, ing, spl, mis)  # one step per custom stage ([] without any)
+    fil = cus[-1] if cus else mis  # its missing.json holds every fill state and the fitted stage plan
+    bal = balance.run(ctx, ing, spl, fil)
+    fit = vocab.run(ctx, ing, spl, fil)
+    enc = encode.run(ctx, ing, spl, fil, bal, fit)
     med = media_cache.run(ctx, fit, enc)
     encv = validate.run_encoded(ctx, spl, bal, *media_cache.outputs(med, fit, enc))
     validate.enforce(ctx, encv)
-    results = [ing, inf, raw, spl, mis, bal, fit, enc, med, encv]
+    results = [ing, inf, raw, spl, mis, *cus, bal, fit, enc, med, encv]
     art, pub = publish_stage(ctx, results)
     return PipelineResult(art, [*results, pub])

@@ -45,11 +45,13 @@ def code_versions() -> dict[str, str]:
 
 
 def artifact_id(fingerprint: str, config_json: dict) -> str:
-    from tasks import validate
+    from tasks import plugins, validate
 
-    # the manifest holds validation results: a changed user suite makes a new artifact
+    # the manifest holds validation results: a changed user suite makes a new artifact; an edited
+    # plugin (custom stage or feature type) too
     return stable_hash({"fingerprint": fingerprint, "config": config_json, "encoding": ENCODING_VERSION,
-                        "code": code_versions(), **validate.suites_key(config_json)}, 24)
+                        "code": code_versions(), **validate.suites_key(config_json),
+                        **plugins.code_key(config_json)}, 24)
 
 
 def reusable(output: str, fingerprint: str, config) -> dict | None:

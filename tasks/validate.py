@@ -174,6 +174,9 @@ def dataset_columns(path: str) -> list[str] | None:
 
 def raw_suite(ctx, dtypes: dict[str, str]) -> dict:
     """prepflow's suite for the ingested table (``dtypes``: column -> pandas dtype name)."""
+    from tasks import custom_stages
+
+    ctx = custom_stages.raw_view(ctx)  # columns that custom stages make are not in the ingested table
     config = ctx.config
     exps = []
     declared = list(dict.fromkeys([f.source_column for f in config.features]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from dask import delayed
 
-from tasks import fill_missing, frame
+from tasks import custom_stages, fill_missing, frame
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
 from tasks.statistics import Statistics
@@ -55,6 +55,7 @@ def run(ctx, ingest, split, missing):
             if "vocab_size" in meta:
                 stats.counter(f"vocab.size.{f.name}", meta["vocab_size"])
             metadata[f.name] = meta
+        custom_stages.annotate_metadata(metadata, states)  # features custom stages make carry the plan (serving)
         (out / METADATA_FILE).write_text(json.dumps(metadata, sort_keys=True, ensure_ascii=False))
         return stats
 

@@ -1,12 +1,11 @@
 """Feature-type registry and config resolution.
 
 ``REGISTRY`` maps a config ``type`` to its ``FeatureType`` class. Custom types are named by
-``"pkg.module:Class"`` (see ``load_feature_class``).
+``"pkg.module:Class"`` or a ``prepflow.features`` entry point (see ``load_feature_class``).
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from pydantic import ValidationError
@@ -47,11 +46,12 @@ REGISTRY: dict[str, type[FeatureType]] = {
 def load_feature_class(type_name: str, where: str) -> type[FeatureType]:
     if type_name in REGISTRY:
         return REGISTRY[type_name]
-    if ":" in type_name:
-        module_name, _, attr = type_name.partition(":")
+    from tasks.plugins import FEATURES_GROUP, PluginNotFound, entry_points, load_object
+
+    if ":" in type_name or type_name in entry_points(FEATURES_GROUP):  # "pkg.module:Class" or an entry point
         try:
-            cls = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
+            cls = load_object(type_name, FEATURES_GROUP)
+        except PluginNotFound as exc:
             raise ConfigError(f"{where}.type: cannot load custom feature type {type_name!r}: {exc}") from None
         if not (isinstance(cls, type) and issubclass(cls, FeatureType)):
             raise ConfigError(f"{where}.type: {type_name!r} is not a subclass of tasks.features.FeatureType")

@@ -1,0 +1,102 @@
+"""Plugins: custom stages and feature types, found by ``"pkg.module:Class"`` or an entry point.
+
+A plugin package registers names in the entry-point groups ``prepflow.stages`` and
+``prepflow.features`` (``[project.entry-points."prepflow.stages"] haversine = "geo.stages:Haversine"``),
+so a config can say ``uses: haversine`` or ``type: hashed_tokens`` and prepflow needs no change.
+
+``code_version(cls)`` is what cache keys and artifact ids hold for a plugin class: its declared
+``version`` when it has one, else the sha256 of its module's source, so editing the plugin
+recomputes what depends on it. A class whose source cannot be read and that declares no version is
+an error (a key that silently ignores the code would serve stale results).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import inspect
+import sys
+from importlib import metadata
+
+STAGES_GROUP = "prepflow.stages"
+FEATURES_GROUP = "prepflow.features"
+
+
+class PluginNotFound(LookupError):
+    """``ref`` is neither an importable ``pkg.module:Attr`` nor a registered entry-point name."""
+
+
+@functools.lru_cache(maxsize=None)
+def entry_points(group: str) -> dict[str, metadata.EntryPoint]:
+    return {ep.name: ep for ep in metadata.entry_points(group=group)}
+
+
+def load_object(ref: str, group: str) -> object:
+    """``"pkg.module:Attr"`` (``Attr`` may be dotted) or an entry-point name of ``group``."""
+    if ":" in ref:
+        module_name, _, attr = ref.partition(":")
+        try:
+            obj = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise PluginNotFound(f"cannot import module {module_name!r} ({exc})") from None
+        for part in attr.split("."):
+            try:
+                obj = getattr(obj, part)
+            except AttributeError:
+                raise PluginNotFound(f"module {module_name!r} has no attribute {attr!r}") from None
+        return obj
+    found = entry_points(group)
+    if ref not in found:
+        known = ", ".join(sorted(found)) or "none installed"
+        raise PluginNotFound(f"{ref!r} is not 'pkg.module:Class' nor a registered {group} entry point "
+                             f"(registered: {known})")
+    try:
+        return found[ref].load()
+    except (ImportError, AttributeError) as exc:
+        raise PluginNotFound(f"entry point {ref!r} ({found[ref].value}) cannot be loaded: {exc}") from None
+
+
+def code_version(cls: type) -> str:
+    """``version:<declared>`` or ``sha256:<hash of the class's module source>``."""
+    declared = getattr(cls, "version", None)
+    if declared is not None:
+        return f"version:{declared}"
+    module = sys.modules.get(cls.__module__)
+    try:
+        source = inspect.getsource(module) if module is not None else inspect.getsource(cls)
+    except (OSError, TypeError) as exc:
+        raise OSError(f"cannot read the source of {cls.__module__}.{cls.__qualname__} to key the cache on it "
+                      f"({exc}); give the class a 'version' attribute") from None
+    return "sha256:" + hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+def is_builtin_feature(type_name: str | None) -> bool:
+    from tasks.features import REGISTRY
+
+    return type_name is None or type_name in REGISTRY
+
+
+def feature_code(type_name: str | None) -> str | None:
+    """The code version of a custom feature type (None for built-in and untyped features)."""
+    if is_builtin_feature(type_name):
+        return None
+    from tasks.features import load_feature_class
+
+    return code_version(load_feature_class(type_name, f"feature type {type_name!r}"))
+
+
+def code_key(config_json: dict) -> dict:
+    """The code of every plugin class a (normalized) config uses, for the artifact id; ``{}`` when it
+    uses none, so artifact ids of plugin-free configs do not change."""
+    from tasks.dag import load_stage_class
+
+    codes: dict[str, str] = {}
+    for spec in config_json.get("stages") or []:
+        codes[f"stage:{spec['uses']}"] = code_version(load_stage_class(spec["uses"], "stages"))
+    for section in ("input_features", "output_features"):
+        for feature in config_json.get(section) or []:
+            code = feature_code(feature.get("type"))
+            if code is not None:
+                codes[f"feature:{feature['type']}"] = code
+    return {"plugins": codes} if codes else {}
