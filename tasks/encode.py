@@ -16,14 +16,14 @@ import pyarrow as pa
 from dask import delayed
 
 from tasks import balance as balance_mod
-from tasks import fill_missing, frame, vocab
+from tasks import feature_stats, fill_missing, frame, vocab
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
 from tasks.ingest import write_ipc
 from tasks.split import SPLIT_NAMES
 from tasks.statistics import Statistics
 
-CODE_VERSION = "encode-2"  # 2: rows-NNNNN.npy beside each part (the encoded gate reads them)
+CODE_VERSION = "encode-3"  # 2: rows-NNNNN.npy beside each part (the encoded gate reads them); 3: report stats
 
 
 def to_arrow(values: np.ndarray) -> pa.Array:
@@ -64,6 +64,8 @@ def _encode_partition(prepared, index, features, metadata, mult, out_dir):
         for f in features:
             if metadata[f.name].get("idx2str") is not None and f.name in columns and columns[f.name].ndim == 1:
                 stats.counter(f"encode.oov.{split_name}.{f.name}", int((columns[f.name] == 0).sum()))
+        for stat in feature_stats.partition_statistics(features, metadata, part, columns, split_name):
+            stats.add(stat)  # what the report plots (tasks/feature_stats.py)
         table = pa.table({name: to_arrow(arr) for name, arr in columns.items()})
         folder = out_dir / split_name
         folder.mkdir(parents=True, exist_ok=True)

@@ -155,9 +155,17 @@ def decode_failures(stage: str, feature: str, count: int) -> Statistics:
     return Statistics([Counter(f"{stage}.decode_failures.{feature}", count)])
 
 
+SHOWN_BUCKETS = 4  # a histogram with more non-empty buckets is summarized (the HTML report plots it)
+
+
 def _histogram_text(data: dict) -> str:
     starts, counts = data["starts"], data["counts"]
     edges = [None, *starts, None]
+    filled = [i for i, n in enumerate(counts) if n]
+    if len(filled) > SHOWN_BUCKETS:
+        outside = counts[0] + counts[-1]
+        return (f"{sum(counts)} values in {len(filled)} non-empty buckets of [{starts[0]:g}, {starts[-1]:g})"
+                + (f", {outside} outside" if outside else ""))
     parts = []
     for i, n in enumerate(counts):
         if n:
