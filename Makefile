@@ -9,10 +9,11 @@ PYTEST_ARGS ?=
 
 .PHONY: run test lint bench clean
 
-$(STAMP): pyproject.toml $(CONSTRAINTS)
+$(STAMP): pyproject.toml $(CONSTRAINTS) examples/plugin/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade "pip>=24" "setuptools>=68" wheel
 	$(BIN)/python -m pip install -q -c $(CONSTRAINTS) -e ".[dev]"
+	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e examples/plugin  # the tests' example plugin
 	touch $(STAMP)
 
 run: $(STAMP)
