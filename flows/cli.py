@@ -81,6 +81,8 @@ def _print_summary(summary: dict, wall: float) -> None:
     rows = ", ".join(f"{k}={v}" for k, v in summary["rows"].items())
     console.print(f"rows: {rows}")
     console.print(f"artifact: {summary['artifact_path']}  ({wall:.1f} s)")
+    if summary.get("report_path"):
+        console.print(f"report: {summary['report_path']}")
     if summary.get("reused_artifact"):
         console.print("already published for this dataset and config: nothing ran "
                       "(--always-run-flow runs the flow anyway)")
@@ -154,6 +156,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             publish.write_latest(Path(args.output), reused["artifact_id"])
             summary = {**{k: reused[k] for k in ("artifact_path", "artifact_id", "rows")},
                        "stages": [{"name": "publish", "seconds": 0.0, "cached": True}], "reused_artifact": True}
+            summary["report_path"] = _reused_report(reused["artifact_path"])
             _report(args, summary, time.perf_counter() - start)
             return 0
     from flows.local_server import configure_prefect
@@ -170,11 +173,43 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reused_report(artifact_path: str) -> str | None:
+    """The report beside a reused artifact, or a new one (without stage timings) when there is none."""
+    from tasks.report import REPORT_SUFFIX, write_report
+
+    existing = Path(artifact_path).parent / f"{Path(artifact_path).name}{REPORT_SUFFIX}"
+    if existing.is_file():
+        return str(existing)
+    try:
+        return write_report(artifact_path)
+    except Exception as exc:  # the artifact is the product: a report that fails is a warning
+        print(f"prepflow: warning: report not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None
+
+
 def _report(args: argparse.Namespace, summary: dict, wall: float) -> None:
     if args.json:
         print(json.dumps({**summary, "seconds": round(wall, 3)}))
     else:
         _print_summary(summary, wall)
+
+
+# ---- report ----------------------------------------------------------------------------------------
+
+def _setup_report(p: argparse.ArgumentParser) -> None:
+    p.add_argument("artifact", help="artifact folder or URL (or an output root with LATEST)")
+    p.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
+
+
+@command("report", _setup_report)
+def cmd_report(args: argparse.Namespace) -> int:
+    """(Re)build ``<output>/<artifact_id>.report.html`` from the artifact alone (tasks/report.py); stage
+    timings and cache hits come only from a run (``prepflow run`` writes them into its report)."""
+    from tasks.report import write_report
+
+    location = write_report(args.artifact)
+    print(json.dumps({"report_path": location}) if args.json else f"report: {location}")
+    return 0
 
 
 # ---- schema ----------------------------------------------------------------------------------------

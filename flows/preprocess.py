@@ -112,6 +112,23 @@ def publish_task(params: dict, results: list[dict]):
     return Completed(data=data, name="Cached", message="artifact already published") if pub.cached else data
 
 
+@task(name="report", **TASK_OPTS)
+def report_task(summary: dict) -> str | None:
+    """The HTML data report beside the artifact (tasks/report.py) with this run's stage timings, and a
+    Prefect markdown artifact that points to it. A report that cannot be built is a warning, not a
+    failed run: the artifact is published either way."""
+    from flows.reporting import report_artifact
+    from tasks import report
+
+    try:
+        location = report.write_report(summary["artifact_path"], summary)
+    except Exception as exc:  # logged with its traceback; the run's product is the artifact
+        get_run_logger().warning("report not written: %s: %s", type(exc).__name__, exc, exc_info=True)
+        return None
+    report_artifact(location, summary)
+    return location
+
+
 def _dask_client(address: str | None):
     """A distributed Client, set as the default scheduler: every ``dask.compute`` of the stages
     (``tasks.frame.compute``) then runs on the cluster. Without an address: Dask's local scheduler."""
@@ -165,5 +182,6 @@ def preprocess(config: str, dataset: str, output: str = "artifacts", cache_dir: 
     from flows.reporting import statistics_artifact
 
     statistics_artifact(stages)
+    summary["report_path"] = report_task(summary)
     get_run_logger().info("artifact %s (%s)", summary["artifact_id"], summary["artifact_path"])
     return summary

@@ -2,13 +2,15 @@
 
 Artifact keys (Prefect requires lowercase letters, digits and dashes) stay the same from run to
 run, so the UI keeps each key's history: ``prepflow-statistics``, ``prepflow-validation-raw``,
-``prepflow-validation-encoded`` and ``prepflow-validation`` (the ``validate`` flow).
+``prepflow-validation-encoded``, ``prepflow-validation`` (the ``validate`` flow) and ``prepflow-report``
+(where the HTML data report is, ``tasks/report.py``).
 """
 
 from __future__ import annotations
 
 STATISTICS_KEY = "prepflow-statistics"
 VALIDATION_KEY = "prepflow-validation"
+REPORT_KEY = "prepflow-report"
 
 
 def statistics_table(stats: dict) -> list[dict]:
@@ -38,6 +40,16 @@ def validation_artifact(gates: list[dict], key: str | None = None) -> None:
     failed = [g["gate"] for g in gates if not g["success"]]
     create_markdown_artifact(key=key, markdown=markdown(gates),
                              description=f"failed gate(s): {', '.join(failed)}" if failed else "all gates passed")
+
+
+def report_artifact(location: str, summary: dict) -> None:
+    """Where the run's HTML data report is, with the run's summary, as a Markdown artifact."""
+    from prefect.artifacts import create_markdown_artifact
+
+    from tasks.report import markdown_summary
+
+    create_markdown_artifact(key=REPORT_KEY, markdown=markdown_summary(location, summary),
+                             description=f"prepflow data report: {location}")
 
 
 def print_statistics(console, artifact_path: str) -> None:
