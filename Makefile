@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CONSTRAINTS := constraints.txt
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean browser
 
 $(STAMP): pyproject.toml $(CONSTRAINTS) examples/plugin/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,8 +20,12 @@ run: $(STAMP)
 	$(BIN)/prepflow run examples/titanic/config.yaml --dataset examples/titanic/titanic.csv \
 	  --output artifacts --cache-dir .prepflow-cache
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Headless Chromium (Debian's package) for the report's browser test (tests/integration/test_report_browser.py).
+browser:
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
