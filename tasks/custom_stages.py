@@ -37,7 +37,7 @@ from dask import delayed
 from tasks import frame
 from tasks import ingest as ingest_mod
 from tasks.dag import PlannedStage, StagePlan, build_plan
-from tasks.errors import DataError, InvalidTransformOutputError, TypeMismatchError
+from tasks.errors import DataError, InvalidStatisticsError, InvalidTransformOutputError, TypeMismatchError
 from tasks.features.base import FeatureType
 from tasks.ingest import ROW
 from tasks.stage import compatible, empty_column, named_statistics, series_kind, spec_kind, worker_copy
@@ -149,7 +149,7 @@ def _where(stage: PlannedStage, index: int, df: pd.DataFrame) -> str:
 def _coerce_inputs(p: PlannedStage, df: pd.DataFrame, index: int) -> pd.DataFrame:
     """Dataset columns as the stage declares them (ingest reads text formats as float64 or strings)."""
     changed = {}
-    for column in p.dataset_inputs:
+    for column in p.dataset_inputs:  # (a shallow copy either way: a transform that assigns in place is harmless)
         spec = p.inputs[column]
         values = df[column]
         want, have = spec_kind(spec), series_kind(values)
@@ -171,7 +171,7 @@ def _coerce_inputs(p: PlannedStage, df: pd.DataFrame, index: int) -> pd.DataFram
         else:
             raise TypeMismatchError(f"{_where(p, index, df)}: input column '{column}' holds {have} values, but "
                                     f"input_type declares {spec!r}")
-    return df.assign(**changed) if changed else df
+    return df.assign(**changed) if changed else df.copy(deep=False)
 
 
 def _check_output(p: PlannedStage, result, df: pd.DataFrame, index: int) -> dict[str, pd.Series]:
@@ -208,8 +208,11 @@ def apply_stage(p: PlannedStage, df: pd.DataFrame, index: int, stats: Statistics
         result = worker.transform(view, p.state) if p.fits else worker.transform(view)
         outputs = _check_output(p, result, df, index)
     if stats is not None and worker._emitted:
-        for stat in named_statistics(worker, worker._emitted).items.values():
-            stats.add(stat)
+        try:
+            for stat in named_statistics(worker, worker._emitted).items.values():
+                stats.add(stat)
+        except TypeError as exc:  # one name emitted as two kinds, or histograms with other buckets
+            raise InvalidStatisticsError(f"{_where(p, index, df)}: its statistics do not merge ({exc})") from None
     out = df.copy(deep=False)
     for column, values in outputs.items():
         out[column] = values
@@ -337,6 +340,17 @@ def _produce(pdf, index, lay, assign, states, carry, fit_on, collect):
     return {f.name: f.missing_partial(fit[f.name]) for f in lay.pending}, stats
 
 
+def _merged(p: PlannedStage, total: Statistics, parts: list[Statistics]) -> Statistics:
+    for part in parts:
+        try:
+            total = total.merge(part)
+        except TypeError as exc:
+            raise InvalidStatisticsError(f"stage '{p.name}': its statistics do not merge across partitions ({exc}); "
+                                         "emit a statistic under one name with one kind, and a histogram with the "
+                                         "same bucket starts, in every partition") from None
+    return total
+
+
 def _json_state(p: PlannedStage, state) -> dict:
     if not isinstance(state, dict):
         raise InvalidTransformOutputError(f"stage '{p.name}': finalize returned {type(state).__name__}; the fitted "
@@ -375,8 +389,7 @@ def run(ctx, index: int, ingest, split, previous):
             results = frame.compute([delayed(_fit_partial)(p, i, L, target, a, s, c, fit_on)
                                      for i, (p, c) in enumerate(zip(parts, carry, strict=True))])
             partials = [r[0] for r in results if r[0] is not None]
-            for _, st in results:
-                stats = stats.merge(st)
+            stats = _merged(target, stats, [st for _, st in results])
             if not partials:
                 raise DataError(f"stage '{target.name}': no {'training ' if fit_on == 'train' else ''}rows to fit on")
             state = _json_state(target, target.stage.finalize(reduce(target.stage.merge, partials)))
@@ -386,8 +399,7 @@ def run(ctx, index: int, ingest, split, previous):
         L, a, s = frame.shared(lay), frame.shared(assign), frame.shared(states)
         results = frame.compute([delayed(_produce)(p, i, L, a, s, c, fit_on, target.name)
                                  for i, (p, c) in enumerate(zip(parts, carry, strict=True))])
-        for _, st in results:
-            stats = stats.merge(st)
+        stats = _merged(target, stats, [st for _, st in results])
         for f in made:
             merged = reduce(f.missing_merge, [r[0][f.name] for r in results])
             states[f.name] = f.missing_state(merged)

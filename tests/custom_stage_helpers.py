@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from tasks import Stage
-from tasks.statistics import Counter
+from tasks.statistics import Counter, Histogram
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = ROOT / "examples" / "plugin"
@@ -123,6 +123,30 @@ class DropsRows(Stage):
 
     def transform(self, df):
         return df.iloc[1:].assign(ok=df["distance"].iloc[1:])
+
+
+class MutatesInput(Stage):
+    """Overwrites its input in place (allowed, and harmless to the feature that column holds)."""
+
+    input_type = {"distance": "float64"}
+    output_type = {"doubled": "float64"}
+
+    def transform(self, df):
+        df["distance"] = df["distance"] * 2
+        return df.rename(columns={"distance": "doubled"})
+
+
+class ShiftingHistogram(Stage):
+    """Emits a histogram whose buckets depend on the partition (they cannot merge)."""
+
+    input_type = {"distance": "float64"}
+    output_type = {"ok": "float64"}
+
+    def transform(self, df):
+        hist = Histogram("d", [float(df["__row__"].iloc[0])])
+        hist.add_array(df["distance"].to_numpy())
+        self.emit(hist)
+        return df.assign(ok=df["distance"])
 
 
 class NotAStage:

@@ -221,6 +221,21 @@ def test_statistics_that_are_not_statistics_objects(dataset, tmp_path):
         run(cfg, dataset, tmp_path)
 
 
+def test_statistics_that_do_not_merge_across_partitions(dataset, tmp_path):
+    cfg = config([{"uses": f"{H}:ShiftingHistogram"}], [{"name": "ok", "type": "number"}])
+    with pytest.raises(InvalidStatisticsError, match=r"stage 'shifting_histogram': its statistics do not merge across "
+                                                     r"partitions .*the same bucket starts"):
+        run(cfg, dataset, tmp_path, npartitions=3)
+
+
+def test_a_transform_that_assigns_in_place_does_not_touch_the_features(dataset, tmp_path):
+    cfg = config([{"uses": f"{H}:MutatesInput"}],
+                 [{"name": "doubled", "type": "number", "preprocessing": {"normalization": "none"}}])
+    cfg["input_features"][0]["preprocessing"] = {"normalization": "none"}
+    train = Artifact.open(run(cfg, dataset, tmp_path).artifact["artifact_path"]).read_split("train")
+    assert np.array_equal(train["doubled"], train["distance"] * 2)
+
+
 def test_a_stage_keeps_every_row(dataset, tmp_path):
     cfg = config([{"uses": f"{H}:DropsRows"}], [{"name": "ok", "type": "number"}])
     with pytest.raises(InvalidTransformOutputError, match=r"stage 'drops_rows', partition 0 .*returned \d+ rows for "
