@@ -43,6 +43,8 @@ LIFETIME_S = 300  # hard limit on every process this test starts
 BUCKET = "prepflow"
 POOL = "prepflow-pool"
 DEPLOYMENT = "preprocess/preprocess-nightly"
+# Tasks of the flow that are not cached pipeline stages (the HTML report is rewritten on every run).
+NOT_STAGES = {"report"}
 S3_KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
@@ -322,7 +324,8 @@ def test_deploy_trigger_and_rerun_cached_on_the_native_stack(stack, tmp_path, mo
     assert sum(executed.values()) > 0, executed
     # second trigger, same inputs: every stage is served from the cache
     assert second_states.keys() == first_states.keys()
-    assert all(state == ("COMPLETED", "Cached") for state in second_states.values()), second_states
+    stages = {k: v for k, v in second_states.items() if k not in NOT_STAGES}
+    assert all(state == ("COMPLETED", "Cached") for state in stages.values()), second_states
     assert upcoming and all(r.expected_start_time.hour == 2 for r in upcoming), upcoming
 
     # the artifact on S3: complete, verified, and byte-identical to a local in-process build
