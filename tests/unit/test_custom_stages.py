@@ -381,6 +381,26 @@ def test_custom_feature_type_code_is_in_the_cache_key(dataset, tmp_path):
     assert "code" not in slices["carrier"]
 
 
+def test_code_version_is_the_module_source_hash_unless_a_version_is_declared():
+    import hashlib
+    import inspect
+
+    from prepflow_example_plugin import stages
+
+    from tasks.plugins import code_key, code_version
+    from tests.custom_stage_helpers import LogDistance
+
+    expected = hashlib.sha256(inspect.getsource(stages).encode()).hexdigest()
+    assert code_version(stages.Haversine) == f"sha256:{expected}"
+    versioned = type("Versioned", (LogDistance,), {"version": "2024-06"})
+    assert code_version(versioned) == "version:2024-06"
+    plain = parse_config(config([])).model_dump(mode="json", exclude_none=True)
+    assert code_key(plain) == {}  # plugin-free configs keep their artifact ids
+    assert set(code_key(parse_config(PLUGIN_CONFIG).model_dump(mode="json", exclude_none=True))["plugins"]) == {
+        "stage:haversine", "stage:frequency_encode", "feature:hashed_tokens",
+        "feature:prepflow_example_plugin.features:HashedTokens"}
+
+
 # ---- the CLI -----------------------------------------------------------------------------------------------
 
 def test_cli_runs_the_plugin_end_to_end_and_rejects_a_bad_dag_before_reading(cli, dataset, tmp_path):
