@@ -301,6 +301,8 @@ def _plan(suites: list, columns: list[str]) -> tuple[list[_Item], dict, dict]:
             if item.missing:
                 continue
             for name, config in item.metrics.items():
+                if name.endswith(".unexpected_index_query"):
+                    continue  # a query string of every unexpected index; SUMMARY results never show it
                 if _is_row_metric(name):
                     row_configs[config.id] = config
                 elif name in _GLOBAL_METRICS:
@@ -396,13 +398,25 @@ def _projection(config) -> tuple | str | None:
     return tuple(sorted(set(_domain_columns(config))))
 
 
-def _scan(frame: pd.DataFrame, row_configs: list, requests: list[tuple[str, str]]):
+def _scan(frame: pd.DataFrame, row_configs: list, requests: list[tuple[str, str]], schema: bool = True):
+    """One partition: GX metrics (one GX call per group of metrics: those on numeric columns share
+    one, since filtering numbers is cheap; other column sets get their own; schema metrics only where
+    ``schema``), and the partials of global metrics."""
+    numeric = {c for c, t in frame.dtypes.items() if pd.api.types.is_numeric_dtype(t)}
     groups: dict = {}
     for config in row_configs:
-        groups.setdefault(_projection(config), []).append(config)
+        key = _projection(config)
+        if key == "schema" and not schema:
+            continue
+        if isinstance(key, tuple) and all(c in numeric for c in key):
+            key = "numeric"
+        groups.setdefault(key, []).append(config)
     metrics, errors = {}, {}
     for key, configs in groups.items():
-        part = frame if key is None else frame.iloc[:0] if key == "schema" else frame[list(key)]
+        if key == "numeric":
+            part = frame[sorted({c for config in configs for c in _domain_columns(config)})]
+        else:
+            part = frame if key is None else frame.iloc[:0] if key == "schema" else frame[list(key)]
         got, failed = _compute(part, configs)
         metrics.update(got)
         errors.update(failed)
@@ -518,19 +532,21 @@ def run(suites: list, parts: list, columns: list[str]) -> list[SuiteResult]:
                                            for c in global_configs.values()
                                            if c.metric_name == "column.unique_proportion"})
     rows = list(row_configs.values())
-    scanned = list(dask.compute(*[dask.delayed(_scan)(p, rows, requests) for p in parts])) if parts else []
+    scanned = list(dask.compute(*[dask.delayed(_scan)(p, rows, requests, i == 0) for i, p in enumerate(parts)]))
     if not scanned:
         empty = pd.DataFrame({c: pd.Series([], dtype=object) for c in columns})
         scanned = [_scan(empty, rows, requests)]
 
     errors: dict = {}
-    merged_metrics: dict = {}
+    merged_metrics: dict = {c.id: None for item in items for name, c in item.metrics.items()
+                            if name.endswith(".unexpected_index_query")}
     for config in rows:
         for _m, errs, _p in scanned:
             if config.id in errs:
                 errors.setdefault(config.id, errs[config.id])
         if config.id not in errors:
-            merged_metrics[config.id] = _merge_row_metric(config.metric_name, [m[config.id] for m, _e, _p in scanned])
+            merged_metrics[config.id] = _merge_row_metric(config.metric_name,
+                                                          [m[config.id] for m, _e, _p in scanned if config.id in m])
     merged_partials: dict = {}
     for req in requests:
         values = [p[req] for _m, _e, p in scanned]
