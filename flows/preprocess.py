@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 from prefect.states import Completed, State
@@ -120,6 +121,9 @@ def report_task(summary: dict) -> str | None:
     from flows.reporting import report_artifact
     from tasks import report
 
+    existing = Path(summary["artifact_path"]).parent / (summary["artifact_id"] + report.REPORT_SUFFIX)
+    if "://" not in summary["artifact_path"] and existing.is_file() and all(s["cached"] for s in summary["stages"]):
+        return Completed(data=str(existing), name="Cached", message="report of the reused artifact kept")
     try:
         location = report.write_report(summary["artifact_path"], summary)
     except Exception as exc:  # logged with its traceback; the run's product is the artifact
@@ -182,6 +186,6 @@ def preprocess(config: str, dataset: str, output: str = "artifacts", cache_dir: 
     from flows.reporting import statistics_artifact
 
     statistics_artifact(stages)
-    summary["report_path"] = report_task(summary)
+    summary["report_path"] = _data(report_task(summary))
     get_run_logger().info("artifact %s (%s)", summary["artifact_id"], summary["artifact_path"])
     return summary
