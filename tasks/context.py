@@ -8,6 +8,7 @@ ever crosses a stage boundary, only paths and keys.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,18 @@ class StageResult:
 
 
 STATS_FILE = "statistics.json"
+PAUSE_ENV = "PREPFLOW_TEST_PAUSE_AT"
+
+
+def pause_point(stage: str) -> None:
+    """Crash-test hook, inert unless ``PREPFLOW_TEST_PAUSE_AT=<stage>`` is set: the stage stops with its
+    output half-written (cache entry or artifact still in its temporary folder), writes its pid to
+    ``PREPFLOW_TEST_PAUSE_FILE`` and sleeps, so a test can SIGKILL the run at that point."""
+    if os.environ.get(PAUSE_ENV) != stage:
+        return
+    if os.environ.get("PREPFLOW_TEST_PAUSE_FILE"):
+        Path(os.environ["PREPFLOW_TEST_PAUSE_FILE"]).write_text(str(os.getpid()))
+    time.sleep(3600)
 
 
 def run_cached(ctx: RunContext, stage: str, code_version: str, parents: list[str], config_slice: object,
@@ -82,5 +95,6 @@ def run_cached(ctx: RunContext, stage: str, code_version: str, parents: list[str
     with ctx.cache.writer(stage, key) as tmp, progress.stage(stage):
         stats = compute(tmp)
         (tmp / STATS_FILE).write_text(json.dumps(stats.to_json(), sort_keys=True))
+        pause_point(stage)
     return StageResult(stage, key, str(ctx.cache.path(stage, key)), False, time.perf_counter() - start,
                        stats.to_json())
