@@ -63,17 +63,29 @@ def is_url(path: str) -> bool:
 
 
 def default_threads() -> int:
-    """Decode threads: ``PREPFLOW_MEDIA_THREADS``, else the CPU count plus one (I/O overlaps)."""
+    """Decode threads: ``PREPFLOW_MEDIA_THREADS``, else the usable CPU count plus one (I/O overlaps)."""
     env = os.environ.get("PREPFLOW_MEDIA_THREADS")
-    return max(1, int(env)) if env else (os.cpu_count() or 1) + 1
+    if env:
+        return max(1, int(env))
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cpus + 1
 
 
-def ordered_map(fn: Callable[[Any], Any], items: Iterable, threads: int, window: int | None = None) -> Iterator:
+def ordered_map(fn: Callable[[Any], Any], items: Iterable, threads: int, window: int | None = None,
+                chunk: int = 1) -> Iterator:
     """``fn(item)`` for each item in a pool of ``threads``, yielded in order, at most ``window``
-    (default ``4 * threads``) submitted but not yet consumed."""
+    (default ``4 * threads``) tasks submitted but not yet consumed; a task handles ``chunk`` items
+    (fewer futures when each item is cheap)."""
     window = window or 4 * threads
     if threads <= 1:
         yield from map(fn, items)
+        return
+    if chunk > 1:
+        def run_chunk(group: list) -> list:
+            return [fn(item) for item in group]
+
+        for results in ordered_map(run_chunk, _chunks(items, chunk), threads, window):
+            yield from results
         return
     pool = ThreadPoolExecutor(threads, thread_name_prefix="prepflow-media")
     pending: deque = deque()
@@ -88,6 +100,17 @@ def ordered_map(fn: Callable[[Any], Any], items: Iterable, threads: int, window:
         for fut in pending:
             fut.cancel()
         pool.shutdown(wait=True)
+
+
+def _chunks(items: Iterable, size: int) -> Iterator[list]:
+    group: list = []
+    for item in items:
+        group.append(item)
+        if len(group) == size:
+            yield group
+            group = []
+    if group:
+        yield group
 
 
 # ---- sources -------------------------------------------------------------------------------------
@@ -157,8 +180,9 @@ def resolve(raw: str, base_dir: str, media_root: str | None = None, cache_dir: s
     return path
 
 
-def read_bytes(source: str) -> bytes:
-    """All bytes of a local path or URL; a missing or unreadable file is a ``MediaError``."""
+def read_stamped(source: str) -> tuple[bytes, tuple | None]:
+    """All bytes of a local path or URL, and for a local file its ``(size, mtime_ns, inode)`` as read;
+    a missing or unreadable file is a ``MediaError``."""
     try:
         if is_url(source):
             import fsspec
@@ -167,9 +191,10 @@ def read_bytes(source: str) -> bytes:
 
             opts = storage_options() if source.startswith(("s3://", "s3a://")) else {}
             with fsspec.open(source, "rb", **opts) as fh:
-                return fh.read()
+                return fh.read(), None
         with open(source, "rb") as fh:
-            return fh.read()
+            st = os.fstat(fh.fileno())
+            return fh.read(), (st.st_size, st.st_mtime_ns, st.st_ino)
     except FileNotFoundError:
         raise MediaError("file not found") from None
     except IsADirectoryError:
@@ -178,6 +203,10 @@ def read_bytes(source: str) -> bytes:
         raise MediaError("permission denied") from None
     except OSError as exc:
         raise MediaError(f"cannot read ({exc})") from None
+
+
+def read_bytes(source: str) -> bytes:
+    return read_stamped(source)[0]
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -198,11 +227,20 @@ def codec_from_json(data: dict):
     raise DataError(f"unknown media codec {data.get('kind')!r}")
 
 
-def decode_source(codec, source: str, sha: str | None = None) -> tuple[np.ndarray, int]:
-    """Read ``source``, check its sha256 when given, decode it: ``(tensor, length)``."""
-    data = read_bytes(source)
-    if sha is not None and sha256_bytes(data) != sha:
-        raise MediaError("the file changed since it was hashed (sha256 differs); run prepflow again")
+CHANGED = "the file changed since it was hashed ({}); run prepflow again"
+
+
+def decode_source(codec, source: str, sha: str | None = None, stamp: tuple | None = None) -> tuple[np.ndarray, int]:
+    """Read ``source``, check it is the file that was hashed, decode it: ``(tensor, length)``.
+
+    ``stamp`` (size, mtime_ns, inode of a local file when it was hashed moments ago) is the cheap
+    check; otherwise ``sha`` (when given) is compared with the bytes' sha256."""
+    data, now = read_stamped(source)
+    if stamp is not None and now is not None:
+        if tuple(now) != tuple(stamp):
+            raise MediaError(CHANGED.format("size, time or inode differ"))
+    elif sha is not None and sha256_bytes(data) != sha:
+        raise MediaError(CHANGED.format("sha256 differs"))
     return codec.decode(data)
 
 

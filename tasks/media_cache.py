@@ -72,6 +72,7 @@ class Sources:
     sources: list[str | None] = field(default_factory=list)  # sid -> resolved source
     raw_of: list[str | None] = field(default_factory=list)  # sid -> a raw value naming it
     sha: list[str | None] = field(default_factory=list)
+    stamp: list[tuple | None] = field(default_factory=list)  # sid -> (size, mtime_ns, inode) when hashed
     error: list[str | None] = field(default_factory=list)  # sid -> why it fails (None: fine so far)
     sid_of_uid: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
@@ -135,6 +136,7 @@ def _resolve(ctx, src: Sources) -> None:
             src.sources.append(source)
             src.raw_of.append(raw)
             src.sha.append(None)
+            src.stamp.append(None)
             src.error.append(error)
         sid_of_uid[uid] = sid
     src.sid_of_uid = sid_of_uid
@@ -146,16 +148,17 @@ def _hash_all(all_sources: list[Sources]) -> None:
 
     def one(source: str):
         try:
-            return media.sha256_bytes(media.read_bytes(source)), None
+            data, stamp = media.read_stamped(source)
+            return media.sha256_bytes(data), None, stamp
         except media.MediaError as exc:
-            return None, str(exc)
+            return None, str(exc), None
 
     threads = max(src.feature.options.num_processes or media.default_threads() for src in all_sources)
-    results = dict(zip(todo, media.ordered_map(one, todo, threads, window=8 * threads), strict=True))
+    results = dict(zip(todo, media.ordered_map(one, todo, threads, chunk=8), strict=True))
     for src in all_sources:
         for sid, source in enumerate(src.sources):
             if src.error[sid] is None:
-                src.sha[sid], src.error[sid] = results[source]
+                src.sha[sid], src.error[sid], src.stamp[sid] = results[source]
 
 
 def _content(all_sources: list[Sources]) -> str:
@@ -327,7 +330,7 @@ def _decoder(src: Sources, codec, keep: bool, checked: dict[int, int]):
         if not keep and sid in checked:
             return None, checked[sid]
         try:
-            arr, length = media.decode_source(codec, src.sources[sid], src.sha[sid])
+            arr, length = media.decode_source(codec, src.sources[sid], src.sha[sid], src.stamp[sid])
         except media.MediaError as exc:
             return str(exc), 0
         return (arr if keep else None), length
@@ -363,7 +366,7 @@ def _decode_all(parts, all_sources, codecs, slots, scratch: Path, media_dir: Pat
                     sl.store = writer.array
 
             one = _decoder(src, codec, keep=sl.store is not None, checked=checked)
-            for slot, (result, length) in enumerate(media.ordered_map(one, sl.sids.tolist(), threads)):
+            for slot, (result, length) in enumerate(media.ordered_map(one, sl.sids.tolist(), threads, chunk=8)):
                 sid = int(sl.sids[slot])
                 if isinstance(result, str):
                     src.error[sid] = result
@@ -396,10 +399,11 @@ def _rewrite_parts(out: Path, parts, all_sources, codecs, slots, stats: Statisti
     counts = dict.fromkeys(SPLIT_NAMES, 0)
     skipped = {src.feature.name: 0 for src in all_sources}
     filled = dict(skipped)
+    failed = {src.feature.name: src.failed() for src in all_sources}
     for part in parts:
         split_name = SPLIT_NAMES[part.split_id]
         sids = {src.feature.name: src.sid_of_uid[part.uids[src.feature.name]] for src in all_sources}
-        ok = {src.feature.name: ~src.failed()[sids[src.feature.name]] for src in all_sources}
+        ok = {name: ~failed[name][s] for name, s in sids.items()}
         keep = np.ones(len(part.rows), dtype=bool)
         for src in all_sources:
             name = src.feature.name
