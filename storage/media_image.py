@@ -5,8 +5,11 @@ decompression bomb before any pixel is decoded), then conversion to the target c
 Pillow's own rules (1: ``L``, ITU-R 601-2 luma; 3: ``RGB``; 4: ``RGBA``, opaque alpha added; a
 gray picture becomes three equal channels, where Ludwig pads with zero channels), then
 ``resize_method``: ``interpolate`` (Pillow's bilinear resampling with antialiasing, as
-torchvision's ``resize``) or ``crop_or_pad`` (centered crop and/or zero padding). A truncated or
-corrupt file fails when its pixels are decoded. Failures are ``MediaError``.
+torchvision's ``resize``) or ``crop_or_pad`` (centered crop and/or zero padding). With
+``jpeg_draft`` (off by default) a JPEG much larger than the target is decoded at 1/2, 1/4 or 1/8
+scale by libjpeg (DCT scaling, never below the target size; what Pillow's ``thumbnail`` does)
+before the resize: several times less decoding work, pixels slightly different from a full decode.
+A truncated or corrupt file fails when its pixels are decoded. Failures are ``MediaError``.
 
 In-memory values (encoded bytes, numpy arrays HWC or CHW, PIL images) are written to the media
 cache by ``store_value``: bytes as they are, arrays and PIL images as lossless PNG.
@@ -84,6 +87,7 @@ class ImageCodec:
     width: int
     num_channels: int
     resize_method: str = "interpolate"
+    jpeg_draft: bool = False
     kind: str = "image"
 
     @property
@@ -99,7 +103,8 @@ class ImageCodec:
 
     @classmethod
     def from_json(cls, data: dict) -> "ImageCodec":
-        return cls(**{k: data[k] for k in ("height", "width", "num_channels", "resize_method")})
+        return cls(**{k: data[k] for k in ("height", "width", "num_channels", "resize_method")},
+                   jpeg_draft=bool(data.get("jpeg_draft", False)))
 
     def fill(self) -> np.ndarray:
         return np.zeros(self.shape, dtype=np.uint8)
@@ -109,6 +114,8 @@ class ImageCodec:
         im = open_image(data)
         target = MODES[self.num_channels]
         try:
+            if self.jpeg_draft and self.resize_method == "interpolate" and im.format == "JPEG":
+                im.draft(None, (self.width, self.height))  # libjpeg scales by 1/2..1/8, never below the target
             if im.mode != target:
                 im = im.convert(target)
             if self.resize_method == "interpolate" and im.size != (self.width, self.height):

@@ -5,7 +5,9 @@ from up to ``infer_image_sample_size`` (100) images of the fit rows, in input or
 mean height and width, capped at ``infer_image_max_height``/``_width`` (256); with
 ``infer_image_dimensions: false`` the first image's size. ``num_channels`` (1, 3 or 4), else the
 sample's mean channel count rounded to the nearest of those (the first image's with
-``infer_image_num_channels: false``). ``resize_method``: ``interpolate`` or ``crop_or_pad``.
+``infer_image_num_channels: false``). ``resize_method``: ``interpolate`` or ``crop_or_pad``;
+``jpeg_draft: true`` lets libjpeg decode large JPEGs at a reduced scale first (faster, pixels differ
+slightly from a full decode; see ``storage.media_image``).
 Inference reads image headers only. Metadata: ``height``, ``width``, ``num_channels``,
 ``resize_method``, ``mode`` and ``codec`` (everything the loader and the Preprocessor need to
 decode the same way); the resolved values are also written into ``preprocessing`` as Ludwig does.
@@ -30,6 +32,7 @@ class ImagePreprocessing(MediaPreprocessing):
     width: int | None = Field(default=None, gt=0)
     num_channels: Literal[1, 3, 4] | None = None
     resize_method: Literal["interpolate", "crop_or_pad"] = "interpolate"
+    jpeg_draft: bool = False
     infer_image_dimensions: bool = True
     infer_image_num_channels: bool = True
     infer_image_max_height: int = Field(default=256, gt=0)
@@ -80,7 +83,7 @@ class ImageFeature(MediaFeature):
             if channels is None:
                 channels = (nearest_channels(sum(p[2] for p in probes) / len(probes)) if o.infer_image_num_channels
                             else nearest_channels(probes[0][2]))
-        codec = ImageCodec(int(height), int(width), int(channels), o.resize_method)
+        codec = ImageCodec(int(height), int(width), int(channels), o.resize_method, o.jpeg_draft)
         resolved = {"height": codec.height, "width": codec.width, "num_channels": codec.num_channels,
                     "resize_method": codec.resize_method}
         return {**resolved, "mode": self.mode, "codec": codec.to_json(), "preprocessing": resolved}

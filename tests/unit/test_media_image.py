@@ -64,6 +64,20 @@ def test_crop_or_pad_centers_the_picture():
     assert out.shape == (1, 4, 20) and (out[0, :, :2] == 0).all()
 
 
+def test_jpeg_draft_decodes_large_jpegs_at_a_reduced_scale_close_to_a_full_decode():
+    y, x = np.mgrid[0:256, 0:256]
+    smooth = np.stack([x, y, (x + y) // 2], axis=2).astype(np.uint8)
+    data = encode(Image.fromarray(smooth), "JPEG")
+    full, _ = ImageCodec(32, 32, 3).decode(data)
+    draft, _ = ImageCodec(32, 32, 3, jpeg_draft=True).decode(data)
+    assert draft.shape == full.shape and not np.array_equal(draft, full)
+    assert np.abs(draft.astype(int) - full.astype(int)).mean() < 2.0
+    png = encode(Image.fromarray(smooth), "PNG")  # other formats are not affected
+    assert np.array_equal(ImageCodec(32, 32, 3, jpeg_draft=True).decode(png)[0], ImageCodec(32, 32, 3).decode(png)[0])
+    assert ImageCodec.from_json({"height": 1, "width": 1, "num_channels": 1, "resize_method": "interpolate"}) \
+        == ImageCodec(1, 1, 1)
+
+
 def test_jpeg_and_other_formats_decode():
     for fmt in ("JPEG", "BMP", "GIF", "WEBP", "TIFF"):
         out, _ = ImageCodec(12, 16, 3).decode(encode(picture(), fmt))
@@ -101,7 +115,7 @@ def test_size_and_channels_are_inferred_like_ludwig():
     # mean of the readable ones: heights (10, 31, 12) -> 17.67, widths (20, 40, 30) -> 30; channels 8/3 -> 3
     assert (meta["height"], meta["width"], meta["num_channels"]) == (18, 30, 3)
     assert meta["codec"] == {"kind": "image", "height": 18, "width": 30, "num_channels": 3,
-                             "resize_method": "interpolate"}
+                             "resize_method": "interpolate", "jpeg_draft": False}
     capped = image_feature(infer_image_max_height=15, infer_image_max_width=25).finalize_media(iter(sample))
     assert (capped["height"], capped["width"]) == (15, 25)
     first = image_feature(infer_image_dimensions=False, infer_image_num_channels=False).finalize_media(iter(sample))
