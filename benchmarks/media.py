@@ -18,8 +18,11 @@ files in the page cache:
   ``n`` images followed by one pass of ``Artifact.batches(batch_size=256)`` decoding every image;
   peak RSS (``ru_maxrss``) of that process.
 
-Usage: ``.venv/bin/python benchmarks/media.py [--n 5000] [--repeat 3] [--threads N]``
-(``--threads`` sets ``PREPFLOW_MEDIA_THREADS``; default: the CPU count + 1).
+Usage: ``.venv/bin/python benchmarks/media.py [--n 5000] [--repeat 3] [--threads N] [--cpus 0,1]
+[--jpeg-draft] [--no-rss]``
+(``--threads`` sets ``PREPFLOW_MEDIA_THREADS``, default the CPU count + 1; ``--cpus`` pins the run
+to those cores). The sequential loop and the two pipelines run interleaved, ``--repeat`` rounds, so
+a shared machine's changing load hits them alike; ratios are medians of the per-round ratios.
 """
 
 from __future__ import annotations
@@ -89,9 +92,12 @@ def sequential(paths: list[Path]) -> float:
     return time.perf_counter() - start
 
 
+JPEG_DRAFT = os.environ.get("PREPFLOW_BENCH_JPEG_DRAFT") == "1"
+
+
 def config(mode: str) -> dict:
-    return {"input_features": [{"name": "image", "type": "image",
-                                "preprocessing": {"height": OUT, "width": OUT, "num_channels": 3, "mode": mode}}],
+    options = {"height": OUT, "width": OUT, "num_channels": 3, "mode": mode, "jpeg_draft": JPEG_DRAFT}
+    return {"input_features": [{"name": "image", "type": "image", "preprocessing": options}],
             "output_features": [{"name": "label", "type": "binary"}],
             "preprocessing": {"split": {"type": "random", "probabilities": [0.8, 0.1, 0.1], "seed": 1}},
             "publish": {"formats": ["npy"]}}
@@ -166,11 +172,21 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--cpus", default=None, help="CPU ids to pin to, e.g. 0,1")
+    parser.add_argument("--no-rss", action="store_true", help="skip the lazy-mode peak RSS runs")
+    parser.add_argument("--jpeg-draft", action="store_true", help="image option jpeg_draft: true")
     parser.add_argument("--workdir", default=str(ROOT / "benchmarks" / "data" / "media"))
     parser.add_argument("--rss-child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.threads:
         os.environ["PREPFLOW_MEDIA_THREADS"] = str(args.threads)
+    if args.jpeg_draft:  # read by config() here and in the RSS subprocesses
+        global JPEG_DRAFT
+        JPEG_DRAFT = True
+        os.environ["PREPFLOW_BENCH_JPEG_DRAFT"] = "1"
+    if args.cpus:  # e.g. "0,1": measure on two cores of a larger machine (inherited by the subprocesses)
+        os.sched_setaffinity(0, {int(c) for c in args.cpus.split(",")})
+        os.environ.setdefault("PREPFLOW_MEDIA_THREADS", str(len(os.sched_getaffinity(0)) + 1))
     workdir = Path(args.workdir)
     csv = make_pictures(workdir / f"pictures_{args.n}", args.n)
     if args.rss_child:
@@ -182,21 +198,29 @@ def main() -> None:
 
     paths = [csv.parent / p for p in pd.read_csv(csv)["image"]]
     size = warm(paths)
-    print(f"{args.n} pictures, {size / 2**20:.1f} MiB, {os.cpu_count()} CPUs, {default_threads()} decode threads, "
-          f"load average {os.getloadavg()[0]:.2f}")
-    seq = statistics.median(sequential(paths) for _ in range(args.repeat))
+    print(f"{args.n} pictures, {size / 2**20:.1f} MiB, {len(os.sched_getaffinity(0))} CPUs, {default_threads()} decode "
+          f"threads, jpeg_draft {JPEG_DRAFT}, load average {os.getloadavg()[0]:.2f}")
+    # rounds interleave the three measurements, so a change in the machine's load hits them alike
+    rounds = []
+    for r in range(args.repeat):
+        seq = sequential(paths)
+        eager = pipeline(csv, workdir / "run_eager", "eager")
+        runs = pipeline(csv, workdir / "run_lazy_cached", "lazy_cached")
+        rounds.append((seq, eager[1], runs[1]))
+        print(f"  round {r + 1}: sequential {args.n / seq:.0f}/s, eager {args.n / eager[1]['media_cache_s']:.0f}/s, "
+              f"lazy_cached {args.n / runs[1]['media_cache_s']:.0f}/s (load {os.getloadavg()[0]:.2f})", flush=True)
+    seq = statistics.median(r[0] for r in rounds)
     print(f"sequential Pillow loop: {args.n / seq:8.0f} images/s ({seq:.2f} s)")
-    for mode in ("eager", "lazy_cached"):
-        runs = [pipeline(csv, workdir / f"run_{mode}", mode) for _ in range(args.repeat)]
-        media_s = statistics.median(t["media_cache_s"] for _a, t in runs)
-        total_s = statistics.median(t["total_s"] for _a, t in runs)
-        label = "eager" if mode == "eager" else "lazy_cached first pass"
-        print(f"{label}: {args.n / media_s:8.0f} images/s in media_cache ({media_s:.2f} s, "
-              f"{seq / media_s:.2f}x sequential); whole run {total_s:.2f} s")
-    artifact = runs[-1][0]
+    for i, label in ((1, "eager"), (2, "lazy_cached first pass")):
+        media_s = statistics.median(r[i]["media_cache_s"] for r in rounds)
+        total_s = statistics.median(r[i]["total_s"] for r in rounds)
+        ratio = statistics.median(r[0] / r[i]["media_cache_s"] for r in rounds)
+        print(f"{label}: {args.n / media_s:8.0f} images/s in media_cache ({media_s:.2f} s; median per-round ratio "
+              f"{ratio:.2f}x sequential); whole run {total_s:.2f} s")
+    artifact = runs[0]
     for label, ms in memmap_batches(artifact["artifact_path"], args.repeat).items():
         print(f"lazy_cached memmap, batches of 256, {label}: {ms:.3f} ms median per batch")
-    for n in sorted({min(1000, args.n), args.n}):
+    for n in [] if args.no_rss else sorted({min(1000, args.n), args.n}):
         proc = subprocess.run([sys.executable, __file__, "--n", str(args.n), "--workdir", str(workdir),
                                "--rss-child", str(n)], capture_output=True, text=True, check=True)
         line = json.loads(proc.stdout.strip().splitlines()[-1])

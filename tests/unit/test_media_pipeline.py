@@ -396,3 +396,24 @@ def test_the_preprocessor_decodes_paths_like_the_pipeline(tmp_path):
     assert {p.tobytes() for p in served["photo"]} == seen
     seen_voice = {v.tobytes() for b in published.values() for v in b["voice"]}
     assert {v.tobytes() for v in served["voice"]} == seen_voice
+
+
+def test_a_remote_lazy_cached_artifact_builds_its_memmap_beside_the_downloaded_copy(tmp_path, monkeypatch):
+    import fsspec
+
+    monkeypatch.setenv("PREPFLOW_ARTIFACT_CACHE", str(tmp_path / "artifact-cache"))
+    url = f"memory://prepflow-media-{tmp_path.name}/out"
+    data = make_dataset(tmp_path / "data", n=8)
+    cfg = config("lazy_cached", height=8, width=8)
+    try:
+        ctx = RunContext(parse_config(cfg), str(data), StageCache(tmp_path / "cache"), None, url)
+        remote_art = Artifact.open(run_pipeline(ctx).artifact["artifact_path"])
+        local = run(cfg, data, tmp_path / "local")
+        local_art = Artifact.open(local.artifact["artifact_path"])
+        got = batches(remote_art, "train", shuffle=False)
+        assert np.array_equal(got["photo"], batches(local_art, "train", shuffle=False)["photo"])
+        assert list((Path(remote_art.path).parent / "media").glob("photo-train-*.npy.done"))
+    finally:
+        fs = fsspec.filesystem("memory")
+        if fs.exists(url):
+            fs.rm(url, recursive=True)
