@@ -110,7 +110,10 @@ def _read_csv(path: str, spec: IngestSpec, delimiter: str):
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: line 1 (header): not UTF-8 (byte 0x{first[exc.start]:02x} at offset "
                         f"{exc.start}); re-save the file as UTF-8") from None
-    available = next(csv.reader([header_line], delimiter=delimiter))
+    try:
+        available = next(csv.reader([header_line], delimiter=delimiter), [])
+    except csv.Error as exc:  # e.g. a bare carriage return: old Mac line endings
+        raise DataError(f"{path}: line 1 (header): malformed CSV ({exc})") from None
     _check_columns(path, available, spec.columns)
     convert = pacsv.ConvertOptions(
         column_types={c: _pa_type(k) for c, k in spec.columns.items()},
@@ -144,7 +147,9 @@ def _locate_csv_problem(path: str, delimiter: str, spec: IngestSpec, arrow_messa
         header = next(reader)
         for record in reader:
             line = reader.line_num
-            if len(record) != len(header) and record:
+            if not record:  # a blank line
+                continue
+            if len(record) != len(header):
                 return DataError(f"{path}: line {line}: expected {len(header)} fields, got {len(record)} "
                                  f"(ragged row or an unbalanced quote)")
             for col, kind in spec.columns.items():
