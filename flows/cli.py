@@ -153,6 +153,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         reused = publish.reusable(args.output, ingest.fingerprint(args.dataset), config)
         if reused is not None:
+            from storage.artifact import Artifact
+
+            # Every file's sha256, not just its size: a reused artifact is one the user will train on.
+            # A corrupt one is refused (IntegrityError, exit 1), never silently rebuilt over.
+            Artifact.open(reused["artifact_path"], verify=True)
             publish.write_latest(Path(args.output), reused["artifact_id"])
             summary = {**{k: reused[k] for k in ("artifact_path", "artifact_id", "rows")},
                        "stages": [{"name": "publish", "seconds": 0.0, "cached": True}], "reused_artifact": True}

@@ -77,3 +77,17 @@ def test_inspect_verify_refuses_an_altered_artifact_file(cli, tmp_path, publishe
     result = cli("inspect", tmp_path / "out", "--verify")  # through LATEST
     assert result.returncode == 1 and "test/Age.npy:" in result.stderr and "expected" in result.stderr
     assert len(before) == len(artifact_files(art))
+
+
+def test_rerun_refuses_to_reuse_an_artifact_whose_bytes_changed_in_place(cli, tmp_path, titanic_config,
+                                                                           titanic_csv):
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    first = cli("run", titanic_config, "--dataset", titanic_csv, "--output", out, "--cache-dir", cache, "--json")
+    assert first.returncode == 0, first.stderr
+    shard = next((out / first.json()["artifact_id"] / "train").glob("*.npy"))
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 0xFF  # same size, different bytes
+    shard.write_bytes(bytes(data))
+    again = cli("run", titanic_config, "--dataset", titanic_csv, "--output", out, "--cache-dir", cache, "--json")
+    assert again.returncode == 1
+    assert shard.name in again.stderr and "do not match manifest.json" in again.stderr
