@@ -50,13 +50,18 @@ def _quiet_prefect_tracebacks() -> None:
 
 # ---- run ---------------------------------------------------------------------------------------
 
-def _setup_run(p: argparse.ArgumentParser) -> None:
+def add_flow_parameters(p: argparse.ArgumentParser) -> None:
+    """The preprocess flow's parameters (shared by ``run`` and ``serve``)."""
     p.add_argument("config", help="config YAML")
     p.add_argument("--dataset", required=True, help="dataset path or fsspec URL")
     p.add_argument("--output", required=True, help="artifact root folder or URL")
     p.add_argument("--cache-dir", default=".prepflow-cache", help="stage cache folder (default .prepflow-cache)")
     p.add_argument("--npartitions", type=int, default=None, help="Dask partitions (default: one per 256k rows)")
     p.add_argument("--dask-address", default=None, help="Dask scheduler, e.g. tcp://host:8786")
+
+
+def _setup_run(p: argparse.ArgumentParser) -> None:
+    add_flow_parameters(p)
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
     p.add_argument("--always-run-flow", action="store_true",
                    help="run the Prefect flow even when the artifact for these inputs is already published "

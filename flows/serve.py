@@ -26,12 +26,9 @@ DEFAULT_NAME = "nightly"
 
 
 def setup_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", help="config YAML")
-    p.add_argument("--dataset", required=True, help="dataset path or fsspec URL")
-    p.add_argument("--output", required=True, help="artifact root folder or URL")
-    p.add_argument("--cache-dir", default=".prepflow-cache", help="stage cache folder (default .prepflow-cache)")
-    p.add_argument("--npartitions", type=int, default=None, help="Dask partitions (default: one per 256k rows)")
-    p.add_argument("--dask-address", default=None, help="Dask scheduler, e.g. tcp://host:8786")
+    from flows.cli import add_flow_parameters
+
+    add_flow_parameters(p)
     p.add_argument("--name", default=DEFAULT_NAME,
                    help=f"deployment name; the UI shows preprocess/NAME (default {DEFAULT_NAME})")
     p.add_argument("--cron", default=DEFAULT_CRON,
