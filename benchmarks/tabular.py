@@ -69,7 +69,7 @@ def config() -> dict:
 def run_prepflow(cfg: Path, data: Path, out: Path, cache: Path, *extra: str) -> tuple[dict, float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     start = time.perf_counter()
-    proc = subprocess.run([str(Path(sys.executable).parent / "prepflow"), "run", str(cfg), "--dataset", str(data),
+    proc = subprocess.run([sys.executable, "-m", "flows.cli", "run", str(cfg), "--dataset", str(data),
                            "--output", str(out), "--cache-dir", str(cache), "--json", *extra],
                           capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - start
