@@ -82,11 +82,15 @@ class Preprocessor:
 
         art = Artifact.open(artifact)
         outputs = [f["name"] for f in art.manifest.get("config", {}).get("output_features", [])]
-        return cls(art.metadata, outputs, list(art.feature_spec.get("feature_spec", {})))
+        from storage.vocab_store import resolve  # Parquet vocabularies: read from the artifact folder
+
+        return cls(resolve(art.metadata, art.path), outputs, list(art.feature_spec.get("feature_spec", {})))
 
     @classmethod
     def from_json(cls, path: str | Path, outputs: Sequence[str] = ()) -> "Preprocessor":
-        return cls(json.loads(Path(path).read_text()), outputs)
+        from storage.vocab_store import resolve  # Parquet vocabularies: relative to the JSON file
+
+        return cls(resolve(json.loads(Path(path).read_text()), Path(path).parent), outputs)
 
     @property
     def input_columns(self) -> list[str]:

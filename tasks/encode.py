@@ -62,7 +62,11 @@ def _encode_partition(prepared, index, features, metadata, mult, out_dir):
             part = part.iloc[np.repeat(np.arange(len(part)), reps)].reset_index(drop=True)
         columns = encode_frame(features, metadata, part)
         for f in features:
-            if metadata[f.name].get("idx2str") is not None and f.name in columns and columns[f.name].ndim == 1:
+            if hasattr(f, "oov_count") and f.name in columns:  # category: <UNK> and OOV buckets
+                oov = f.oov_count(columns[f.name], metadata[f.name])
+                if oov is not None:
+                    stats.counter(f"encode.oov.{split_name}.{f.name}", oov)
+            elif metadata[f.name].get("idx2str") is not None and f.name in columns and columns[f.name].ndim == 1:
                 stats.counter(f"encode.oov.{split_name}.{f.name}", int((columns[f.name] == 0).sum()))
         for stat in feature_stats.partition_statistics(features, metadata, part, columns, split_name):
             stats.add(stat)  # what the report plots (tasks/feature_stats.py)
@@ -84,7 +88,7 @@ def run(ctx, ingest, split, missing, balance, fitted):
     def compute(out: Path) -> Statistics:
         assign = split_mod.load(split)
         states = fill_missing.load(missing)
-        metadata = vocab.load(fitted)
+        metadata = vocab.load(fitted, resolve_files=True)  # workers read Parquet vocabularies by path
         mult = balance_mod.load(balance)
         parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
         prepared = frame.filled_partitions(parts, ctx.features, assign, states)

@@ -274,6 +274,7 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
             source_spec[split_name] = chunks
         (staging / vocab.METADATA_FILE).write_text(
             json.dumps(metadata, sort_keys=True, ensure_ascii=False))
+        vocab.copy_files(fitted, metadata, staging)  # Parquet vocabularies beside the metadata (in the manifest)
         feature_spec = {
             "feature_spec": {name: {k: v for k, v in spec.items() if k != "feature"} for name, spec in columns.items()},
             "source_spec": source_spec,

@@ -14,12 +14,12 @@ from pathlib import Path
 
 from dask import delayed
 
-from tasks import custom_stages, fill_missing, frame
+from tasks import category_vocab, custom_stages, fill_missing, frame
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
 from tasks.statistics import Statistics
 
-CODE_VERSION = "vocab-1"
+CODE_VERSION = "vocab-2"  # 2: category vocabularies by a shuffle; over 100k ids as Parquet (vocab/*.parquet)
 METADATA_FILE = "training_set_metadata.json"
 
 
@@ -39,13 +39,16 @@ def run(ctx, ingest, split, missing):
         states = fill_missing.load(missing)
         parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
         prepared = frame.filled_partitions(parts, ctx.features, assign, states)
-        f = frame.shared(ctx.features)
-        partials = frame.compute([delayed(_partial)(p, f, fit_on) for p in prepared])
+        counted = category_vocab.counted_features(ctx.features)  # category vocabularies: by a shuffle
+        f = frame.shared([f for f in ctx.features if f not in counted])
+        tasks = [delayed(_partial)(p, f, fit_on) for p in prepared]
+        results = frame.compute(tasks + category_vocab.fit_tasks(prepared, counted, fit_on, out / "_candidates"))
+        partials = results[:len(tasks)]
+        fitted = category_vocab.finalize(counted, results[len(tasks):], out)
         metadata = {}
         stats = Statistics()
         for f in ctx.features:
-            merged = reduce(f.merge, [p[f.name] for p in partials])
-            meta = f.finalize(merged, states[f.name])
+            meta = fitted.get(f.name) or f.finalize(reduce(f.merge, [p[f.name] for p in partials]), states[f.name])
             feature_cfg = next(c for c in ctx.config.features if c.name == f.name)
             meta["type"] = feature_cfg.type
             meta["column"] = f.column
@@ -62,5 +65,27 @@ def run(ctx, ingest, split, missing):
     return run_cached(ctx, "vocab", CODE_VERSION, [ingest.key, split.key, missing.key], config_slice, compute)
 
 
-def load(result) -> dict:
-    return json.loads((Path(result.path) / METADATA_FILE).read_text())
+def load(result, resolve_files: bool = False) -> dict:
+    """The fitted metadata; ``resolve_files``: with the absolute ``vocab_path`` of each Parquet
+    vocabulary (for encoding; never for publishing)."""
+    metadata = json.loads((Path(result.path) / METADATA_FILE).read_text())
+    if resolve_files:
+        from storage import vocab_store
+
+        metadata = vocab_store.resolve(metadata, result.path)
+    return metadata
+
+
+def copy_files(result, metadata: dict, dest: Path) -> None:
+    """Copy the Parquet vocabularies ``metadata`` references from the stage entry into ``dest``."""
+    import shutil
+
+    from storage import vocab_store
+    from tasks.errors import DataError
+
+    for rel in vocab_store.files(metadata):
+        src = Path(result.path) / rel
+        if not src.is_file():
+            raise DataError(f"{src}: vocabulary file referenced by {METADATA_FILE} is missing")
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest / rel)

@@ -1,10 +1,35 @@
 """category: one int32 id per row.
 
-Vocabulary convention (DESIGN section 3): id 0 is ``<UNK>``, always; ids 1.. are the fitted
-values by frequency descending, ties broken by the value's string ascending. ``most_common``
-keeps the first N values, ``min_frequency`` drops values seen fewer times; both, and values
-unseen at fit time, encode as 0. Values are compared as strings (``1`` and ``"1"`` are the same
-category, as in Ludwig).
+Values are compared as strings (``1`` and ``"1"`` are the same category, as in Ludwig). Options
+(NVTabular ``Categorify`` / TF Transform ``compute_and_apply_vocabulary`` semantics):
+
+* ``most_common`` (default 10000): keep the N most frequent values;
+* ``min_frequency`` (default 1): values seen fewer times in the fit rows are not in the vocabulary;
+* ``num_oov_buckets`` (default 0): values not in the vocabulary (rare, cut by ``most_common``, or
+  unseen at fit time) are hashed into that many buckets instead of all becoming ``<UNK>``;
+* ``hash_buckets`` (default none): no vocabulary at all; every value is hashed into N buckets.
+
+Id layout with a vocabulary (B = ``num_oov_buckets``)::
+
+    0                 <UNK>: a missing value (filled with "<UNK>" by default) and, when B = 0,
+                      every value not in the vocabulary
+    1 .. B            OOV buckets: a value not in the vocabulary -> 1 + hash(value) mod B
+                      (named "<OOV_0>" .. "<OOV_{B-1}>" in idx2str)
+    B+1 .. size-1     the vocabulary: frequency descending, ties by the value's string ascending
+
+So with B > 0 the known values start after the buckets. With ``hash_buckets: N`` the ids are 0 for
+``<UNK>`` (missing) and ``1 + hash(value) mod N`` for everything else (``vocab_size`` = N + 1).
+The hash is ``storage.string_hash`` (FNV-1a 64 over the UTF-8 bytes, fixed key, fmix64): the same
+in every process, on every machine and for any partitioning.
+
+Metadata: ``vocab_size``; ``num_oov_buckets`` and ``hash`` (the hash's name) when B > 0;
+``hash_buckets`` and ``hash`` for hashing. A vocabulary of up to ``INLINE_MAX`` ids is inlined as
+Ludwig's ``idx2str``/``str2idx``/``str2freq`` (``str2freq`` counts the fit rows per id, so
+``<UNK>`` and each bucket have their count). A larger one is stored by the vocab stage as Parquet
+(``vocab_file``, see ``storage.vocab_store``: row i = id i, columns ``value`` and ``count``) and
+encoding joins against it partition by partition. Fitting at scale (per-partition counts, a
+shuffle, exact ordering) is ``tasks.category_vocab``; ``fit_partial``/``merge``/``finalize`` give
+the same result in memory.
 """
 
 from __future__ import annotations
@@ -15,16 +40,102 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, merge_counts, order_vocab
+from storage import string_hash
+from tasks.errors import DataError
+from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, merge_counts
 
 UNK = "<UNK>"
+INLINE_MAX = 100_000  # ids; a larger vocabulary is stored as Parquet (vocab stage); changing it: bump vocab.CODE_VERSION
+MAX_IDS = 2**31 - 1  # ids are int32
+
+
+def oov_name(bucket: int) -> str:
+    return f"<OOV_{bucket}>"
 
 
 class CategoryPreprocessing(BasePreprocessing):
     most_common: int = Field(default=10000, gt=0)
     min_frequency: int = Field(default=1, ge=1)
+    num_oov_buckets: int = Field(default=0, ge=0, le=MAX_IDS // 2)
+    hash_buckets: int | None = Field(default=None, gt=0, le=MAX_IDS - 1)
+
+    @model_validator(mode="after")
+    def _one_scheme(self) -> "CategoryPreprocessing":
+        if self.hash_buckets is not None and self.num_oov_buckets:
+            raise ValueError("hash_buckets hashes every value (no vocabulary), so num_oov_buckets cannot be "
+                             "combined with it; use one or the other")
+        return self
+
+
+class Candidates:
+    """Counted values of one feature, reduced to what can still enter the vocabulary.
+
+    ``values``/``counts``: values with count >= min_frequency, at most ``most_common`` of them
+    (sorted by count desc, value asc when ``ordered``); ``total``: all non-null fit values counted;
+    ``unk``: how many were the literal ``<UNK>``; ``oov``: per OOV bucket, the counts of values
+    already dropped (B > 0). Reductions of disjoint sets of values ``combine`` exactly (the
+    shuffle's reducers own disjoint sets of values).
+    """
+
+    def __init__(self, values: pa.Array, counts: np.ndarray, total: int, unk: int, oov: np.ndarray | None):
+        self.values, self.counts, self.total, self.unk, self.oov = values, counts, total, unk, oov
+
+    @classmethod
+    def reduce(cls, values: pa.Array, counts: np.ndarray, options: CategoryPreprocessing,
+               ordered: bool = True) -> "Candidates":
+        """From distinct values and their counts (no nulls)."""
+        values = values.cast(pa.string())
+        counts = np.asarray(counts, dtype=np.int64)
+        is_unk = pc.equal(values, UNK).to_numpy(zero_copy_only=False)
+        total, unk = int(counts.sum()), int(counts[is_unk].sum())
+        eligible = ~is_unk & (counts >= options.min_frequency)
+        dropped = ~is_unk & ~eligible
+        oov = _bucket_counts(values.filter(pa.array(dropped)), counts[dropped], options.num_oov_buckets)
+        if eligible.all():
+            table = pa.table({"value": values, "count": counts})
+        else:
+            table = pa.table({"value": values.filter(pa.array(eligible)), "count": counts[eligible]})
+        return cls.top(table, total, unk, oov, options, ordered)
+
+    @classmethod
+    def top(cls, table: pa.Table, total: int, unk: int, oov: np.ndarray | None, options: CategoryPreprocessing,
+            ordered: bool = True) -> "Candidates":
+        """Keep the ``most_common`` first of ``table`` (value, count); what is cut counts into the buckets."""
+        keep = min(options.most_common, table.num_rows)
+        if ordered or keep < table.num_rows:
+            table = table.take(pc.sort_indices(table, sort_keys=[("count", "descending"), ("value", "ascending")]))
+        cut = table.slice(keep)
+        if oov is not None and cut.num_rows:
+            oov = oov + _bucket_counts(cut.column("value"), cut.column("count").to_numpy(), len(oov))
+        table = table.slice(0, keep)
+        return cls(table.column("value").combine_chunks(), table.column("count").to_numpy(), total, unk, oov)
+
+    @classmethod
+    def combine(cls, parts: list["Candidates"], options: CategoryPreprocessing) -> "Candidates":
+        values = pa.concat_arrays([p.values for p in parts]) if parts else pa.array([], pa.string())
+        counts = np.concatenate([p.counts for p in parts]) if parts else np.zeros(0, np.int64)
+        return cls.top(pa.table({"value": values, "count": counts}), sum(p.total for p in parts),
+                       sum(p.unk for p in parts), sum_buckets([p.oov for p in parts], options.num_oov_buckets), options)
+
+
+def sum_buckets(parts: list[np.ndarray | None], buckets: int) -> np.ndarray | None:
+    if not buckets:
+        return None
+    out = np.zeros(buckets, dtype=np.int64)
+    for p in parts:
+        out += p
+    return out
+
+
+def _bucket_counts(values: pa.Array, counts: np.ndarray, buckets: int) -> np.ndarray | None:
+    if not buckets:
+        return None
+    if len(values) == 0:
+        return np.zeros(buckets, dtype=np.int64)
+    b = string_hash.buckets(string_hash.hash_strings(values), buckets)
+    return np.bincount(b, weights=np.asarray(counts, dtype=np.float64), minlength=buckets).round().astype(np.int64)
 
 
 class CategoryFeature(FeatureType):
@@ -45,7 +156,14 @@ class CategoryFeature(FeatureType):
     def fill_value_from_config(self, value: Any) -> str:
         return str(value)
 
+    @property
+    def hashed(self) -> bool:
+        return self.options.hash_buckets is not None
+
+    # ---- fit (in memory; tasks.category_vocab is the same at scale) ---------------------------------
     def fit_partial(self, values: pd.Series) -> dict:
+        if self.hashed:
+            return {}
         vc = values.dropna().value_counts(sort=False)
         return {str(k): int(v) for k, v in vc.items()}
 
@@ -53,26 +171,116 @@ class CategoryFeature(FeatureType):
         return merge_counts(a, b)
 
     def finalize(self, counts: dict, missing_state: dict) -> dict:
-        kept = [t for t in order_vocab(counts) if counts[t] >= self.options.min_frequency and t != UNK]
-        kept = kept[: self.options.most_common]
-        idx2str = [UNK, *kept]
-        kept_set = set(kept)
-        unk_freq = sum(n for t, n in counts.items() if t not in kept_set)
-        return {
-            "idx2str": idx2str,
-            "str2idx": {t: i for i, t in enumerate(idx2str)},
-            "str2freq": {UNK: unk_freq, **{t: counts[t] for t in kept}},
-            "vocab_size": len(idx2str),
-            "preprocessing": {"most_common": self.options.most_common,
-                              "min_frequency": self.options.min_frequency},
-        }
+        if self.hashed:
+            return self.hashed_metadata()
+        values = pa.array(list(counts), type=pa.string())
+        return self.vocabulary_metadata(Candidates.reduce(values, np.fromiter(counts.values(), np.int64, len(counts)),
+                                                          self.options))
 
+    def hashed_metadata(self) -> dict:
+        n = self.options.hash_buckets
+        return {"hash_buckets": n, "hash": string_hash.HASH_NAME, "vocab_size": n + 1,
+                "preprocessing": {"hash_buckets": n}}
+
+    def vocabulary_metadata(self, cand: Candidates, store=None) -> dict:
+        """Metadata from the final candidates. ``store(values, counts) -> vocab_file`` stores a
+        vocabulary of more than ``INLINE_MAX`` ids as a file (the vocab stage); without it, inline."""
+        buckets = self.options.num_oov_buckets
+        kept = cand.values.to_pylist() if store is None or 1 + buckets + len(cand.values) <= INLINE_MAX else None
+        unk_freq = cand.unk if buckets else cand.total - int(cand.counts.sum())
+        specials = [UNK, *(oov_name(b) for b in range(buckets))]
+        special_freq = [unk_freq, *(cand.oov.tolist() if buckets else [])]
+        size = len(specials) + len(cand.values)
+        if size > MAX_IDS:
+            raise DataError(f"{self.describe()}: {size} ids do not fit int32; lower most_common")
+        meta: dict[str, Any] = {"vocab_size": size,
+                                "preprocessing": {"most_common": self.options.most_common,
+                                                  "min_frequency": self.options.min_frequency}}
+        if buckets:
+            meta.update(num_oov_buckets=buckets, hash=string_hash.HASH_NAME)
+        if kept is None:
+            values = pa.concat_arrays([pa.array(specials, pa.string()), cand.values.cast(pa.string())])
+            meta["vocab_file"] = store(values, np.concatenate([np.asarray(special_freq, np.int64), cand.counts]))
+            return meta
+        idx2str = [*specials, *kept]
+        meta.update(idx2str=idx2str, str2idx={t: i for i, t in enumerate(idx2str)},
+                    str2freq={**dict(zip(specials, special_freq, strict=True)),
+                              **dict(zip(kept, cand.counts.tolist(), strict=True))})
+        return meta
+
+    # ---- encode -------------------------------------------------------------------------------------
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
-        vocab = pa.array(metadata["idx2str"][1:], type=pa.string())
-        arr = pa.array(values.astype("string"), type=pa.string()) if len(values) else pa.array([], pa.string())
-        idx = pc.index_in(arr, value_set=vocab)
-        ids = pc.fill_null(pc.add(idx, 1), 0)
-        return {self.name: ids.to_numpy(zero_copy_only=False).astype(np.int32)}
+        if "vocab_size" not in metadata:
+            raise KeyError(f"{self.describe()}: no fitted metadata (vocab_size); fit before encoding")
+        arr = as_strings(values)
+        if "hash_buckets" in metadata:
+            ids = _hash_ids(arr, metadata["hash_buckets"], offset=1)
+        elif "vocab_file" in metadata:
+            ids = self._encode_with_file(arr, metadata)
+        else:
+            buckets = int(metadata.get("num_oov_buckets", 0))
+            vocab = pa.array(metadata["idx2str"][1 + buckets:], type=pa.string())
+            idx = pc.index_in(arr, value_set=vocab)
+            ids = pc.fill_null(pc.add(idx, 1 + buckets), 0).to_numpy(zero_copy_only=False).astype(np.int32)
+            if buckets:
+                oov = pc.and_(pc.is_null(idx), pc.invert(pc.fill_null(pc.equal(arr, UNK), True)))
+                oov = oov.to_numpy(zero_copy_only=False)
+                if oov.any():
+                    ids[oov] = _hash_ids(arr.filter(pa.array(oov)), buckets, offset=1)
+        return {self.name: ids}
+
+    def _encode_with_file(self, arr: pa.Array, metadata: dict) -> np.ndarray:
+        from storage import vocab_store
+
+        if "vocab_path" not in metadata:
+            raise DataError(f"{self.describe()}: the vocabulary is in {metadata['vocab_file']['path']}; load the "
+                            "metadata with storage.vocab_store.resolve(metadata, folder) to encode")
+        buckets = int(metadata.get("num_oov_buckets", 0))
+        table = vocab_store.lookup(metadata["vocab_path"], metadata["vocab_file"]["sha256"], 1 + buckets)
+        encoded = pc.dictionary_encode(arr)
+        distinct = encoded.dictionary
+        pos = table.positions(distinct)
+        ids_of = np.where(pos >= 0, pos + 1 + buckets, 0).astype(np.int32)
+        if buckets:
+            oov = (pos < 0) & ~pc.equal(distinct, UNK).to_numpy(zero_copy_only=False)
+            if oov.any():
+                ids_of[oov] = _hash_ids(distinct.filter(pa.array(oov)), buckets, offset=1)
+        codes = encoded.indices
+        valid = codes.is_valid().to_numpy(zero_copy_only=False)
+        return np.where(valid, ids_of[codes.fill_null(0).to_numpy(zero_copy_only=False)], 0).astype(np.int32) \
+            if len(ids_of) else np.zeros(len(arr), np.int32)
+
+    def oov_count(self, ids: np.ndarray, metadata: dict) -> int | None:
+        """Rows encoded outside the vocabulary (``<UNK>`` or an OOV bucket); None when hashing."""
+        if "hash_buckets" in metadata:
+            return None
+        return int((ids <= int(metadata.get("num_oov_buckets", 0))).sum())
+
+    def id_ranges(self, metadata: dict) -> dict[str, tuple[int, int]]:
+        return {self.name: (0, int(metadata["vocab_size"]))}
 
     def output_columns(self, metadata: dict) -> list[ColumnSpec]:
         return [ColumnSpec(self.name, "int32")]
+
+
+def as_strings(values: pd.Series) -> pa.Array:
+    """A column as one Arrow string array (nulls kept)."""
+    if not len(values):
+        return pa.array([], pa.string())
+    arr = pa.array(values.astype("string"), type=pa.string())
+    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+
+
+def _hash_ids(arr: pa.Array, buckets: int, offset: int) -> np.ndarray:
+    """``offset + hash mod buckets`` per value; nulls and the literal ``<UNK>`` -> 0 (each distinct value hashed once)."""
+    if len(arr) == 0:
+        return np.zeros(0, np.int32)
+    encoded = pc.dictionary_encode(arr)
+    distinct = encoded.dictionary
+    ids_of = (offset + string_hash.buckets(string_hash.hash_strings(distinct), buckets)).astype(np.int32)
+    ids_of[pc.equal(distinct, UNK).to_numpy(zero_copy_only=False)] = 0
+    codes = encoded.indices
+    valid = codes.is_valid().to_numpy(zero_copy_only=False)
+    if not len(ids_of):
+        return np.zeros(len(arr), np.int32)
+    return np.where(valid, ids_of[codes.fill_null(0).to_numpy(zero_copy_only=False)], 0).astype(np.int32)

@@ -1,0 +1,169 @@
+"""Category vocabularies that scale (issue 11): no worker, and no Python dict, holds every distinct value.
+
+The vocab stage hands this module the prepared (delayed) partitions and the category features that
+need a vocabulary (``hash_buckets`` features need none). The fit is one Dask graph, computed with
+the stage's other per-partition work (each partition is prepared once):
+
+1. per partition, Arrow ``value_counts`` of each feature's fit rows -> a long table
+   ``(feature, value, count)``;
+2. a shuffle by ``value`` into S output partitions (``DataFrame.shuffle``: p2p, disk-backed, on a
+   distributed cluster; a task shuffle locally). S = the number of input partitions, so a reducer
+   holds about what one partition's counts hold and each owns a disjoint set of values;
+3. per output partition (a reducer): exact sums per ``(feature, value)``, then
+   ``Candidates.reduce``: values under ``min_frequency`` are dropped (counted into their OOV bucket
+   when asked), at most the local top ``most_common`` are kept; the survivors are written to an
+   Arrow file in the stage's folder, so they leave the worker's memory, and only small totals
+   travel back;
+4. on the client, ``finalize``: the global order (frequency desc, ties by value asc) and the top
+   ``most_common``, over Arrow arrays; a vocabulary of more than ``category.INLINE_MAX`` ids is
+   written as ``vocab/<feature>.parquet`` (``storage.vocab_store``).
+
+Only values that can still enter the vocabulary reach the client. Every step is exact integer
+counting and a total order, so the vocabulary does not depend on the partitioning, S or the
+scheduler. The candidate files need a folder the workers and the client share, as the stage cache
+already is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tasks import frame
+from tasks.features.category import Candidates, CategoryFeature, as_strings, sum_buckets
+
+VOCAB_DIR = "vocab"
+FEATURE, VALUE, COUNT = "feature", "value", "count"
+
+
+def counted_features(features: list) -> list[CategoryFeature]:
+    """The category features whose vocabulary is fitted here (not the hashed ones)."""
+    return [f for f in features if isinstance(f, CategoryFeature) and not f.hashed]
+
+
+def _meta() -> pd.DataFrame:
+    return pd.DataFrame({FEATURE: np.zeros(0, np.int32), VALUE: pd.array([], dtype=pd.StringDtype("pyarrow")),
+                         COUNT: np.zeros(0, np.int64)})
+
+
+def partition_counts(prepared, features: list[CategoryFeature], fit_on: str) -> pd.DataFrame:
+    """``(feature index, value, count)`` of every feature's non-null fit values in one partition."""
+    fit = frame.fit_rows(prepared.frame, fit_on)
+    pieces = []
+    for i, f in enumerate(features):
+        vc = pc.value_counts(as_strings(fit[f.name]).drop_null())
+        values, counts = vc.field("values"), vc.field("counts").cast(pa.int64())
+        pieces.append(pa.table({FEATURE: pa.array(np.full(len(values), i, np.int32)), VALUE: values, COUNT: counts}))
+    if not pieces:
+        return _meta()
+    table = pa.concat_tables(pieces)
+    return pd.DataFrame({FEATURE: table.column(FEATURE).to_numpy(),
+                         VALUE: pd.array(table.column(VALUE), dtype=pd.StringDtype("pyarrow")),
+                         COUNT: table.column(COUNT).to_numpy()})
+
+
+def reduce_partition(df: pd.DataFrame, features: list[CategoryFeature], folder: str, index: int) -> dict:
+    """One shuffle output partition -> its candidates, written to ``folder`` (Arrow IPC) so that they
+    leave the worker's memory; returns the path and, per feature, ``(total, unk, oov)``."""
+    from tasks.ingest import write_ipc
+
+    feature_ids, values, counts = sum_by_key(df[FEATURE].to_numpy(np.int64), as_strings(df[VALUE]),
+                                             df[COUNT].to_numpy(np.int64))
+    pieces, stats = [], {}
+    for i, f in enumerate(features):
+        mask = feature_ids == i
+        cand = Candidates.reduce(values.filter(pa.array(mask)), counts[mask], f.options, ordered=False)
+        stats[i] = (cand.total, cand.unk, cand.oov)
+        pieces.append(pa.table({FEATURE: pa.array(np.full(len(cand.values), i, np.int32)), VALUE: cand.values,
+                                COUNT: pa.array(cand.counts, pa.int64())}))
+    path = Path(folder) / f"candidates-{index:05d}.arrow"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_ipc(pa.concat_tables(pieces), path)
+    return {"path": str(path), "stats": stats}
+
+
+def sum_by_key(features: np.ndarray, values: pa.Array, counts: np.ndarray) -> tuple[np.ndarray, pa.Array, np.ndarray]:
+    """Sum ``counts`` per distinct ``(feature, value)``; exact integer sums (counts < 2**53)."""
+    if len(values) == 0:
+        return features, values, counts
+    encoded = pc.dictionary_encode(values)
+    size = len(encoded.dictionary)
+    keys, inverse = np.unique(features * size + encoded.indices.to_numpy(zero_copy_only=False), return_inverse=True)
+    sums = np.bincount(inverse, weights=counts.astype(np.float64), minlength=len(keys))
+    return keys // size, encoded.dictionary.take(pa.array(keys % size)), np.rint(sums).astype(np.int64)
+
+
+def split_out(npartitions: int) -> int:
+    """Shuffle output partitions: as many as input partitions, so that a reducer holds about what one
+    partition's counts hold."""
+    return max(1, npartitions)
+
+
+def fit_tasks(prepared: list, features: list[CategoryFeature], fit_on: str, folder: Path) -> list:
+    """Delayed reducer results (one per shuffle output partition, candidates written under ``folder``,
+    a folder the workers and this process share); compute them with the stage's other partition work
+    so that each partition is prepared once."""
+    import dask.dataframe as dd
+    from dask import delayed
+
+    if not features or not prepared:
+        return []
+    f = frame.shared(features)
+    counts = [delayed(partition_counts)(p, f, fit_on) for p in prepared]
+    ddf = dd.from_delayed(counts, meta=_meta(), verify_meta=False)
+    shuffled = ddf.shuffle(on=VALUE, npartitions=split_out(len(prepared)), ignore_index=True)
+    return [delayed(reduce_partition)(part, f, str(folder), i) for i, part in enumerate(shuffled.to_delayed())]
+
+
+def file_name(feature: str, taken: set[str]) -> str:
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", feature).strip("._") or "feature"
+    if slug != feature or slug.lower() in taken:
+        slug = f"{slug}-{hashlib.sha256(feature.encode()).hexdigest()[:8]}"
+    taken.add(slug.lower())
+    return f"{VOCAB_DIR}/{slug}.parquet"
+
+
+def finalize(features: list[CategoryFeature], reduced: list[dict], out: Path) -> dict[str, dict]:
+    """Feature name -> metadata, from the reducers' candidates; large vocabularies go to ``out/vocab/``.
+    The candidate files are read here (memory-mapped) and deleted."""
+    import pyarrow.feather as feather
+
+    from storage import vocab_store
+
+    if not features:
+        return {}
+    tables = [feather.read_table(r["path"], memory_map=True) for r in reduced]
+    table = pa.concat_tables(tables) if tables else pa.table({FEATURE: pa.array([], pa.int32()),
+                                                              VALUE: pa.array([], pa.string()),
+                                                              COUNT: pa.array([], pa.int64())})
+    feature_ids = table.column(FEATURE).to_numpy()
+    taken: set[str] = set()
+    metadata = {}
+    for i, f in enumerate(features):
+        mask = pa.array(feature_ids == i)
+        stats = [r["stats"][i] for r in reduced]
+        cand = Candidates.top(pa.table({"value": table.column(VALUE).filter(mask),
+                                        "count": table.column(COUNT).filter(mask)}),
+                              sum(s[0] for s in stats), sum(s[1] for s in stats),
+                              sum_buckets([s[2] for s in stats], f.options.num_oov_buckets), f.options)
+
+        def store(values, counts, name=f.name):
+            rel = file_name(name, taken)
+            return {"path": rel, **vocab_store.write(out / rel, values, counts)}
+
+        metadata[f.name] = f.vocabulary_metadata(cand, store)
+    del table, tables
+    for r in reduced:
+        Path(r["path"]).unlink(missing_ok=True)
+    for folder in {Path(r["path"]).parent for r in reduced}:
+        try:
+            folder.rmdir()  # only when empty
+        except OSError:
+            pass
+    return metadata

@@ -1,0 +1,113 @@
+"""A vocabulary of 10^6 distinct values fitted by workers that could not count the column alone (issue 11).
+
+The column: 1,300,000 rows, 1,000,000 distinct 256-byte values (the distinct values alone are 256 MB;
+1,000 of them repeat with Zipf counts), in 24 Parquet parts. Counting it in one process needs
+~400 MB above the interpreter (a streaming ``collections.Counter``; pyarrow's ``value_counts`` over
+the whole column ~900 MB, pandas ~1,080 MB: measured on this machine), while each of the 2 workers
+has ``memory_limit=500MB``, of which ~180 MB is the interpreter with pandas, pyarrow and distributed
+loaded. ``tasks.category_vocab`` counts per partition, shuffles by value (p2p) and reduces, so a
+worker holds about one partition's counts. The fitted vocabulary (``most_common`` cuts inside the
+count-1 values, so the tie order matters; 4 OOV buckets) must equal the exact one computed here in
+one process. Workers run with ``ARROW_DEFAULT_MEMORY_POOL=system``: Arrow's default allocator keeps
+freed memory, which Dask counts as unmanaged and pauses the worker for (README, scaling out).
+"""
+
+from __future__ import annotations
+
+import resource
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+pytestmark = pytest.mark.integration
+
+DISTINCT, REPEATS, PARTS, WIDTH = 1_000_000, 300_000, 24, 256
+MEMORY_LIMIT = "500MB"
+MOST_COMMON, BUCKETS = 900_000, 4
+
+
+def _values(ids: np.ndarray) -> pa.Array:
+    return pc.utf8_rpad(pc.cast(pa.array(ids * 7919 % 10_000_019), pa.string()), WIDTH, padding="~")
+
+
+def _write_parts(folder: Path) -> None:
+    rng = np.random.default_rng(11)
+    ids = np.concatenate([np.arange(DISTINCT), np.minimum(rng.zipf(1.3, REPEATS), 1000) - 1])
+    rng.shuffle(ids)
+    for i, chunk in enumerate(np.array_split(ids, PARTS)):
+        pq.write_table(pa.table({"c": _values(chunk)}), folder / f"part-{i:02d}.parquet")
+
+
+def _read(path: str):
+    from tasks.frame import Prepared
+
+    table = pq.read_table(path)
+    return Prepared(pd.DataFrame({"c": pd.array(table.column("c"), dtype=pd.StringDtype("pyarrow"))}))
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _expected(folder: Path):
+    """The exact vocabulary, in one (unlimited) process: all counts, sorted, cut."""
+    from storage import string_hash
+
+    column = pa.concat_arrays([pq.read_table(p).column("c").combine_chunks() for p in sorted(folder.glob("*.parquet"))])
+    vc = pc.value_counts(column)
+    table = pa.table({"value": vc.field("values"), "count": vc.field("counts").cast(pa.int64())})
+    table = table.take(pc.sort_indices(table, [("count", "descending"), ("value", "ascending")]))
+    cut = table.slice(MOST_COMMON)
+    buckets = string_hash.buckets(string_hash.hash_strings(cut.column("value")), BUCKETS)
+    oov = np.bincount(buckets, weights=cut.column("count").to_numpy(), minlength=BUCKETS).astype(np.int64)
+    return table.slice(0, MOST_COMMON), oov, len(column)
+
+
+def test_million_distinct_values_fit_on_memory_limited_workers(tmp_path):
+    import dask
+    from dask import delayed
+    from distributed import Client, LocalCluster
+
+    from storage import vocab_store
+    from tasks import category_vocab, frame
+    from tasks.config import parse_config
+    from tasks.features import build_all
+
+    data = tmp_path / "data"
+    data.mkdir()
+    _write_parts(data)
+    config = {"input_features": [{"name": "c", "type": "category",
+                                  "preprocessing": {"most_common": MOST_COMMON, "num_oov_buckets": BUCKETS}}],
+              "output_features": [{"name": "y", "type": "binary"}]}
+    features = category_vocab.counted_features(build_all(parse_config(config)))
+    assert [f.name for f in features] == ["c"]
+    out = tmp_path / "out"
+    with dask.config.set({"dataframe.shuffle.method": "p2p"}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=MEMORY_LIMIT,
+                         host="127.0.0.1", dashboard_address=None, worker_dashboard_address=None,
+                         env={"ARROW_DEFAULT_MEMORY_POOL": "system"}) as cluster, Client(cluster) as client:
+        workers = set(client.scheduler_info()["workers"])
+        prepared = [delayed(_read)(str(p)) for p in sorted(data.glob("*.parquet"))]
+        reduced = frame.compute(category_vocab.fit_tasks(prepared, features, "all", out / "_candidates"))
+        assert set(client.scheduler_info()["workers"]) == workers  # no worker was killed and replaced
+        peaks = client.run(_peak_rss_mb)
+    limit_mb = 500e6 / 2**20
+    assert all(peak < limit_mb for peak in peaks.values()), peaks
+    assert len(reduced) == PARTS  # one reducer per input partition
+
+    meta = category_vocab.finalize(features, reduced, out)["c"]
+    assert not (out / "_candidates").exists()  # candidate files are removed once merged
+    assert meta["vocab_size"] == 1 + BUCKETS + MOST_COMMON and meta["num_oov_buckets"] == BUCKETS
+    fitted = vocab_store.read(out / meta["vocab_file"]["path"], meta["vocab_file"]["sha256"])
+    assert fitted.num_rows == meta["vocab_file"]["rows"] == meta["vocab_size"]
+    expected, oov, total = _expected(data)
+    assert fitted.column("value").slice(0, 1 + BUCKETS).to_pylist() == ["<UNK>"] + [f"<OOV_{b}>" for b in range(4)]
+    assert fitted.column("count").slice(0, 1 + BUCKETS).to_pylist() == [0, *oov.tolist()]
+    assert fitted.column("value").slice(1 + BUCKETS).equals(expected.column("value"))
+    assert fitted.column("count").slice(1 + BUCKETS).equals(expected.column("count"))
+    assert int(pc.sum(fitted.column("count")).as_py()) == total == DISTINCT + REPEATS
