@@ -319,35 +319,24 @@ def _reject_infinities(table: pa.Table, spec: IngestSpec, first_row: int, path: 
 
 
 def write_parts(batches, spec: IngestSpec, out_dir: Path, path: str) -> int:
-    """Write batches as fixed-size Parquet parts with ``__row__``; returns the row count."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    pending: list[pa.Table] = []
-    pending_rows = 0
-    total = 0
-    part = 0
+    """Write batches as fixed-size Arrow IPC parts with ``__row__``; returns the row count."""
+    from storage.arrow_blocks import fixed_blocks
 
-    def flush(tables: list[pa.Table]) -> None:
-        nonlocal part, total
-        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-        rows = pa.array(range(total, total + table.num_rows), type=pa.int64())
-        table = table.append_column(ROW, rows)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    def checked_tables():
+        seen = 0
+        for batch in batches:
+            table = normalize_batch(batch, spec)
+            _reject_infinities(table, spec, seen, path)
+            seen += table.num_rows
+            yield table
+
+    total = 0
+    for part, table in enumerate(fixed_blocks(checked_tables(), PART_ROWS)):
+        table = table.append_column(ROW, pa.array(range(total, total + table.num_rows), type=pa.int64()))
         write_ipc(table, out_dir / f"part-{part:05d}.arrow")
         total += table.num_rows
-        part += 1
-
-    for batch in batches:
-        table = normalize_batch(batch, spec)
-        _reject_infinities(table, spec, total + pending_rows, path)
-        while table.num_rows:
-            take = min(PART_ROWS - pending_rows, table.num_rows)
-            pending.append(table.slice(0, take))
-            pending_rows += take
-            table = table.slice(take)
-            if pending_rows == PART_ROWS:
-                flush(pending)
-                pending, pending_rows = [], 0
-    if pending_rows:
-        flush(pending)
     if total == 0:
         raise DataError(f"{path}: the dataset has a header but no data rows")
     return total

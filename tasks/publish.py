@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from storage.arrow_blocks import fixed_blocks
 from storage.cache import describe_files
 from storage.hashing import stable_hash
 from tasks import encode as encode_mod
@@ -132,25 +133,9 @@ def read_part(path: Path) -> pa.Table:
 
 
 def _row_blocks(parts: list[Path], block_rows: int):
-    """Re-chunk the rows of ``parts`` into tables of exactly ``block_rows`` rows (the last may be short).
-
-    Every row group and shard boundary then depends only on row counts, never on how many
-    encode partitions the rows came from.
-    """
-    pending: list[pa.Table] = []
-    pending_rows = 0
-    for part in parts:
-        table = read_part(part)
-        while table.num_rows:
-            take = min(block_rows - pending_rows, table.num_rows)
-            pending.append(table.slice(0, take))
-            pending_rows += take
-            table = table.slice(take)
-            if pending_rows == block_rows:
-                yield pa.concat_tables(pending).combine_chunks()
-                pending, pending_rows = [], 0
-    if pending_rows:
-        yield pa.concat_tables(pending).combine_chunks()
+    """The rows of ``parts`` in tables of exactly ``block_rows`` rows (the last may be short): every row
+    group and shard boundary depends only on row counts, never on the number of encode partitions."""
+    return fixed_blocks((read_part(p) for p in parts), block_rows)
 
 
 def _write_parquet(parts: list[Path], folder: Path, shard_rows: int, row_group_rows: int) -> list[str]:
