@@ -105,20 +105,30 @@ def split_out(npartitions: int) -> int:
     return max(1, npartitions)
 
 
-def fit_tasks(prepared: list, features: list[CategoryFeature], fit_on: str, folder: Path) -> list:
-    """Delayed reducer results (one per shuffle output partition, candidates written under ``folder``,
-    a folder the workers and this process share); compute them with the stage's other partition work
-    so that each partition is prepared once."""
+def _partition(prepared, features: list[CategoryFeature], fit_on: str, partial, partial_args: tuple):
+    """One task per partition: the stage's other partial (``partial(prepared, *partial_args)``) and the
+    counts, so that the prepared frame is freed as soon as this task ends."""
+    return partial(prepared, *partial_args) if partial is not None else None, \
+        partition_counts(prepared, features, fit_on)
+
+
+def fit_tasks(prepared: list, features: list[CategoryFeature], fit_on: str, folder: Path, partial=None,
+              partial_args: tuple = ()) -> tuple[list, list]:
+    """``(partials, reducers)``: per partition, the delayed ``partial(prepared, *partial_args)`` (the
+    stage's fit of its other features), and one delayed reducer result per shuffle output partition
+    (candidates written under ``folder``, a folder the workers and this process share). Compute both
+    lists together: each partition is prepared once and dropped right after its one task."""
     import dask.dataframe as dd
     from dask import delayed
 
     if not features or not prepared:
-        return []
+        return [delayed(partial)(p, *partial_args) for p in prepared] if partial is not None else [], []
     f = frame.shared(features)
-    counts = [delayed(partition_counts)(p, f, fit_on) for p in prepared]
-    ddf = dd.from_delayed(counts, meta=_meta(), verify_meta=False)
+    both = [delayed(_partition, nout=2)(p, f, fit_on, partial, partial_args) for p in prepared]
+    ddf = dd.from_delayed([b[1] for b in both], meta=_meta(), verify_meta=False)
     shuffled = ddf.shuffle(on=VALUE, npartitions=split_out(len(prepared)), ignore_index=True)
-    return [delayed(reduce_partition)(part, f, str(folder), i) for i, part in enumerate(shuffled.to_delayed())]
+    reducers = [delayed(reduce_partition)(part, f, str(folder), i) for i, part in enumerate(shuffled.to_delayed())]
+    return ([b[0] for b in both] if partial is not None else []), reducers
 
 
 def file_name(feature: str, taken: set[str]) -> str:

@@ -12,8 +12,6 @@ import json
 from functools import reduce
 from pathlib import Path
 
-from dask import delayed
-
 from tasks import category_vocab, custom_stages, fill_missing, frame
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
@@ -41,8 +39,9 @@ def run(ctx, ingest, split, missing):
         prepared = frame.filled_partitions(parts, ctx.features, assign, states)
         counted = category_vocab.counted_features(ctx.features)  # category vocabularies: by a shuffle
         f = frame.shared([f for f in ctx.features if f not in counted])
-        tasks = [delayed(_partial)(p, f, fit_on) for p in prepared]
-        results = frame.compute(tasks + category_vocab.fit_tasks(prepared, counted, fit_on, out / "_candidates"))
+        tasks, reducers = category_vocab.fit_tasks(prepared, counted, fit_on, out / "_candidates",
+                                                   _partial, (f, fit_on))  # one task per partition
+        results = frame.compute(tasks + reducers)
         partials = results[:len(tasks)]
         fitted = category_vocab.finalize(counted, results[len(tasks):], out)
         metadata = {}

@@ -51,6 +51,12 @@ def _read(path: str):
 
 
 def _peak_rss_mb() -> float:
+    """Peak RSS of this worker's own address space (VmHWM). ru_maxrss is not used: Linux carries it
+    over fork+exec, so a worker spawned by a large pytest process would report the parent's peak."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -93,7 +99,8 @@ def test_million_distinct_values_fit_on_memory_limited_workers(tmp_path):
                          env={"ARROW_DEFAULT_MEMORY_POOL": "system"}) as cluster, Client(cluster) as client:
         workers = set(client.scheduler_info()["workers"])
         prepared = [delayed(_read)(str(p)) for p in sorted(data.glob("*.parquet"))]
-        reduced = frame.compute(category_vocab.fit_tasks(prepared, features, "all", out / "_candidates"))
+        _, reducers = category_vocab.fit_tasks(prepared, features, "all", out / "_candidates")
+        reduced = frame.compute(reducers)
         assert set(client.scheduler_info()["workers"]) == workers  # no worker was killed and replaced
         peaks = client.run(_peak_rss_mb)
     limit_mb = 500e6 / 2**20
