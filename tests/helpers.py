@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -29,6 +30,13 @@ def run(config: dict, dataset: Path, tmp: Path, npartitions: int | None = None, 
         output: str = "out") -> PipelineResult:
     ctx = RunContext(parse_config(config), str(dataset), StageCache(tmp / cache), npartitions, str(tmp / output))
     return run_pipeline(ctx)
+
+
+def without_created_at(files: dict[str, bytes]) -> dict[str, bytes]:
+    """``artifact_files`` with manifest.json's ``created_at`` (the one time in an artifact) removed."""
+    manifest = json.loads(files["manifest.json"])
+    manifest.pop("created_at")
+    return {**files, "manifest.json": json.dumps(manifest, sort_keys=True).encode()}
 
 
 def artifact_files(path: str | Path) -> dict[str, bytes]:

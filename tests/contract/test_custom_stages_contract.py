@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.contract.test_stage_contract import without_created_at
 from tests.custom_stage_helpers import ensure_example_plugin, frame
-from tests.helpers import artifact_files, run, write_csv
+from tests.helpers import artifact_files, run, without_created_at, write_csv
 
 CONFIG = {
     "stages": [{"uses": "haversine", "after": "fill_missing"},

@@ -12,7 +12,7 @@ import pytest
 
 from storage.artifact import Artifact
 from tasks.errors import DataError
-from tests.helpers import artifact_files, run, write_csv
+from tests.helpers import artifact_files, run, without_created_at, write_csv
 
 CONFIG = {
     "input_features": [
@@ -71,14 +71,6 @@ def dataset(tmp_path_factory):
 def reference(dataset, tmp_path_factory):
     result = run(CONFIG, dataset, tmp_path_factory.mktemp("ref"), npartitions=1)
     return result, artifact_files(result.artifact["artifact_path"])
-
-
-def without_created_at(files: dict[str, bytes]) -> dict[str, bytes]:
-    out = dict(files)
-    manifest = json.loads(out.pop("manifest.json"))
-    manifest.pop("created_at")
-    out["manifest.json"] = json.dumps(manifest, sort_keys=True).encode()
-    return out
 
 
 @pytest.mark.parametrize("npartitions", [3, 7])

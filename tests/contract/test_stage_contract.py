@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from tasks.pipeline import STAGES
-from tests.helpers import artifact_files, run, write_csv
+from tests.helpers import artifact_files, run, without_created_at, write_csv
 
 CONFIG = {
     "input_features": [
@@ -54,14 +54,6 @@ def reference(dataset, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ref")
     result = run(CONFIG, dataset, tmp, npartitions=1)
     return result, artifact_files(result.artifact["artifact_path"])
-
-
-def without_created_at(files: dict[str, bytes]) -> dict[str, bytes]:
-    out = dict(files)
-    manifest = json.loads(out.pop("manifest.json"))
-    manifest.pop("created_at")
-    out["manifest.json"] = json.dumps(manifest, sort_keys=True).encode()
-    return out
 
 
 @pytest.mark.parametrize("npartitions", [3, 7])

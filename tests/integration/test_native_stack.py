@@ -18,7 +18,6 @@ PostgreSQL: ``127.0.0.1:5432`` with trust auth, user ``$PREPFLOW_IT_PG_USER`` or
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import socket
@@ -251,12 +250,6 @@ def _reference_artifact(tmp: Path, monkeypatch) -> dict[str, bytes]:
     return artifact_files(result.artifact["artifact_path"])
 
 
-def _without_created_at(files: dict[str, bytes]) -> dict[str, bytes]:
-    manifest = json.loads(files["manifest.json"])
-    manifest.pop("created_at")
-    return {**files, "manifest.json": json.dumps(manifest, sort_keys=True).encode()}
-
-
 def test_deploy_trigger_and_rerun_cached_on_the_native_stack(stack, tmp_path, monkeypatch):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import WorkPoolCreate
@@ -336,7 +329,7 @@ def test_deploy_trigger_and_rerun_cached_on_the_native_stack(stack, tmp_path, mo
     import fsspec
 
     from storage import remote
-    from tests.helpers import artifact_files
+    from tests.helpers import artifact_files, without_created_at
 
     fsspec.filesystem("s3").clear_instance_cache()  # the endpoint from this environment
     s3 = boto3.client("s3", endpoint_url=stack.s3_endpoint, region_name="us-east-1",
@@ -346,6 +339,6 @@ def test_deploy_trigger_and_rerun_cached_on_the_native_stack(stack, tmp_path, mo
     reference = _reference_artifact(tmp_path / "reference", monkeypatch)
     published = artifact_files(local)
     assert sorted(published) == sorted(reference)
-    assert _without_created_at(published) == _without_created_at(reference)
+    assert without_created_at(published) == without_created_at(reference)
     print(f"native stack: stack up + deploy + 2 runs in {time.monotonic() - started:.1f} s "
           f"(first run {first_s:.1f} s, cached rerun {second_s:.1f} s)")

@@ -20,7 +20,7 @@ from tasks.config import parse_config
 from tasks.errors import ConfigError
 from tasks.features import build_all
 from tasks.split import SPLIT_NAMES
-from tests.helpers import artifact_files, run, write_csv
+from tests.helpers import artifact_files, run, without_created_at, write_csv
 
 ROOT = Path(__file__).resolve().parents[2]
 FEATURES = [{"name": "o", "type": "category", "preprocessing": {"num_oov_buckets": 3, "min_frequency": 2}},
@@ -160,12 +160,6 @@ PIPELINE = {
 }
 
 
-def _without_created_at(files: dict[str, bytes]) -> dict[str, bytes]:
-    manifest = json.loads(files["manifest.json"])
-    manifest.pop("created_at")
-    return {**files, "manifest.json": json.dumps(manifest, sort_keys=True).encode()}
-
-
 @pytest.fixture(scope="module")
 def parquet_vocab_runs(tmp_path_factory):
     """The pipeline with vocabularies over 20 ids stored as Parquet, for 1, 3 and 7 partitions."""
@@ -203,7 +197,7 @@ def test_large_vocabularies_are_parquet_files_in_the_manifest(parquet_vocab_runs
 
 def test_parquet_vocabularies_are_byte_identical_for_any_partition_count(parquet_vocab_runs):
     _, results = parquet_vocab_runs
-    files = {n: _without_created_at(artifact_files(r.artifact["artifact_path"])) for n, r in results.items()}
+    files = {n: without_created_at(artifact_files(r.artifact["artifact_path"])) for n, r in results.items()}
     assert any(k.startswith("vocab/") for k in files[1])
     assert files[3] == files[1] and files[7] == files[1]
 
