@@ -26,7 +26,8 @@ to an in-memory value ingest stored). For every media feature this stage
    named, ``.done`` sentinel); ``ensure_memmaps`` after publish rebuilds any that are missing.
 
 The entry has encode's layout (``<split>/part-*.arrow``, ``rows-*.npy``, ``encode.json``) plus the
-finalized ``training_set_metadata.json``; ``outputs`` hands it to validate(encoded) and publish in
+finalized ``training_set_metadata.json`` and the Parquet vocabularies it references (``vocab/*.parquet``,
+hard-linked from vocab's entry); ``outputs`` hands it to validate(encoded) and publish in
 place of encode's and vocab's. Without media features the stage passes encode's result through.
 """
 
@@ -49,7 +50,7 @@ from tasks.features.media import MediaFeature
 from tasks.split import SPLIT_NAMES
 from tasks.statistics import Statistics, decode_failures, sequence_lengths
 
-CODE_VERSION = "media_cache-1"
+CODE_VERSION = "media_cache-2"  # 2: the entry holds vocab's Parquet vocabularies (vocab/*.parquet) too
 STATE_FILE = "media_cache.json"
 CHUNK_ROWS = 2048  # rows per rewritten part: bounds memory in eager mode
 
@@ -314,6 +315,7 @@ def _compute(ctx, out: Path, fitted, parts: list[Part], all_sources: list[Source
         slots.clear()
         shutil.rmtree(scratch, ignore_errors=True)
     (out / vocab.METADATA_FILE).write_text(json.dumps(metadata, sort_keys=True, ensure_ascii=False))
+    vocab.copy_files(fitted, metadata, out, link=True)  # Parquet vocabularies: publish reads them from this entry
     (out / "encode.json").write_text(json.dumps({"rows": counts, "parts": len(parts)}))
     (out / STATE_FILE).write_text(json.dumps({"content": content, "code_version": CODE_VERSION,
                                               "features": [s.feature.name for s in all_sources]}))

@@ -75,8 +75,10 @@ def load(result, resolve_files: bool = False) -> dict:
     return metadata
 
 
-def copy_files(result, metadata: dict, dest: Path) -> None:
-    """Copy the Parquet vocabularies ``metadata`` references from the stage entry into ``dest``."""
+def copy_files(result, metadata: dict, dest: Path, link: bool = False) -> None:
+    """Copy the Parquet vocabularies ``metadata`` references from the stage entry into ``dest``;
+    ``link``: hard-link them where the file system allows (cache entries are never changed in place)."""
+    import os
     import shutil
 
     from storage import vocab_store
@@ -87,4 +89,10 @@ def copy_files(result, metadata: dict, dest: Path) -> None:
         if not src.is_file():
             raise DataError(f"{src}: vocabulary file referenced by {METADATA_FILE} is missing")
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        if link:
+            try:
+                os.link(src, dest / rel)
+                continue
+            except OSError:  # another file system, or links not supported: copy
+                pass
         shutil.copyfile(src, dest / rel)

@@ -417,3 +417,43 @@ def test_a_remote_lazy_cached_artifact_builds_its_memmap_beside_the_downloaded_c
         fs = fsspec.filesystem("memory")
         if fs.exists(url):
             fs.rm(url, recursive=True)
+
+
+@pytest.mark.parametrize("mode", ["eager", "lazy_cached"])
+def test_a_media_feature_beside_a_parquet_category_vocabulary_publishes_and_serves(tmp_path, mode, monkeypatch):
+    """media_cache hands publish its own entry in place of vocab's: the Parquet vocabulary files
+    (category vocabularies over ``INLINE_MAX`` ids) must come along, into the artifact and its manifest."""
+    from storage import Preprocessor, vocab_store
+    from tasks.features import category
+    from tasks.split import SPLIT_NAMES
+
+    monkeypatch.setattr(category, "INLINE_MAX", 5)
+    data = make_dataset(tmp_path / "data", n=16)
+    raw = pd.read_csv(data)
+    raw["tag"] = [f"t{i % 11:02d}" for i in range(len(raw))]
+    raw.to_csv(data, index=False)
+    cfg = config(mode, height=8, width=8)
+    cfg["preprocessing"].pop("oversample_minority")
+    cfg["input_features"].append({"name": "tag", "type": "category"})
+    result = run(cfg, data, tmp_path / "run", npartitions=2)
+    art = Artifact.open(result.artifact["artifact_path"], verify=True)  # the sha256 of every file, vocab included
+    ref = art.metadata["tag"]["vocab_file"]
+    assert ref["path"] == "vocab/tag.parquet" and ref["path"] in art.manifest["files"]
+    values = vocab_store.read(art.path / ref["path"], ref["sha256"]).column("value").to_pylist()
+    assert values[0] == "<UNK>" and len(values) == art.metadata["tag"]["vocab_size"] > 5
+    split = next(s for s in result.stages if s.stage == "split")
+    assign = np.load(Path(split.path) / "split.npy")
+    for column in ("photo", "voice"):
+        raw[column] = [str(tmp_path / "data" / p) for p in raw[column]]
+    pre = Preprocessor.load(art.path)
+    for split_id, name in enumerate(SPLIT_NAMES):
+        rows = np.flatnonzero(assign == split_id)
+        if not len(rows):
+            continue
+        served = pre.transform(raw.iloc[rows])
+        published = art.read_split(name)
+        assert served["tag"].tobytes() == published["tag"].tobytes(), name
+        ids = {v: i for i, v in enumerate(values)}
+        assert served["tag"].tolist() == [ids.get(t, 0) for t in raw["tag"].iloc[rows]]
+        if mode == "eager":
+            assert served["photo"].tobytes() == published["photo"].tobytes(), name
