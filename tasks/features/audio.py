@@ -18,9 +18,8 @@ from typing import Any, Iterator, Literal
 
 from pydantic import Field
 
-from storage.media import MediaError
 from storage.media_audio import AudioCodec, frame_count, probe_rate, samples
-from tasks.errors import ConfigError, DataError
+from tasks.errors import ConfigError
 from tasks.features.media import MediaFeature, MediaPreprocessing
 
 
@@ -51,15 +50,8 @@ class AudioFeature(MediaFeature):
                               "its keys (type, window_length_in_s, ...) directly under preprocessing")
         rate = o.sampling_rate
         if rate is None:
-            for data in sample:
-                try:
-                    rate = probe_rate(data)
-                    break
-                except MediaError:
-                    continue
-            if rate is None:
-                raise DataError(f"{self.describe()}: no readable audio file among the fit rows to take the sampling "
-                                "rate from; set sampling_rate")
+            rate = self.probe_sample(sample, probe_rate, 1, "no readable audio file among the fit rows to take the "
+                                     "sampling rate from; set sampling_rate")[0]
         codec = self.codec_for(rate)
         return {"feature_dim": codec.feature_dim, "sampling_rate_in_hz": rate, "max_length": codec.max_length,
                 "reshape": [codec.max_length, codec.feature_dim], "mode": self.mode, "codec": codec.to_json(),

@@ -22,8 +22,6 @@ from typing import Any, Iterator, Literal
 
 from pydantic import Field, model_validator
 
-from storage.media import MediaError
-from tasks.errors import DataError
 from tasks.features.media import MediaFeature, MediaPreprocessing
 
 
@@ -63,17 +61,9 @@ class ImageFeature(MediaFeature):
         if height is None or channels is None:
             averaged = (height is None and o.infer_image_dimensions) or (channels is None and o.infer_image_num_channels)
             want = o.infer_image_sample_size if averaged else 1
-            probes = []
-            for data in sample:
-                try:
-                    probes.append(probe(data))
-                except MediaError:
-                    continue  # unreadable images are judged by on_decode_error when decoded
-                if len(probes) >= want:
-                    break
-            if not probes:
-                raise DataError(f"{self.describe()}: no readable image among the fit rows to infer "
-                                f"{'height/width' if height is None else 'num_channels'} from; set them in the config")
+            probes = self.probe_sample(sample, probe, want, "no readable image among the fit rows to infer "
+                                       f"{'height/width' if height is None else 'num_channels'} from; set them in the "
+                                       "config")
             if height is None:
                 if o.infer_image_dimensions:
                     height = round(min(sum(p[0] for p in probes) / len(probes), o.infer_image_max_height))

@@ -24,7 +24,7 @@ passes each row's raw value through for that stage. With the finalized metadata 
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Iterator, Literal
+from typing import Any, Callable, ClassVar, Iterator, Literal, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -34,6 +34,7 @@ from tasks.errors import DataError
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType
 
 MODES = ("eager", "lazy", "lazy_cached")
+T = TypeVar("T")
 
 
 class MediaPreprocessing(BasePreprocessing):
@@ -75,6 +76,24 @@ class MediaFeature(FeatureType):
     def finalize_media(self, sample: Iterator[bytes]) -> dict:
         """Metadata needing the media (``codec`` included) from the fit rows' sources, in input order."""
         raise NotImplementedError
+
+    def probe_sample(self, sample: Iterator[bytes], probe: Callable[[bytes], T], want: int, none_readable: str) -> list[T]:
+        """``probe`` of up to ``want`` readable sources of ``sample`` (the fit rows' media, in input order),
+        for ``finalize_media``. Unreadable ones are skipped here (``on_decode_error`` judges them when
+        decoded); a DataError ``<feature>: <none_readable>`` when not one is readable."""
+        from storage.media import MediaError
+
+        found: list[T] = []
+        for data in sample:
+            try:
+                found.append(probe(data))
+            except MediaError:
+                continue
+            if len(found) >= want:
+                break
+        if not found:
+            raise DataError(f"{self.describe()}: {none_readable}")
+        return found
 
     def codec(self, metadata: dict):
         from storage.media import codec_from_json

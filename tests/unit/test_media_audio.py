@@ -187,3 +187,19 @@ def test_bad_options_are_config_errors():
         codec(type="stft", num_fft_points=64)
     with pytest.raises(ConfigError, match="'type' parameter of audio feature 'a' must be one of"):
         codec(type="mfcc")
+
+
+def test_the_sampling_rate_is_the_first_readable_file_of_the_fit_rows():
+    from tasks.errors import DataError
+
+    config = parse_config({"input_features": [{"name": "a", "type": "audio", "preprocessing": {"type": "raw"}}]})
+    feature = build_all(config)[0]
+    sample = [b"not audio", encoded(tone(rate=16000), rate=16000), encoded(tone())]
+    meta = feature.finalize_media(iter(sample))
+    assert meta["sampling_rate_in_hz"] == 16000 and meta["preprocessing"]["sampling_rate"] == 16000
+    with pytest.raises(DataError, match=r"audio feature 'a': no readable audio file among the fit rows to take the "
+                                        r"sampling rate from; set sampling_rate"):
+        feature.finalize_media(iter([b"not audio", b""]))
+    fixed = build_all(parse_config({"input_features": [
+        {"name": "a", "type": "audio", "preprocessing": {"type": "raw", "sampling_rate": 8000}}]}))[0]
+    assert fixed.finalize_media(iter(()))["sampling_rate_in_hz"] == 8000
