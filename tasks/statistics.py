@@ -75,8 +75,8 @@ class Histogram(Statistic):
         self.counts[bisect.bisect_right(self.starts, value)] += count
 
     def add_array(self, values: np.ndarray) -> None:
-        idx = np.searchsorted(np.asarray(self.starts), np.asarray(values, dtype=np.float64), side="right")
-        for i, n in enumerate(np.bincount(idx, minlength=len(self.counts))):
+        counts = bucket_counts(np.asarray(self.starts, dtype=np.float64), np.asarray(values, dtype=np.float64))
+        for i, n in enumerate(counts):
             self.counts[i] += int(n)
 
     def merge_from(self, other: Statistic) -> None:
@@ -93,6 +93,63 @@ class Histogram(Statistic):
 
     def __repr__(self) -> str:
         return f"{self.name}: {sum(self.counts)} values in {len(self.counts)} buckets"
+
+
+def _spacing(starts: np.ndarray) -> float | None:
+    """Bucket width of equally spaced starts (at least 2, finite, each within 1e-9 of a bucket of
+    ``lo + i * width``), else None."""
+    k = len(starts)
+    if k < 2 or not np.all(np.isfinite(starts)) or starts[-1] <= starts[0]:
+        return None
+    width = (starts[-1] - starts[0]) / (k - 1)
+    dev = np.abs(starts - (starts[0] + np.arange(k) * width)) / width
+    return float(width) if np.isfinite(width) and width > 0 and float(dev.max()) < 1e-9 else None
+
+
+_EPS = 1e-6  # in buckets: far above the guess's rounding error (~1e-13) and the starts' deviation (< 1e-9)
+_BLOCK = 8192  # values per step: small temporaries stay in the CPU cache and malloc's free lists
+
+
+def bucket_counts(starts: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``np.bincount(np.searchsorted(starts, x, side="right"), minlength=len(starts) + 1)`` exactly
+    (NaN counts in the last bucket), ~3x faster for equally spaced starts (the report's histograms).
+    With ``t = (x - starts[0]) / width`` a value's bucket is ``floor(t) + 1`` whenever ``t`` is at least
+    ``_EPS`` away from an integer: the starts deviate from ``starts[0] + i * width`` by less than 1e-9
+    buckets (checked) and ``t``'s rounding error is ~1e-13 buckets, so such a value certainly lies
+    between the same two starts. The few values near a start (and any non-finite ``t``) are
+    binary-searched."""
+    k = len(starts)
+    x = x.reshape(-1)
+    width = _spacing(starts) if x.size >= 1024 else None
+    if width is None:
+        return np.bincount(np.searchsorted(starts, x, side="right"), minlength=k + 1)
+    lo, scale = starts[0], 1.0 / width
+    counts = np.zeros(k + 2, dtype=np.int64)
+    n = min(_BLOCK, x.size)
+    t, whole, g = np.empty(n), np.empty(n), np.empty(n, dtype=np.intp)
+    near, tmp = np.empty(n, dtype=bool), np.empty(n, dtype=bool)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for begin in range(0, x.size, _BLOCK):
+            xb = x[begin:begin + _BLOCK]
+            m = len(xb)
+            tb, wb, gb, nb, sb = t[:m], whole[:m], g[:m], near[:m], tmp[:m]
+            np.subtract(xb, lo, out=tb)
+            tb *= scale
+            np.fmin(tb, k + 0.5, out=tb)  # far above the last start, and NaN (fmin ignores NaN) -> k + 1
+            np.fmax(tb, -0.5, out=tb)  # far below the first start -> 0
+            np.floor(tb, out=wb)
+            tb -= wb  # the fraction, in [0, 1)
+            np.less(tb, _EPS, out=nb)
+            np.greater(tb, 1.0 - _EPS, out=sb)
+            nb |= sb
+            np.add(wb, 1.0, out=wb)  # in [0, k + 1]; k + 1: beyond the last start, or NaN
+            gb[...] = wb  # float -> int, exact (whole numbers)
+            fix = np.flatnonzero(nb)
+            if fix.size:
+                gb[fix] = np.searchsorted(starts, xb[fix], side="right")
+            counts += np.bincount(gb, minlength=k + 2)
+    counts[k] += counts[k + 1]  # searchsorted puts both after the last start
+    return counts[:k + 1]
 
 
 class Statistics:

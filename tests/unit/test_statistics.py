@@ -91,3 +91,30 @@ def test_decode_failures_and_summary_rows():
     assert rows["encode.oov.train.sex"] == "5 (2.50% of 200 rows)"
     assert rows["encode.length.t"] == "4 values; <1: 1, [2,4): 2, >=8192: 1"
     assert LENGTH_BUCKETS[-1] == 8192
+
+
+def _searchsorted_counts(starts, x):
+    return np.bincount(np.searchsorted(np.asarray(starts), x, side="right"), minlength=len(starts) + 1)
+
+
+def test_bucket_counts_equal_a_binary_search_at_every_edge():
+    """The arithmetic fast path for equally spaced starts must count exactly like searchsorted: values on,
+    just below and just above every start, far outside, NaN, infinities, tiny and huge ranges."""
+    from tasks.feature_stats import id_starts, range_starts
+    from tasks.statistics import bucket_counts
+
+    rng = np.random.default_rng(7)
+    for starts in (range_starts(-3.7, 12.1), range_starts(0, 1), range_starts(1e-300, 2e-300),
+                   range_starts(-1e300, 1e300), range_starts(0.1, 0.1 + 1e-12), range_starts(5, 5), id_starts(4000),
+                   id_starts(3), [1.0, 2.0, 4.0, 8.0], list(LENGTH_BUCKETS)):
+        s = np.asarray(starts)
+        span = (s[-1] - s[0]) or 1.0
+        x = np.concatenate([rng.uniform(s[0] - span, s[-1] + span, 20000), s, np.nextafter(s, -np.inf),
+                            np.nextafter(s, np.inf), [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e308, -1e308],
+                            np.round(rng.uniform(s[0], s[-1], 5000), 1), np.full(3000, np.nan),
+                            rng.integers(-3, len(s) + 3, 9000).astype(np.float64)])
+        for values in (rng.permutation(x), x[:900], np.full(5000, s[-1])):
+            assert np.array_equal(bucket_counts(s, values), _searchsorted_counts(s, values)), starts[:3]
+            hist = Histogram("h", starts)
+            hist.add_array(values)
+            assert hist.counts == _searchsorted_counts(s, values).tolist()
