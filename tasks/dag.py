@@ -57,15 +57,10 @@ RESERVED_COLUMNS = ("__row__", "__split__")
 
 
 def load_stage_class(uses: str, where: str) -> type[Stage]:
-    from tasks.plugins import STAGES_GROUP, PluginNotFound, load_object
+    from tasks.plugins import STAGES_GROUP, load_subclass
 
-    try:
-        obj = load_object(uses, STAGES_GROUP)
-    except PluginNotFound as exc:
-        raise InvalidDAGError(f"{where}.uses: cannot load custom stage {uses!r}: {exc}") from None
-    if not (isinstance(obj, type) and issubclass(obj, Stage)):
-        raise InvalidDAGError(f"{where}.uses: {uses!r} is {obj!r}, not a subclass of tasks.Stage")
-    return obj
+    return load_subclass(uses, STAGES_GROUP, Stage, where=f"{where}.uses", what="custom stage",
+                         base_name="tasks.Stage", error=InvalidDAGError)
 
 
 @dataclass

@@ -57,6 +57,22 @@ def load_object(ref: str, group: str) -> object:
         raise PluginNotFound(f"entry point {ref!r} ({found[ref].value}) cannot be loaded: {exc}") from None
 
 
+def load_subclass(ref: str, group: str, base: type, *, where: str, what: str, base_name: str,
+                  error: type[Exception]) -> type:
+    """The class ``ref`` names (``load_object``), which must be a subclass of ``base``.
+
+    A failure raises ``error`` naming the config key ``where``: ``<where>: cannot load <what> <ref>:
+    <why>`` or ``<where>: <ref> is <object>, not a subclass of <base_name>``.
+    """
+    try:
+        obj = load_object(ref, group)
+    except PluginNotFound as exc:
+        raise error(f"{where}: cannot load {what} {ref!r}: {exc}") from None
+    if not (isinstance(obj, type) and issubclass(obj, base)):
+        raise error(f"{where}: {ref!r} is {obj!r}, not a subclass of {base_name}")
+    return obj
+
+
 def code_version(cls: type) -> str:
     """``version:<declared>`` or ``sha256:<hash of the class's module source>``."""
     declared = getattr(cls, "version", None)

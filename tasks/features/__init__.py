@@ -46,16 +46,11 @@ REGISTRY: dict[str, type[FeatureType]] = {
 def load_feature_class(type_name: str, where: str) -> type[FeatureType]:
     if type_name in REGISTRY:
         return REGISTRY[type_name]
-    from tasks.plugins import FEATURES_GROUP, PluginNotFound, entry_points, load_object
+    from tasks.plugins import FEATURES_GROUP, entry_points, load_subclass
 
     if ":" in type_name or type_name in entry_points(FEATURES_GROUP):  # "pkg.module:Class" or an entry point
-        try:
-            cls = load_object(type_name, FEATURES_GROUP)
-        except PluginNotFound as exc:
-            raise ConfigError(f"{where}.type: cannot load custom feature type {type_name!r}: {exc}") from None
-        if not (isinstance(cls, type) and issubclass(cls, FeatureType)):
-            raise ConfigError(f"{where}.type: {type_name!r} is not a subclass of tasks.features.FeatureType")
-        return cls
+        return load_subclass(type_name, FEATURES_GROUP, FeatureType, where=f"{where}.type",
+                             what="custom feature type", base_name="tasks.features.FeatureType", error=ConfigError)
     from tasks.config import suggest
 
     raise ConfigError(f"{where}.type: unknown feature type {type_name!r}{suggest(type_name, sorted(REGISTRY))}")

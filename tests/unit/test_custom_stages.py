@@ -368,6 +368,27 @@ def test_example_plugin_is_published_validated_and_served_bit_for_bit(dataset, t
             assert np.array_equal(np.asarray(values), served[column][rows]), (split, column)
 
 
+@pytest.mark.parametrize("type_name, pattern", [
+    ("no_such_module:Feature", r"^config: input_features\[0\]\.type: cannot load custom feature type "
+                               r"'no_such_module:Feature': cannot import module 'no_such_module'"),
+    (f"{H}:Missing", rf"^config: input_features\[0\]\.type: cannot load custom feature type '{H}:Missing': "
+                     rf"module '{H}' has no attribute 'Missing'"),
+    (f"{H}:NotAStage", rf"^config: input_features\[0\]\.type: '{H}:NotAStage' is <class '{H}\.NotAStage'>, "
+                       r"not a subclass of tasks.features.FeatureType$"),
+    ("hashed_tokns", r"^config: input_features\[0\]\.type: unknown feature type 'hashed_tokns'"),
+])
+def test_invalid_custom_feature_type(type_name, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        parse_config({"input_features": [{"name": "x", "type": type_name}],
+                      "output_features": [{"name": "y", "type": "binary"}]})
+
+
+def test_stage_that_is_not_a_class_names_what_it_is():
+    with pytest.raises(InvalidDAGError, match=rf"^stages\[0\]\.uses: '{H}:frame' is <function frame at .*>, "
+                                              r"not a subclass of tasks.Stage$"):
+        plan(config([{"uses": f"{H}:frame"}], [{"name": "log_distance", "type": "number"}]))
+
+
 def test_custom_feature_type_code_is_in_the_cache_key(dataset, tmp_path):
     from prepflow_example_plugin.features import HashedTokens
 
