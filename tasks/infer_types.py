@@ -22,10 +22,23 @@ The rules start from Ludwig's AutoML heuristics and fix the cases where those ar
 * high-cardinality single-token strings stay categories (the vocabulary is capped by
   ``most_common``); multi-token strings are ``set`` when a small token vocabulary makes up many
   distinct combinations and (almost) no value repeats a token, otherwise ``text``.
-* date, image, audio, vector and timeseries are recognised from every value (date: parses;
-  image/audio: a path or URL with a media file extension; vector: lists of numbers, space- or
-  comma-separated, optionally in brackets, all of one length; timeseries: such lists of varying
-  length).
+* date, vector and timeseries are recognised from every value (date: parses; vector: lists of
+  numbers, space- or comma-separated, optionally in brackets, all of one length; timeseries: such
+  lists of varying length).
+* image / audio: every non-missing value is a path or URL ending in an image extension (png, jpg,
+  jpeg, bmp, gif, tif, tiff, webp, ppm, pgm: Pillow reads them) or an audio one (wav, flac, ogg,
+  oga, opus, mp3, aif, aiff: what soundfile/libsndfile reads; not m4a/aac), checked on every row
+  with a vectorized regex over the distinct values, and the files exist. Existence is checked on a
+  bounded, deterministic sample: the ``MEDIA_SAMPLE`` distinct values with the lowest stable hashes
+  (a bottom-k sample, so it is the same for any partitioning and spread over the whole column, not
+  its first folder). Relative paths resolve as the media stage resolves them
+  (``storage.media.resolve``: against the dataset's folder, or ``media_root``); URLs (and relative
+  paths under a URL dataset) are judged by their extension only, never fetched. One sampled file
+  that is missing (or escapes ``media_root``) and the column is excluded, with a reason naming it:
+  its values are meant as media, but the run would fail on them, and a category of file names
+  would be useless (Ludwig falls back to category/text). Existence is judged when inference runs;
+  the stage's cache entry does not follow the files later (``media_cache`` hashes every source and
+  fails on a missing one).
 
 ``run`` is the pipeline stage (after ingest, cached like the others): it infers the untyped
 features only and writes ``types.json``; ``apply`` puts the types into the run's config, which
@@ -36,10 +49,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import tempfile
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import reduce
 from pathlib import Path
 
@@ -48,9 +62,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from storage import media
 from tasks.errors import ConfigError, DataError
 
-CODE_VERSION = "infer_types-1"
+CODE_VERSION = "infer_types-2"  # 2: image/audio need every value a media path and the sampled files
 TYPES_FILE = "types.json"
 TYPES = ("binary", "number", "category", "text", "date", "image", "audio", "set", "vector", "timeseries")
 
@@ -63,7 +78,7 @@ ID_MIN_ROWS = 20  # fewer non-missing rows: too few to call a column ID-like
 ID_UNIQUE_SHARE = 0.95  # distinct / non-missing at or above this: unique for ID purposes
 CATEGORY_MAX_SHARE = 0.5  # multi-token strings: category when distinct <= this share of rows
 TEXT_MIN_TOKENS = 3.0  # mean whitespace tokens from which a string column is text
-MEDIA_MIN_SHARE = 0.9
+MEDIA_SAMPLE = 1_000  # distinct media paths whose files are checked (bottom-k by hash)
 SAMPLE_SIZE = 5  # example values shown in reasons when there are too many to count exactly
 
 TRUE_STRS = {"yes", "y", "true", "t", "1", "1.0", "on"}
@@ -79,8 +94,9 @@ DATE_RE = (rf"(?:\d{{4}}[-/.]\d{{1,2}}[-/.]\d{{1,2}}{_TIME}"
            rf"|\d{{1,2}}[-/.]\d{{1,2}}[-/.]\d{{2,4}}{_TIME}"
            rf"|(?:[a-z]{{3,9}},?\s+)?\d{{1,2}}\s+{_MONTH},?\s+\d{{4}}{_TIME}"
            rf"|(?:[a-z]{{3,9}},?\s+)?{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}{_TIME})")
-IMAGE_RE = r"\.(?:png|jpe?g|gif|bmp|tiff?|webp|ppm|pgm)(?:\?.*)?$"
-AUDIO_RE = r"\.(?:wav|mp3|flac|ogg|oga|m4a|aac|opus|aiff?)(?:\?.*)?$"
+IMAGE_EXTENSIONS = ("png", "jpg", "jpeg", "bmp", "gif", "tif", "tiff", "webp", "ppm", "pgm")  # Pillow reads them
+AUDIO_EXTENSIONS = ("wav", "flac", "ogg", "oga", "opus", "mp3", "aif", "aiff")  # libsndfile (soundfile) reads them
+EXT_RE = r"\.(?P<ext>[a-z0-9]+)(?:\?.*)?$"  # a path's extension, before a URL's query string (lower-cased values)
 
 
 @dataclass
@@ -223,8 +239,7 @@ def profile_values(values: pd.Series) -> dict:
     prof["chars"] = int(pc.sum(pc.utf8_length(arr)).as_py() or 0)
     if kind == "string" and n:
         prof["n_date"] = _count_dates(arr)
-        prof["n_image"] = _count(pc.match_substring_regex(lower, pattern=IMAGE_RE))
-        prof["n_audio"] = _count(pc.match_substring_regex(lower, pattern=AUDIO_RE))
+        prof.update(_media_profile(uniques, vc.field("counts").to_numpy(zero_copy_only=False), hashes))
         vec = _match(arr, VECTOR_RE)
         lengths = pc.count_substring_regex(arr.filter(vec), pattern=_NUM).to_numpy(zero_copy_only=False)
         prof["n_vector"] = int(len(lengths))
@@ -238,9 +253,32 @@ def profile_values(values: pd.Series) -> dict:
         prof["token_counts"] = (dict(zip(tokens.field("values").to_pylist(), tokens.field("counts").to_pylist(),
                                          strict=True)) if len(tokens) <= TOKEN_CAP else None)
     else:
-        prof.update(n_date=n if kind == "datetime" else 0, n_image=0, n_audio=0, n_vector=0, vector_min=None,
-                    vector_max=None, n_uuid=0, token_counts={}, n_repeat=0)
+        prof.update(n_date=n if kind == "datetime" else 0, n_image=0, n_audio=0, media_ext={}, media_sample=[],
+                    n_vector=0, vector_min=None, vector_max=None, n_uuid=0, token_counts={}, n_repeat=0)
     return prof
+
+
+def _media_profile(uniques: pa.Array, counts: np.ndarray, hashes: np.ndarray) -> dict:
+    """From a partition's distinct values (their row counts and hashes): rows with an image / audio
+    extension, rows per extension, and the ``MEDIA_SAMPLE`` media values with the lowest hashes
+    (mergeable: the bottom-k of a union is the bottom-k of the parts' bottom-ks)."""
+    ext = pc.struct_field(pc.extract_regex(pc.utf8_lower(uniques), pattern=EXT_RE), [0])  # null: no extension
+    image = pc.fill_null(pc.is_in(ext, value_set=pa.array(IMAGE_EXTENSIONS)), False).to_numpy(zero_copy_only=False)
+    audio = pc.fill_null(pc.is_in(ext, value_set=pa.array(AUDIO_EXTENSIONS)), False).to_numpy(zero_copy_only=False)
+    media = image | audio
+    ext_counts: dict[str, int] = {}
+    if media.any():
+        grouped = (pa.table({"ext": ext.filter(pa.array(media)), "n": pa.array(counts[media])})
+                   .group_by("ext").aggregate([("n", "sum")]))
+        ext_counts = dict(zip(grouped.column("ext").to_pylist(), grouped.column("n_sum").to_pylist(), strict=True))
+    chosen = np.flatnonzero(media)
+    if len(chosen) > MEDIA_SAMPLE:  # the lowest hashes, ties at the cut included: O(n), no full sort
+        cut = np.partition(hashes[chosen], MEDIA_SAMPLE - 1)[MEDIA_SAMPLE - 1]
+        chosen = chosen[hashes[chosen] <= cut]
+    values = uniques.take(pa.array(chosen, pa.int64())).to_pylist()
+    sample = sorted(zip(hashes[chosen].tolist(), values, strict=True))[:MEDIA_SAMPLE]  # (hash, value): as merged
+    return {"n_image": int(counts[image].sum()), "n_audio": int(counts[audio].sum()), "media_ext": ext_counts,
+            "media_sample": sample}
 
 
 def _rows_with_repeats(lists: pa.Array, flat: pa.Array) -> int:
@@ -306,6 +344,8 @@ def merge_profiles(a: dict, b: dict) -> dict:
         out[key] = _opt(max, a[key], b[key])
     out["counts"] = _merge_counts(a["counts"], b["counts"], VALUE_CAP)
     out["token_counts"] = _merge_counts(a["token_counts"], b["token_counts"], TOKEN_CAP)
+    out["media_ext"] = _merge_counts(a["media_ext"], b["media_ext"], len(a["media_ext"]) + len(b["media_ext"]))
+    out["media_sample"] = sorted(set(a["media_sample"]) | set(b["media_sample"]))[:MEDIA_SAMPLE]
     out["hll"] = np.maximum(a["hll"], b["hll"])
     out["sample"] = sorted(set(a["sample"]) | set(b["sample"]))[:SAMPLE_SIZE]
     return out
@@ -316,6 +356,78 @@ def distinct(prof: dict) -> tuple[int, bool]:
     if prof["counts"] is not None:
         return len(prof["counts"]), True
     return max(hll_estimate(prof["hll"]), VALUE_CAP + 1), False
+
+
+# ---- media files ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MediaPlace:
+    """Where a column's media paths resolve, as the media stage resolves them: ``base_dir`` (the
+    dataset's folder, ``storage.media.dataset_dir``), ``media_root`` per kind (image/audio), the
+    stage cache (for ``media-cache:`` references)."""
+
+    base_dir: str
+    media_root: dict[str, str | None] = field(default_factory=dict)
+    cache_dir: str | None = None
+
+
+@dataclass
+class MediaCheck:
+    """Sampled media values: how many are local files (checked), URLs (extension only), and the
+    local ones that are missing or unusable, as ``(raw value, why)``."""
+
+    local: int = 0
+    urls: int = 0
+    missing: list[tuple[str, str]] = field(default_factory=list)
+
+
+def check_media_files(values: list[str], kind: str, place: MediaPlace) -> MediaCheck:
+    """Resolve each sampled value like ``media_cache`` does and check that local files exist; URLs
+    are not fetched. ``values`` is a bounded sample (``MEDIA_SAMPLE``), never a whole column."""
+    check = MediaCheck()
+    root = place.media_root.get(kind)
+    for raw in values:
+        try:
+            path = media.resolve(raw, place.base_dir, root, place.cache_dir)
+        except media.MediaError as exc:
+            check.local += 1
+            check.missing.append((raw, str(exc)))
+            continue
+        if media.is_url(path):
+            check.urls += 1
+            continue
+        check.local += 1
+        if not os.path.isfile(path):
+            check.missing.append((raw, f"no file {path}" if not os.path.exists(path) else f"{path} is not a file"))
+    return check
+
+
+def _decide_media(kind: str, prof: dict, place: MediaPlace | None, out) -> Inferred:
+    n = prof["n"]
+    d, exact = distinct(prof)
+    exts = "/".join(f".{e}" for e in sorted(prof["media_ext"]))
+    sample = [v for _h, v in prof["media_sample"]]
+    if place is None:
+        return out(kind, f"all {n:,} values are {kind} file paths or URLs ending in {exts} (files not checked)")
+    check = check_media_files(sample, kind, place)
+    noun = "URLs" if not check.local else "paths or URLs" if check.urls else "paths"
+    head = f"all {n:,} values are {kind} file {noun} ending in {exts}"
+    if check.missing:
+        examples = "; ".join(f"{raw!r}: {why}" for raw, why in check.missing[:2])
+        relative = (f"relative paths resolve against {place.media_root[kind]} (media_root)"
+                    if place.media_root.get(kind) else f"relative paths resolve against {place.base_dir}")
+        bad = len(check.missing)
+        verb = "does not exist or cannot be used" if bad == 1 else "do not exist or cannot be used"
+        return out(None, f"excluded: {head}, but {bad:,} of the {check.local:,} sampled files {verb} "
+                         f"(e.g. {examples}); {relative}. Fix the paths, or give it "
+                         f"type: {kind} (with on_decode_error: skip_row to drop those rows)")
+    if not check.local:
+        return out(kind, f"{head} (URLs are not fetched: extension only)")
+    whole = exact and d <= len(sample)  # the sample is every distinct value
+    files = (f"all {check.local:,} distinct files exist" if whole and not check.urls
+             else f"the {check.local:,} sampled local files exist (URLs: extension only)" if check.urls
+             else f"the {check.local:,} sampled files (of {'' if exact else '~'}{d:,} distinct) exist")
+    return out(kind, f"{head}; {files}")
 
 
 # ---- the decision --------------------------------------------------------------------------------
@@ -330,8 +442,11 @@ def _fmt_num(x: float | None) -> str:
     return "?" if x is None else (f"{int(x)}" if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}")
 
 
-def decide(name: str, prof: dict, is_target: bool = False, column: str | None = None) -> Inferred:
-    """The type of one column from its merged profile, with the reason (``type=None``: excluded)."""
+def decide(name: str, prof: dict, is_target: bool = False, column: str | None = None,
+           media_place: MediaPlace | None = None) -> Inferred:
+    """The type of one column from its merged profile, with the reason (``type=None``: excluded).
+    ``media_place``: where media paths resolve, to check that a media column's sampled files exist
+    (None: by extension only, said so in the reason)."""
     column = column or name
     kind, n, rows = prof["kind"], prof["n"], prof["rows"]
     d, exact = distinct(prof)
@@ -367,10 +482,9 @@ def decide(name: str, prof: dict, is_target: bool = False, column: str | None = 
         note = f" ({bad} value(s) are not numbers, so not a number column)"
     if prof["n_date"] == n:
         return out("date", f"every value parses as a date (e.g. {_examples(prof, 2)})")
-    if prof["n_image"] >= MEDIA_MIN_SHARE * n:
-        return out("image", f"{prof['n_image']} of {n} values are image file paths")
-    if prof["n_audio"] >= MEDIA_MIN_SHARE * n:
-        return out("audio", f"{prof['n_audio']} of {n} values are audio file paths")
+    for media_kind in ("image", "audio"):
+        if prof[f"n_{media_kind}"] == n:
+            return _decide_media(media_kind, prof, media_place, out)
     if prof["n_vector"] == n and prof["vector_min"] == prof["vector_max"]:
         return out("vector", f"every value is a list of {prof['vector_min']} numbers")
     if prof["n_vector"] == n:
@@ -488,7 +602,8 @@ def infer_dataset(path: str, target: str | None = None,
         ingest.write_parts(ingest.read_batches(path, spec), spec, Path(tmp) / "data", path)
         profiles = profile_columns(str(Path(tmp) / "data"), columns, npartitions)
         rows = profiles[columns[0]]["rows"] if columns else 0
-    return [decide(c, profiles[c], c == target) for c in columns], rows
+    place = MediaPlace(media.dataset_dir(path))
+    return [decide(c, profiles[c], c == target, media_place=place) for c in columns], rows
 
 
 def _yaml_scalar(value: str) -> str:
@@ -526,8 +641,20 @@ def render_config(inferred: list[Inferred], dataset: str, rows: int) -> str:
 # ---- the pipeline stage --------------------------------------------------------------------------
 
 def untyped(config) -> list[dict]:
-    return [{"name": f.name, "column": f.source_column, "output": config.is_output(f.name)}
-            for f in config.features if f.type is None]
+    """The features without a type; ``media_root``: per media kind, the feature's own or the kind's
+    ``defaults`` (where its paths would resolve once typed)."""
+    todo = []
+    for f in config.features:
+        if f.type is not None:
+            continue
+        roots = {}
+        for kind in ("image", "audio"):
+            defaults = config.defaults.get(kind)
+            root = f.preprocessing.get("media_root", defaults.preprocessing.get("media_root") if defaults else None)
+            if root is not None:
+                roots[kind] = root
+        todo.append({"name": f.name, "column": f.source_column, "output": config.is_output(f.name), "media_root": roots})
+    return todo
 
 
 def run(ctx, ingest):
@@ -544,8 +671,10 @@ def run(ctx, ingest):
         if todo:
             columns = sorted({t["column"] for t in todo})
             profiles = profile_columns(ingest_mod.data_dir(ingest.path), columns, ctx.npartitions)
+            base = media.dataset_dir(ctx.dataset)
             for t in todo:
-                item = decide(t["name"], profiles[t["column"]], t["output"], t["column"])
+                place = MediaPlace(base, t["media_root"], str(ctx.cache.root))
+                item = decide(t["name"], profiles[t["column"]], t["output"], t["column"], place)
                 decisions[t["name"]] = item.to_json()
                 stats.counter(f"infer_types.{item.type or 'excluded'}", 1)
         (out / TYPES_FILE).write_text(json.dumps({"features": decisions}, sort_keys=True, indent=1))

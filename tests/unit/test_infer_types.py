@@ -5,6 +5,7 @@ things the stage must guarantee (full pass, partition independence, `prepflow in
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -77,8 +78,10 @@ CASES = [
      "date", r"parses as a date"),
     ("when_iso", (pd.Timestamp("2021-06-01") + pd.to_timedelta(RNG.integers(0, 10**6, N), unit="s")).astype(str),
      "date", r"parses as a date"),
-    ("photo", [f"images/{i:04d}.JPG" for i in range(N)], "image", r"image file paths"),
-    ("clip", [f"s3://bucket/a/{i}.wav" for i in range(N)], "audio", r"audio file paths"),
+    ("photo", [f"images/{i:04d}.JPG" for i in range(N)], "image",  # the files exist (made by `crafted`)
+     r"^all 1,000 values are image file paths ending in \.jpg; all 1,000 distinct files exist$"),
+    ("clip", [f"s3://bucket/a/{i}.wav" for i in range(N)], "audio",
+     r"^all 1,000 values are audio file URLs ending in \.wav \(URLs are not fetched: extension only\)$"),
     ("embedding", [" ".join(f"{x:.3f}" for x in RNG.normal(size=4)) for _ in range(N)], "vector",
      r"a list of 4 numbers"),
     ("json_list", [str(RNG.integers(0, 9, 3).tolist()) for _ in range(N)], "vector", r"a list of 3 numbers"),
@@ -91,7 +94,11 @@ CASES = [
 def crafted(tmp_path_factory):
     df = pd.DataFrame({name: pd.Series(values, dtype=object) for name, values, _t, _r in CASES})
     df["target_unique"] = np.arange(N) + 1  # ID-like, but a target
-    return write_csv(df, tmp_path_factory.mktemp("infer") / "crafted.csv")
+    folder = tmp_path_factory.mktemp("infer")
+    (folder / "images").mkdir()
+    for path in df["photo"]:
+        (folder / path).touch()  # existence is what inference checks; decoding is media_cache's
+    return write_csv(df, folder / "crafted.csv")
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +130,8 @@ def test_inference_is_independent_of_partitioning(crafted, tmp_path, monkeypatch
         profiles = infer_types.profile_columns(str(tmp_path / "data"), columns, npartitions)
         results.append({c: infer_types.decide(c, profiles[c]).to_json() for c in columns})
         sketches.append({c: (profiles[c]["hll"], profiles[c]["counts"], profiles[c]["token_counts"],
-                             profiles[c]["sample"]) for c in columns})
+                             profiles[c]["sample"], profiles[c]["media_sample"], profiles[c]["media_ext"])
+                         for c in columns})
     assert results[0] == results[1] == results[2]
     for other in sketches[1:]:
         for c in columns:
@@ -226,3 +234,111 @@ def test_balance_with_an_untyped_number_output_is_rejected_after_inference(titan
               "preprocessing": {"oversample_minority": 0.5}}
     with pytest.raises(ConfigError, match=r"exactly one output feature of type binary or category"):
         run(config, titanic_csv, tmp_path)
+
+
+# ---- image and audio: every value a media path, the sampled files exist ------------------------------
+
+def _media_table(folder: Path, names: list[str], **extra) -> Path:
+    """``data.csv`` in ``folder`` with a column ``media`` of ``names`` (empty files made for them)."""
+    for name in names:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).touch()
+    return write_csv(pd.DataFrame({"media": names, **extra}), folder / "data.csv")
+
+
+def test_a_media_column_with_one_missing_file_is_excluded_naming_the_file(tmp_path):
+    names = [f"img/{i:03d}.{'png' if i % 4 else 'jpeg'}" for i in range(40)]
+    data = _media_table(tmp_path / "d", names, y=np.arange(40) % 2)
+    decisions = {i.name: i for i in infer_types.infer_dataset(str(data))[0]}
+    assert decisions["media"].type == "image"
+    assert decisions["media"].reason == "all 40 values are image file paths ending in .jpeg/.png; all 40 distinct files exist"
+    (tmp_path / "d" / "img" / "017.png").unlink()
+    item = {i.name: i for i in infer_types.infer_dataset(str(data))[0]}["media"]
+    assert item.type is None
+    missing = tmp_path / "d" / "img" / "017.png"
+    assert item.reason == (f"excluded: all 40 values are image file paths ending in .jpeg/.png, but 1 of the 40 sampled "
+                           f"files does not exist or cannot be used (e.g. 'img/017.png': no file {missing}); relative "
+                           f"paths resolve against {tmp_path / 'd'}. Fix the paths, or give it type: image (with "
+                           "on_decode_error: skip_row to drop those rows)")
+    # as the target it is kept, as a category, saying why
+    target = {i.name: i for i in infer_types.infer_dataset(str(data), target="media")[0]}["media"]
+    assert target.type == "category" and "'img/017.png': no file" in target.reason
+    assert target.reason.endswith("kept as category because it is the target")
+
+
+def test_media_files_are_checked_on_a_bounded_sample_the_same_for_any_partitioning(tmp_path, monkeypatch):
+    monkeypatch.setattr(infer_types, "MEDIA_SAMPLE", 10)
+    monkeypatch.setattr(ingest, "PART_ROWS", 16)
+    names = [f"clips/{i:03d}.wav" for i in range(60)]
+    data = _media_table(tmp_path / "d", [*names, *names[:20]])  # 80 rows, 60 distinct values
+    # the sample: the 10 distinct values with the lowest stable hashes, not the first rows or folder
+    order = np.argsort(infer_types._hashes(np.array(names, dtype=object)), kind="stable")
+    sampled = {names[i] for i in order[:10]}
+    assert sampled != set(sorted(names)[:10])
+    spec = ingest.IngestSpec({"media": "string"}, "csv")
+    ingest.write_parts(ingest.read_batches(str(data), spec), spec, tmp_path / "parts", str(data))
+    for npartitions in (1, 2, 5):
+        prof = infer_types.profile_columns(str(tmp_path / "parts"), ["media"], npartitions)["media"]
+        assert {v for _h, v in prof["media_sample"]} == sampled and prof["media_ext"] == {"wav": 80}
+    item = {i.name: i for i in infer_types.infer_dataset(str(data), npartitions=3)[0]}["media"]
+    assert (item.type, item.reason) == ("audio", "all 80 values are audio file paths ending in .wav; the 10 sampled "
+                                                 "files (of 60 distinct) exist")
+    (tmp_path / "d" / next(n for n in names if n not in sampled)).unlink()  # outside the sample: not seen
+    assert {i.name: i for i in infer_types.infer_dataset(str(data))[0]}["media"].type == "audio"
+    (tmp_path / "d" / min(sampled)).unlink()  # inside it
+    item = {i.name: i for i in infer_types.infer_dataset(str(data))[0]}["media"]
+    assert item.type is None and "1 of the 10 sampled files does not exist" in item.reason
+    assert repr(min(sampled)) in item.reason
+
+
+@pytest.mark.parametrize("values,expected", [
+    (["a.png", "b.wav"] * 10, "category"),  # image and audio mixed: neither
+    ([*(f"p{i}.png" for i in range(29)), "n/a"], None),  # one value is not a path: not an image column (ID-like)
+    ([f"s{i}.m4a" for i in range(30)], None),  # soundfile cannot read m4a: not audio
+    ([f"https://cdn.example.com/x/{i}.WebP?w=64" for i in range(30)], "image"),  # URL, query string, any case
+    ([f"f{i}.mp3" for i in range(10)] + [f"f{i}.FLAC" for i in range(10)], "audio"),
+])
+def test_media_rules(tmp_path, values, expected):
+    prof = infer_types.profile_values(pd.Series(values, dtype="string"))
+    for v in values:
+        if "://" not in v and "/" not in v:
+            (tmp_path / v).touch()
+    item = infer_types.decide("c", prof, media_place=infer_types.MediaPlace(str(tmp_path)))
+    assert item.type == expected, item.reason
+
+
+def test_media_paths_resolve_like_the_media_stage(tmp_path):
+    (tmp_path / "root" / "pics").mkdir(parents=True)
+    (tmp_path / "outside.png").touch()
+    for i in range(3):
+        (tmp_path / "root" / "pics" / f"{i}.png").touch()
+    inside = [f"pics/{i}.png" for i in range(3)]
+    place = infer_types.MediaPlace(str(tmp_path), {"image": "root"})
+    assert infer_types.check_media_files(inside, "image", place).missing == []
+    assert infer_types.check_media_files(inside, "image", infer_types.MediaPlace(str(tmp_path))).local == 3
+    escaped = infer_types.check_media_files(["../outside.png", str(tmp_path / "outside.png")], "image", place)
+    assert escaped.local == 2 and all("outside media_root" in why for _raw, why in escaped.missing)
+    urls = infer_types.check_media_files(["s3://b/a.png", "x.png"], "image", infer_types.MediaPlace("s3://b/data"))
+    assert (urls.urls, urls.local, urls.missing) == (2, 0, [])  # relative under a URL dataset: a URL, not fetched
+    prof = infer_types.profile_values(pd.Series(inside * 3, dtype="string"))
+    reason = infer_types.decide("c", prof, media_place=place).reason
+    assert reason == "all 9 values are image file paths ending in .png; all 3 distinct files exist"
+    item = infer_types.decide("c", prof, media_place=infer_types.MediaPlace(str(tmp_path / "elsewhere")))
+    assert item.type is None and "3 of the 3 sampled files do not exist" in item.reason
+
+
+def test_prepflow_infer_prints_image_and_audio_with_their_reasons(tmp_path, capsys):
+    names = [f"img/{i}.png" for i in range(12)]
+    sounds = [f"snd/{i}.flac" for i in range(12)]
+    data = _media_table(tmp_path / "d", names, voice=sounds, label=[i % 2 for i in range(12)])
+    (tmp_path / "d" / "snd").mkdir()
+    for s in sounds:
+        (tmp_path / "d" / s).touch()
+    assert cli_main(["infer", str(data), "--target", "label"]) == 0
+    text = capsys.readouterr().out
+    assert ("  - name: media\n    type: image  # all 12 values are image file paths ending in .png; all 12 distinct "
+            "files exist\n") in text
+    assert "  - name: voice\n    type: audio  # all 12 values are audio file paths ending in .flac" in text
+    (tmp_path / "inferred.yaml").write_text(text)
+    config = load_config(tmp_path / "inferred.yaml")
+    assert [(f.name, f.type) for f in config.input_features] == [("media", "image"), ("voice", "audio")]

@@ -457,3 +457,20 @@ def test_a_media_feature_beside_a_parquet_category_vocabulary_publishes_and_serv
         assert served["tag"].tolist() == [ids.get(t, 0) for t in raw["tag"].iloc[rows]]
         if mode == "eager":
             assert served["photo"].tobytes() == published["photo"].tobytes(), name
+
+
+def test_untyped_media_columns_are_inferred_and_give_the_typed_artifact(tmp_path):
+    data = make_dataset(tmp_path / "data", n=12)
+    typed = config("eager", height=8, width=8)
+    untyped = json.loads(json.dumps(typed))
+    for f in untyped["input_features"][:2]:
+        f.pop("type")  # photo and voice: inferred from their paths (the files exist)
+    a = run(typed, data, tmp_path / "typed")
+    b = run(untyped, data, tmp_path / "untyped", npartitions=3)
+    assert b.artifact["artifact_id"] == a.artifact["artifact_id"]
+    stats = next(s for s in b.stages if s.stage == "infer_types").statistics
+    assert {k: v["count"] for k, v in stats.items()} == {"infer_types.image": 1, "infer_types.audio": 1}
+    os.remove(tmp_path / "data" / "img" / "p5.png")
+    with pytest.raises(DataError, match=r"feature 'photo' .* inference would exclude it: all 12 values are image file "
+                                        r"paths .* 1 of the 12 sampled files does not exist .*'img/p5.png'"):
+        run(untyped, data, tmp_path / "missing")  # a fresh cache: inference runs again and sees it
