@@ -54,7 +54,7 @@ def _meta() -> pd.DataFrame:
 
 def partition_counts(prepared, features: list[CategoryFeature], fit_on: str) -> pd.DataFrame:
     """``(feature index, value, count)`` of every feature's non-null fit values in one partition."""
-    fit = frame.fit_rows(prepared.frame, fit_on)
+    fit = frame.prepared_fit_rows(prepared, fit_on)
     pieces = []
     for i, f in enumerate(features):
         vc = pc.value_counts(as_strings(fit[f.name]).drop_null())

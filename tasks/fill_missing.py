@@ -29,7 +29,7 @@ def _partial(pdf, features, assign, fit_on):
     for f in features:
         if f.missing_strategy == "drop_row":
             drop |= typed[f.name].isna().to_numpy()
-    fit = frame.fit_rows(typed.loc[~drop], fit_on)
+    fit = frame.fit_rows(typed, fit_on, drop)
     return {f.name: f.missing_partial(fit[f.name]) for f in features}
 
 

@@ -25,10 +25,26 @@ from tasks.ingest import ROW
 SPLIT = "__split__"
 
 
+def _strings(arrow_type):
+    """Arrow strings straight to pandas' pyarrow-backed ``string`` dtype (what Dask would convert the
+    frame to anyway), without a second conversion."""
+    import pyarrow as pa
+
+    return pd.StringDtype("pyarrow") if arrow_type in (pa.string(), pa.large_string()) else None
+
+
 def _read_ipc(path: str) -> pd.DataFrame:
     import pyarrow.feather as feather
 
-    return feather.read_table(path, memory_map=True).to_pandas()
+    return feather.read_table(path, memory_map=True).to_pandas(types_mapper=_strings)
+
+
+def _meta(path: str) -> pd.DataFrame:
+    """The empty frame of a part's schema (reads no rows)."""
+    import pyarrow.ipc as ipc
+
+    with ipc.open_file(path) as reader:
+        return reader.schema.empty_table().to_pandas(types_mapper=_strings)
 
 
 def read_ingested(ingest_dir: str, npartitions: int | None) -> dd.DataFrame:
@@ -36,7 +52,7 @@ def read_ingested(ingest_dir: str, npartitions: int | None) -> dd.DataFrame:
     from pathlib import Path
 
     files = sorted(str(p) for p in Path(ingest_dir).glob("part-*.arrow"))
-    ddf = dd.from_map(_read_ipc, files, meta=_read_ipc(files[0]).iloc[:0])
+    ddf = dd.from_map(_read_ipc, files, meta=_meta(files[0]))
     if npartitions and npartitions != ddf.npartitions:
         ddf = ddf.repartition(npartitions=npartitions)
     return ddf
@@ -61,16 +77,18 @@ class Prepared:
     frame: pd.DataFrame  # typed (and, when fills are given, filled) columns by feature name + ROW, SPLIT
     filled: dict[str, int] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=dict)
+    fit_cache: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)  # prepared_fit_rows
 
 
 def cast_partition(pdf: pd.DataFrame, features: list[FeatureType], assign: np.ndarray) -> pd.DataFrame:
     rows = pdf[ROW].to_numpy(dtype=np.int64)
     split = assign[rows]
     keep = split >= 0
-    pdf = pdf.loc[keep]
-    rows, split = rows[keep], split[keep]
+    if not keep.all():  # (a row filter copies every column, so only when rows are not sampled)
+        pdf = pdf.loc[keep]
+        rows, split = rows[keep], split[keep]
     out = {f.name: f.cast(pdf[f.column], rows).reset_index(drop=True) for f in features}
-    frame = pd.DataFrame(out)
+    frame = pd.DataFrame(out, copy=False)  # columns as they are: no copy into one consolidated block
     frame[ROW] = rows
     frame[SPLIT] = split
     return frame
@@ -189,5 +207,18 @@ def filled_partitions(parts: list, features: list[FeatureType], assign: np.ndarr
     return [delayed(_prepare)(p, f, a, s, c) for p, c in zip(parts, carry_list, strict=True)]
 
 
-def fit_rows(frame: pd.DataFrame, fit_on: str) -> pd.DataFrame:
-    return frame.loc[frame[SPLIT] == 0] if fit_on == "train" else frame
+def fit_rows(frame: pd.DataFrame, fit_on: str, drop: np.ndarray | None = None) -> pd.DataFrame:
+    """The rows statistics are fitted on (training rows, or all), less the ``drop`` ones; the frame
+    itself (no copy) when that is every row."""
+    keep = frame[SPLIT].to_numpy() == 0 if fit_on == "train" else None
+    if drop is not None and drop.any():
+        keep = ~drop if keep is None else keep & ~drop
+    return frame if keep is None or keep.all() else frame.loc[keep]
+
+
+def prepared_fit_rows(prepared: Prepared, fit_on: str) -> pd.DataFrame:
+    """``fit_rows`` of a prepared partition, made once per partition and reused by every caller."""
+    cached = prepared.fit_cache.get(fit_on)
+    if cached is None:
+        cached = prepared.fit_cache[fit_on] = fit_rows(prepared.frame, fit_on)
+    return cached

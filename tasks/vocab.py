@@ -22,7 +22,7 @@ METADATA_FILE = "training_set_metadata.json"
 
 
 def _partial(prepared, features, fit_on):
-    fit = frame.fit_rows(prepared.frame, fit_on)
+    fit = frame.prepared_fit_rows(prepared, fit_on)
     return {f.name: f.fit_partial(fit[f.name]) for f in features}
 
 
