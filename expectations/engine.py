@@ -499,6 +499,16 @@ def _direct(frame: pd.DataFrame, condition: str, column: str, kwargs: dict) -> d
             "unexpected_index_list": list(col[unexpected].index[:PARTIAL_UNEXPECTED_COUNT])}
 
 
+# Table metrics as GX's pandas providers compute them (table_row_count, table_columns,
+# table_column_types, table_column_count), without a GX call.
+_TABLE_DIRECT = {
+    "table.row_count": len,
+    "table.columns": lambda frame: list(frame.columns),
+    "table.column_types": lambda frame: [{"name": n, "type": t} for n, t in zip(frame.columns, frame.dtypes)],
+    "table.column_count": lambda frame: len(frame.columns),
+}
+
+
 def _scan(frame: pd.DataFrame, row_configs: list, requests: list[tuple[str, str]], schema: bool = True):
     """One partition: GX metrics (row counts and the simple column map metrics directly, see
     ``_direct``; the rest with one GX call per group of metrics: those on numeric columns share one,
@@ -508,8 +518,9 @@ def _scan(frame: pd.DataFrame, row_configs: list, requests: list[tuple[str, str]
     metrics, errors = {}, {}
     direct: dict = {}
     for config in row_configs:
-        if config.metric_name == "table.row_count" and not any(config.metric_domain_kwargs.values()):
-            metrics[config.id] = len(frame)
+        if config.metric_name in _TABLE_DIRECT and not any(config.metric_domain_kwargs.values()):
+            if schema or config.metric_name == "table.row_count":
+                metrics[config.id] = _TABLE_DIRECT[config.metric_name](frame)
             continue
         key = _direct_key(config)
         if key is not None:
