@@ -11,6 +11,15 @@ scale by libjpeg (DCT scaling, never below the target size; what Pillow's ``thum
 before the resize: several times less decoding work, pixels slightly different from a full decode.
 A truncated or corrupt file fails when its pixels are decoded. Failures are ``MediaError``.
 
+Plain files skip ``Image.open``: an 8-bit baseline/progressive JPEG (gray or YCbCr) or an 8-bit,
+non-interlaced gray/RGB/RGBA PNG whose header segments are all ones that Pillow's plugin would only
+store (``_plain_jpeg``, ``_plain_png``: checked as strictly as the plugin checks them) goes straight
+to Pillow's own decoder (``jpeg``, ``zip``) with the arguments ``Image.open`` would give it, so the
+pixels are the same; the per-image Python of the plugins (marker walk, chunk reads, ``load``'s read
+loop), which holds the GIL and limits the decode threads, is skipped. Anything else, and a plain
+file whose decoder does not finish cleanly, takes the general path, whose result or error is then
+the answer.
+
 In-memory values (encoded bytes, numpy arrays HWC or CHW, PIL images) are written to the media
 cache by ``store_value``: bytes as they are, arrays and PIL images as lossless PNG.
 """
@@ -19,6 +28,7 @@ from __future__ import annotations
 
 import io
 import warnings
+import zlib
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -51,6 +61,128 @@ def open_image(data: bytes) -> Image.Image:
         raise MediaError(f"decompression bomb: {im.width} x {im.height} = {im.width * im.height} pixels exceeds "
                          f"Pillow's limit of {limit} (PIL.Image.MAX_IMAGE_PIXELS)")
     return im
+
+
+# ---- plain JPEG/PNG: Pillow's decoder without Image.open ------------------------------------------
+
+_JPEG_SOF = (0xC0, 0xC1, 0xC2)  # baseline, extended sequential, progressive (Huffman)
+_JPEG_MODES = {1: "L", 3: "RGB"}
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_MODES = {(8, 0): "L", (8, 2): "RGB", (8, 6): "RGBA"}  # (bit depth, colour type) -> mode = rawmode
+_PNG_INFO_CHUNKS = {b"gAMA": 4, b"cHRM": 32, b"sRGB": 1, b"pHYs": 9}  # only set info; their exact lengths
+
+
+def _size_ok(width: int, height: int) -> bool:
+    """A size the general path would open without a decompression-bomb error or warning."""
+    limit = Image.MAX_IMAGE_PIXELS
+    return width > 0 and height > 0 and not (limit and width * height > limit)
+
+
+def _plain_jpeg(data: bytes) -> tuple[str, int, int] | None:
+    """``(mode, width, height)`` of a JPEG whose segments before the scan are only SOI, a JFIF APP0,
+    DQT (well-formed tables), DHT, DRI, COM and one 8-bit SOF0/1/2 of 1 or 3 components, each whole;
+    else None. For such a file ``JpegImagePlugin`` stores what it reads and decodes the whole file
+    with ``jpeg_decoder(mode, mode, "")``."""
+    n, pos, found = len(data), 2, None
+    while pos + 4 <= n and data[pos] == 0xFF:
+        marker = data[pos + 1]
+        length = (data[pos + 2] << 8) | data[pos + 3]
+        end = pos + 2 + length
+        if length < 2 or end > n:
+            return None
+        if marker == 0xDA:  # start of scan: the plugin's header walk ends here
+            return found
+        seg = data[pos + 4:end]
+        if marker in _JPEG_SOF:
+            if found is not None or len(seg) < 6 or seg[0] != 8 or seg[5] not in _JPEG_MODES \
+                    or len(seg) != 6 + 3 * seg[5]:
+                return None
+            width, height = (seg[3] << 8) | seg[4], (seg[1] << 8) | seg[2]
+            if not _size_ok(width, height):
+                return None
+            found = (_JPEG_MODES[seg[5]], width, height)
+        elif marker == 0xDB:  # DQT: tables of 1 + 64 * precision bytes, as the plugin checks
+            while seg:
+                size = 1 + 64 * (1 if seg[0] // 16 == 0 else 2)
+                if len(seg) < size:
+                    return None
+                seg = seg[size:]
+        elif marker == 0xE0:
+            if not (seg.startswith(b"JFIF\0") and len(seg) >= 12):
+                return None
+        elif marker not in (0xC4, 0xDD, 0xFE):  # DHT, DRI, COM: skipped or stored
+            return None
+        pos = end
+    return None
+
+
+def _plain_png(data: bytes) -> tuple[str, int, int, bytes] | None:
+    """``(mode, width, height, zlib stream)`` of a PNG made of IHDR (8-bit gray, RGB or RGBA, not
+    interlaced), optional gAMA/cHRM/sRGB/pHYs of their exact sizes, IDAT chunks and IEND, every chunk
+    whole and every CRC before the image data right (the plugin checks those); else None."""
+    if not data.startswith(_PNG_SIGNATURE) or len(data) < 33 or data[12:16] != b"IHDR":
+        return None
+    n, pos, idat, mode, size = len(data), 8, [], None, (0, 0)
+    while pos + 12 <= n:
+        length = int.from_bytes(data[pos:pos + 4], "big")
+        kind = data[pos + 4:pos + 8]
+        end = pos + 12 + length
+        if end > n:
+            return None
+        if kind == b"IDAT":
+            idat.append(data[pos + 8:end - 4])
+        elif kind == b"IEND":
+            return (mode, *size, b"".join(idat)) if idat and mode else None
+        elif idat:  # only IDAT chunks, then IEND
+            return None
+        else:
+            if int.from_bytes(data[end - 4:end], "big") != zlib.crc32(data[pos + 4:end - 4]):
+                return None
+            body = data[pos + 8:end - 4]
+            if kind == b"IHDR":
+                if pos != 8 or length != 13 or body[10:13] != b"\0\0\0":  # compression, filter, interlace
+                    return None
+                mode = _PNG_MODES.get((body[8], body[9]))
+                size = (int.from_bytes(body[0:4], "big"), int.from_bytes(body[4:8], "big"))
+                if mode is None or not _size_ok(*size):
+                    return None
+            elif _PNG_INFO_CHUNKS.get(kind) != length:
+                return None
+        pos = end
+    return None
+
+
+def _decode_plain(data: bytes) -> Image.Image | None:
+    """A plain JPEG/PNG (see above) decoded by Pillow's decoder as ``Image.open(...).load()`` would;
+    None when the file is not plain or the decoder does not finish cleanly (then the general path
+    decodes it, or fails with its own message)."""
+    if data[:3] == b"\xff\xd8\xff":
+        header = _plain_jpeg(data)
+        if header is None:
+            return None
+        mode, width, height = header
+        name, args, payload = "jpeg", (mode, ""), data
+    elif data[:1] == b"\x89":
+        header = _plain_png(data)
+        if header is None:
+            return None
+        mode, width, height, payload = header
+        name, args = "zip", mode
+    else:
+        return None
+    try:
+        core = Image.core.new(mode, (width, height))
+        decoder = Image._getdecoder(mode, name, args)
+        try:
+            decoder.setimage(core, (0, 0, width, height))
+            consumed, err = decoder.decode(payload)
+        finally:
+            decoder.cleanup()
+    except Exception:  # e.g. no memory for the picture: the general path reports it as it always did
+        return None
+    if consumed >= 0 or err < 0:  # wants more data, or failed
+        return None
+    return Image.Image()._new(core)
 
 
 def channels_of(im: Image.Image) -> int:
@@ -111,8 +243,10 @@ class ImageCodec:
 
     def decode(self, data: bytes) -> tuple[np.ndarray, int]:
         """``(C x H x W uint8, 0)``; ``MediaError`` when the bytes are not a usable image."""
-        im = open_image(data)
         target = MODES[self.num_channels]
+        im = _decode_plain(data) if not (self.jpeg_draft and self.resize_method == "interpolate") else None
+        if im is None:
+            im = open_image(data)
         try:
             if self.jpeg_draft and self.resize_method == "interpolate" and im.format == "JPEG":
                 im.draft(None, (self.width, self.height))  # libjpeg scales by 1/2..1/8, never below the target

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import struct
 import zlib
 
@@ -199,3 +200,139 @@ def test_in_memory_values_are_stored_once_by_content(tmp_path):
         as_hwc(np.zeros((4, 4, 3), dtype=np.float32))
     with pytest.raises(ValueError, match="1, 3 or 4 channels"):
         as_hwc(np.zeros((5, 6, 7), dtype=np.uint8))
+
+
+# ---- plain JPEG/PNG go straight to Pillow's decoder: the same pixels as Image.open ----------------
+
+def _pillow_reference(data: bytes, codec: ImageCodec) -> np.ndarray:
+    im = Image.open(io.BytesIO(data)).convert({1: "L", 3: "RGB", 4: "RGBA"}[codec.num_channels])
+    arr = np.asarray(im.resize((codec.width, codec.height), Image.Resampling.BILINEAR))
+    return (arr[:, :, None] if arr.ndim == 2 else arr).transpose(2, 0, 1)
+
+
+def _saved(im: Image.Image, fmt: str, **kwargs) -> bytes:
+    buf = io.BytesIO()
+    im.save(buf, format=fmt, **kwargs)
+    return buf.getvalue()
+
+
+def _smooth(h=57, w=75, mode="RGB", seed=3) -> Image.Image:
+    """Gradients plus noise (JPEG-like content), odd sizes so that the resize really filters."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w]
+    base = np.stack([x * 255 // w, y * 255 // h, (x + y) * 127 // (w + h), (x * y) % 256], axis=2)
+    arr = np.clip(base + rng.integers(-30, 31, base.shape), 0, 255).astype(np.uint8)
+    channels = {"L": 1, "RGB": 3, "RGBA": 4}[mode]
+    return Image.fromarray(arr[:, :, 0] if channels == 1 else arr[:, :, :channels])
+
+
+def _text_chunk():
+    from PIL.PngImagePlugin import PngInfo
+
+    info = PngInfo()
+    info.add_text("Software", "prepflow tests")
+    return info
+
+
+PLAIN = {
+    "jpeg rgb q90": _saved(_smooth(), "JPEG", quality=90),
+    "jpeg rgb 4:4:4": _saved(_smooth(), "JPEG", quality=75, subsampling=0),
+    "jpeg progressive": _saved(_smooth(), "JPEG", quality=85, progressive=True),
+    "jpeg optimized, restart markers": _saved(_smooth(), "JPEG", optimize=True, restart_marker_blocks=2),
+    "jpeg gray": _saved(_smooth(mode="L"), "JPEG"),
+    "jpeg with a comment": _saved(_smooth(), "JPEG", comment=b"made by prepflow's tests"),
+    "jpeg 70 kB (fed in one call, not 64 KiB blocks)": _saved(_smooth(300, 280), "JPEG", quality=100),
+    "png rgb": _saved(_smooth(), "PNG"),
+    "png gray": _saved(_smooth(mode="L"), "PNG"),
+    "png rgba": _saved(_smooth(mode="RGBA"), "PNG"),
+    "png with pHYs (dpi)": _saved(_smooth(), "PNG", dpi=(96, 96)),
+    "png of several IDAT chunks": _saved(_smooth(400, 300), "PNG", compress_level=0),
+}
+
+NOT_PLAIN = {  # decoded by the general path: the same result as before
+    "png palette": _saved(_smooth().convert("P"), "PNG"),
+    "png rgb with tRNS": _saved(_smooth(), "PNG", transparency=(1, 2, 3)),
+    "png 16-bit gray": _saved(Image.fromarray((np.arange(57 * 75, dtype=np.uint16) * 7).reshape(57, 75)), "PNG"),
+    "png gray+alpha": _saved(_smooth(mode="RGBA").convert("LA"), "PNG"),
+    "png with text": _saved(_smooth(), "PNG", pnginfo=_text_chunk()),
+    "jpeg cmyk": _saved(_smooth().convert("CMYK"), "JPEG"),
+    "jpeg with exif": _saved(_smooth(), "JPEG", exif=Image.Exif()),
+    "jpeg with icc profile": _saved(_smooth(), "JPEG", icc_profile=b"\0" * 200),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLAIN))
+@pytest.mark.parametrize("codec", [ImageCodec(24, 32, 3), ImageCodec(24, 32, 1), ImageCodec(90, 110, 4),
+                                   ImageCodec(57, 75, 3)], ids=["rgb-down", "gray", "rgba-up", "same-size"])
+def test_plain_files_skip_image_open_and_decode_to_the_same_pixels(name, codec):
+    from storage.media_image import _decode_plain
+
+    data = PLAIN[name]
+    fast = _decode_plain(data)
+    assert fast is not None, f"{name}: expected the plain path"
+    reference = Image.open(io.BytesIO(data))
+    reference.load()
+    assert fast.mode == reference.mode and fast.size == reference.size
+    assert np.array_equal(np.asarray(fast), np.asarray(reference))
+    out, _ = codec.decode(data)
+    assert out.dtype == np.uint8 and np.array_equal(out, _pillow_reference(data, codec))
+
+
+@pytest.mark.parametrize("name", sorted(NOT_PLAIN))
+def test_other_files_take_the_general_path_with_the_same_pixels(name):
+    from storage.media_image import _decode_plain
+
+    data = NOT_PLAIN[name]
+    assert _decode_plain(data) is None
+    codec = ImageCodec(24, 32, 3)
+    assert np.array_equal(codec.decode(data)[0], _pillow_reference(data, codec))
+
+
+def test_interlaced_png_takes_the_general_path():
+    from storage.media_image import _decode_plain
+
+    good = PLAIN["png rgb"]
+    ihdr_at = 8
+    body = bytearray(good[ihdr_at + 8:ihdr_at + 8 + 13])
+    body[12] = 1  # Adam7: the plain path refuses it before decoding anything
+    crc = struct.pack(">I", zlib.crc32(b"IHDR" + bytes(body)) & 0xFFFFFFFF)
+    data = good[:ihdr_at + 8] + bytes(body) + crc + good[ihdr_at + 8 + 13 + 4:]
+    assert _decode_plain(data) is None
+
+
+@pytest.mark.parametrize("name", ["jpeg rgb q90", "png rgb", "png of several IDAT chunks"])
+def test_damaged_plain_files_fail_as_they_did_through_image_open(name, monkeypatch):
+    import storage.media_image as mi
+
+    data = PLAIN[name]
+    damaged = {"truncated": data[:len(data) * 2 // 3], "cut in the header": data[:40]}
+    if name.startswith("png"):
+        bad_crc = bytearray(data)
+        bad_crc[29] ^= 0xFF  # IHDR's CRC: Image.open refuses the file
+        damaged["bad header CRC"] = bytes(bad_crc)
+        garbage = bytearray(data)
+        first_idat = data.index(b"IDAT") + 4
+        garbage[first_idat:first_idat + 16] = b"\xff" * 16  # not a zlib stream
+        damaged["corrupt image data"] = bytes(garbage)
+    codec = ImageCodec(8, 8, 3)
+    messages = {}
+    for what, bad in damaged.items():
+        assert mi._decode_plain(bad) is None, what
+        with pytest.raises(MediaError) as got:
+            codec.decode(bad)
+        messages[what] = re.sub(r" at 0x[0-9a-f]+", "", str(got.value))
+    monkeypatch.setattr(mi, "_decode_plain", lambda data: None)  # the general path alone
+    for what, bad in damaged.items():
+        with pytest.raises(MediaError) as got:
+            codec.decode(bad)
+        assert messages[what] == re.sub(r" at 0x[0-9a-f]+", "", str(got.value)), what
+
+
+def test_the_plain_path_respects_the_decompression_bomb_limit(monkeypatch):
+    from storage.media_image import _decode_plain
+
+    data = PLAIN["png rgb"]
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 57 * 75 - 1)
+    assert _decode_plain(data) is None
+    with pytest.raises(MediaError, match="decompression bomb"):
+        ImageCodec(8, 8, 3).decode(data)
