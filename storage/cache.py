@@ -10,6 +10,10 @@ into place, on failure it deletes it. Two runs racing on the same key both build
 the loser's rename fails harmlessly (the winner's identical entry stays). A corrupted entry
 (a file truncated or edited on disk) is reported by ``get`` and moved aside, so the stage
 recomputes it.
+
+A run killed mid-write leaves its temporary folder behind; the writer holds a lock beside it for its
+whole life (``storage.tmpdirs``), so the next writer into the same stage folder removes the folders
+whose writer is gone (and ``.corrupt-*`` leftovers), never one that a live run is writing.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 from typing import Iterator
 
 from storage.hashing import sha256_file, stable_hash
+from storage.tmpdirs import TempFolder, sweep
 
 log = logging.getLogger("prepflow.cache")
 
@@ -108,8 +113,9 @@ class StageCache:
         """Yield a temporary folder; on success its content becomes the entry ``stage/key``."""
         final = self.path(stage, key)
         final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = final.parent / f".tmp-{key}-{uuid.uuid4().hex[:12]}"
-        tmp.mkdir()
+        self.sweep(stage)
+        folder = TempFolder(final.parent, f".tmp-{key}-")
+        tmp = folder.path
         try:
             yield tmp
             meta = {"stage": stage, "key": key, "files": describe_files(tmp)}
@@ -122,5 +128,17 @@ class StageCache:
                     shutil.rmtree(final, ignore_errors=True)
                     os.rename(tmp, final)
         finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+            folder.close()  # removes the folder unless it was renamed into place, then its lock
+
+    def sweep(self, stage: str) -> list[str]:
+        """Remove what stopped runs left in the stage folder: temporary folders whose writer is gone
+        and ``.corrupt-*`` folders (garbage once renamed; a concurrent removal is harmless)."""
+        root = self.root / stage
+        removed = sweep(root, ".tmp-")
+        try:
+            corrupt = [e.path for e in os.scandir(root) if e.name.startswith(".corrupt-") and e.is_dir()]
+        except OSError:
+            corrupt = []
+        for path in corrupt:
+            shutil.rmtree(path, ignore_errors=True)
+        return removed + [os.path.basename(p) for p in corrupt]

@@ -11,6 +11,10 @@ else ``$PREPFLOW_HOME/artifacts``, else ``~/.prepflow/artifacts``) and checks ev
 sha256 against the manifest before the folder is renamed into place. A cached copy whose manifest
 matches the remote one is reused; ``verify=True`` always downloads and checks again.
 
+Both build in private folders locked for their writer's life (``storage.tmpdirs``): a publish first
+removes the ``prepflow-publish-*`` staging folders that killed runs left in the system temporary
+folder, a fetch the ``.tmp-*`` downloads left in the artifact cache.
+
 S3 endpoint and credentials come from the environment (``S3_ENDPOINT_URL`` or
 ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ...; see ``storage.fs``).
 """
@@ -21,16 +25,17 @@ import json
 import os
 import shutil
 import tempfile
-import uuid
 from pathlib import Path
 from typing import Callable
 
 from storage.cache import verify_files
 from storage.fs import filesystem, is_url
+from storage.tmpdirs import TempFolder, sweep
 from tasks.errors import DataError, IntegrityError
 
 MANIFEST = "manifest.json"
 LATEST = "LATEST"
+STAGING_PREFIX = "prepflow-publish-"  # local staging of a remote publish, in the system temporary folder
 
 
 def is_remote(path: str | os.PathLike) -> bool:
@@ -74,15 +79,13 @@ def publish(output_url: str, art_id: str, build: Callable[[Path], dict]) -> dict
         manifest = json.loads(existing)
         write_latest(fs, output_url, art_id)
         return {"artifact_path": art_url, "artifact_id": art_id, "rows": manifest["rows"], "reused": True}
-    staging = Path(tempfile.mkdtemp(prefix="prepflow-publish-"))
-    try:
+    sweep(tempfile.gettempdir(), STAGING_PREFIX)
+    with TempFolder(tempfile.gettempdir(), STAGING_PREFIX, mode=0o700) as staging:
         result = build(staging)
         local = staging / art_id
         upload(fs, local, art_url)
         write_latest(fs, output_url, art_id)
         return {**result, "artifact_path": art_url, "reused": False}
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def upload(fs, local: Path, art_url: str) -> None:
@@ -133,8 +136,9 @@ def fetch(url: str, verify: bool = False) -> Path:
     if not verify and (local / MANIFEST).is_file() and (local / MANIFEST).read_bytes() == manifest_bytes:
         return local
     root.mkdir(parents=True, exist_ok=True)
-    tmp = root / f".tmp-{manifest['artifact_id']}-{uuid.uuid4().hex[:12]}"
-    tmp.mkdir()
+    sweep(root, ".tmp-")
+    download = TempFolder(root, f".tmp-{manifest['artifact_id']}-")
+    tmp = download.path
     try:
         fs = filesystem(art_url)
         files = sorted(manifest["files"])
@@ -161,5 +165,4 @@ def fetch(url: str, verify: bool = False) -> Path:
                 raise
         return local
     finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        download.close()

@@ -3,7 +3,8 @@
 The artifact is built in a private staging folder next to its final place and renamed into
 ``<output>/<artifact_id>`` only when complete (manifest.json last); then ``<output>/LATEST`` is
 replaced atomically. An artifact that already exists with a valid manifest is reused, so a rerun
-never rewrites it.
+never rewrites it. The staging folder is locked for its writer's life (``storage.tmpdirs``), so a
+publish first removes the staging folders that killed runs left in the same output.
 
 Determinism: shards hold ``shard_rows`` rows (row groups of ``row_group_rows``) regardless of how
 the encode stage was partitioned, so the bytes depend only on data + config. ``created_at`` is the
@@ -15,7 +16,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import shutil
 import uuid
 from pathlib import Path
 
@@ -27,6 +27,7 @@ import yaml
 from storage.arrow_blocks import fixed_blocks
 from storage.cache import describe_files
 from storage.hashing import stable_hash
+from storage.tmpdirs import TempFolder, sweep
 from tasks import encode as encode_mod
 from tasks import vocab
 from tasks.split import SPLIT_NAMES
@@ -225,6 +226,7 @@ def run(ctx, fingerprint: str, encoded, fitted, stage_stats: dict, validation: d
 def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: dict,
              validation: dict | None = None) -> dict:
     output.mkdir(parents=True, exist_ok=True)
+    sweep(output, ".tmp-")  # staging folders of killed runs (a live run's is locked, so kept)
     config_json = normalized_config(ctx.config)
     art_id = artifact_id(fingerprint, config_json)
     rows = encode_mod.row_counts(encoded)
@@ -236,8 +238,8 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
     metadata = vocab.load(fitted)
     columns = column_specs(ctx, metadata)
     pub = ctx.config.publish
-    staging = output / f".tmp-{art_id}-{uuid.uuid4().hex[:12]}"
-    staging.mkdir()
+    staging_folder = TempFolder(output, f".tmp-{art_id}-")  # locked beside it until close()
+    staging = staging_folder.path
     try:
         source_spec: dict[str, list] = {}
         for split_name in SPLIT_NAMES:
@@ -295,5 +297,4 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
         write_latest(output, art_id)
         return {"artifact_path": str(final), "artifact_id": art_id, "rows": rows, "reused": False}
     finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+        staging_folder.close()

@@ -112,6 +112,8 @@ def test_sigkill_mid_stage_then_rerun_reuses_finished_stages(stage, reference, t
     assert all(s["cached"] for s in summary["stages"][:killed]), summary["stages"]
     assert not summary["stages"][killed]["cached"], summary["stages"]
     assert untrusted_views(out) == [] and invalid_entries(cache) == []
+    # the killed run's temporary folder (and its lock file) went when the rerun wrote there again
+    assert not [p.name for p in (out if stage == "publish" else cache / stage).iterdir() if p.name.startswith(".tmp-")]
     Artifact.open(out, verify=True)  # LATEST -> the complete artifact
 
 

@@ -1,0 +1,279 @@
+"""Temporary folders left by killed runs are removed; a live writer's never (storage/tmpdirs.py).
+
+Writers run in real child processes that are really SIGKILLed (the kernel, not the writer, drops the
+lock), or stay alive while the parent sweeps the same folder.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from storage import remote
+from storage.cache import StageCache
+from storage.tmpdirs import LOCK_SUFFIX, TempFolder, sweep
+from tasks.config import parse_config
+from tasks.context import RunContext
+from tasks.pipeline import run_pipeline
+from tests.conftest import ROOT
+from tests.helpers import run, write_csv
+
+CONFIG = {
+    "input_features": [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}],
+    "output_features": [{"name": "y", "type": "binary"}],
+    "validation": {"generated": False},  # no gates: the child run does not import Great Expectations
+}
+
+# A writer in its own process: builds a temporary folder (a cache entry or a publish staging folder),
+# writes a file into it, says so through the marker file, then waits for the go file (or for SIGKILL).
+# ``kind`` is "cache" (a StageCache entry of stage encode, key k1) or the prefix of a bare TempFolder.
+WRITER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    kind, root, marker, go = sys.argv[1:5]
+    def wait():
+        Path(marker).write_text("ready")
+        while not Path(go).exists():
+            time.sleep(0.02)
+    if kind == "cache":
+        from storage.cache import StageCache
+        with StageCache(root).writer("encode", "k1") as tmp:
+            (tmp / "part-00000.arrow").write_bytes(b"x" * 4096)
+            wait()
+    else:
+        from storage.tmpdirs import TempFolder
+        with TempFolder(root, kind) as tmp:
+            (tmp / "manifest.json").write_text("{}")
+            wait()
+""")
+
+
+class Writer:
+    def __init__(self, kind: str, root: Path, tmp_path: Path):
+        tag = len(list(tmp_path.glob("ready-*")))
+        self.marker, self.go = tmp_path / f"ready-{tag}", tmp_path / f"go-{tag}"
+        self.proc = subprocess.Popen([sys.executable, "-c", WRITER, kind, str(root), str(self.marker), str(self.go)],
+                                     cwd=ROOT, start_new_session=True, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not self.marker.exists():
+            assert self.proc.poll() is None, self.proc.communicate()[1]
+            assert time.monotonic() < deadline, "the writer never started"
+            time.sleep(0.02)
+
+    def kill(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.communicate()
+        assert self.proc.returncode == -signal.SIGKILL
+
+    def finish(self) -> None:
+        self.go.write_text("go")
+        _, stderr = self.proc.communicate(timeout=60)
+        assert self.proc.returncode == 0, stderr
+
+
+def leftovers(folder: Path, prefix: str = ".tmp-") -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(prefix)) if folder.exists() else []
+
+
+def folders(folder: Path, prefix: str = ".tmp-") -> list[str]:
+    return [n for n in leftovers(folder, prefix) if not n.endswith(LOCK_SUFFIX)]
+
+
+@pytest.fixture
+def dataset(tmp_path) -> Path:
+    rng = np.random.default_rng(7)
+    df = pd.DataFrame({"x": rng.normal(size=120), "c": rng.choice(list("abc"), 120), "y": rng.integers(0, 2, 120)})
+    return write_csv(df, tmp_path / "data.csv")
+
+
+def test_sigkilled_cache_writer_folder_is_removed_by_the_next_writer_of_the_stage(tmp_path):
+    cache = tmp_path / "cache"
+    writer = Writer("cache", cache, tmp_path)
+    writer.kill()
+    stale = folders(cache / "encode")
+    assert len(stale) == 1 and stale[0].startswith(".tmp-k1-")
+    assert (cache / "encode" / (stale[0] + LOCK_SUFFIX)).is_file()
+    with StageCache(cache).writer("ingest", "other") as tmp:  # another stage's folder: not touched
+        (tmp / "f").write_text("1")
+    assert folders(cache / "encode") == stale
+
+    store = StageCache(cache)
+    with store.writer("encode", "k2") as tmp:
+        assert leftovers(cache / "encode") == sorted([tmp.name, tmp.name + LOCK_SUFFIX])  # the stale pair is gone
+        (tmp / "f").write_text("2")
+    assert leftovers(cache / "encode") == []
+    assert store.get("encode", "k2") is not None and store.get("encode", "k1") is None
+
+
+def test_live_cache_writer_folder_is_kept_and_then_published(tmp_path):
+    cache = tmp_path / "cache"
+    writer = Writer("cache", cache, tmp_path)
+    try:
+        live = leftovers(cache / "encode")
+        assert len(live) == 2  # the folder and its lock
+        store = StageCache(cache)
+        with store.writer("encode", "k2") as tmp:
+            (tmp / "f").write_text("2")
+        assert store.sweep("encode") == [] and sweep(cache / "encode", ".tmp-") == []
+        assert leftovers(cache / "encode") == live
+        assert (cache / "encode" / live[0] / "part-00000.arrow").stat().st_size == 4096
+        writer.finish()
+    finally:
+        if writer.proc.poll() is None:
+            writer.kill()
+    assert store.get("encode", "k1") is not None and store.get("encode", "k2") is not None
+    assert leftovers(cache / "encode") == []
+
+
+@pytest.mark.parametrize("stage", ["encode", "publish"])
+def test_next_run_removes_what_a_sigkilled_run_left(stage, dataset, tmp_path):
+    """A real pipeline run killed with its stage half-written (the crash-test pause hook); the next run
+    in the same cache and output removes its temporary folder and publishes."""
+    marker = tmp_path / "paused"
+    code = ("import sys; from pathlib import Path; from tests.helpers import run; "
+            f"run({CONFIG!r}, Path(sys.argv[1]), Path(sys.argv[2]))")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(dataset), str(tmp_path)], cwd=ROOT,
+                            start_new_session=True, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PREPFLOW_TEST_PAUSE_AT": stage, "PREPFLOW_TEST_PAUSE_FILE": str(marker)})
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, f"the run never reached {stage}"
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    where = tmp_path / ("out" if stage == "publish" else f"cache/{stage}")
+    assert len(folders(where)) == 1, "the kill did not land while the stage's output was half-written"
+
+    result = run(CONFIG, dataset, tmp_path)
+    assert leftovers(where) == [] and leftovers(tmp_path / "out") == []
+    assert not [p for p in (tmp_path / "cache").rglob(".tmp-*")]
+    assert (Path(result.artifact["artifact_path"]) / "manifest.json").is_file()
+
+
+def test_publish_keeps_a_live_runs_staging_folder(dataset, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    writer = Writer(".tmp-artifact0-", out, tmp_path)  # a concurrent publish, still writing
+    try:
+        run(CONFIG, dataset, tmp_path)
+        assert len(folders(out)) == 1 and folders(out)[0].startswith(".tmp-artifact0-")
+        writer.kill()
+        run(CONFIG, dataset, tmp_path, cache="cache2")  # the same artifact is reused: publish still sweeps
+        assert leftovers(out) == []
+    finally:
+        if writer.proc.poll() is None:
+            writer.kill()
+
+
+def test_remote_publish_and_fetch_remove_their_stale_folders(dataset, tmp_path, monkeypatch):
+    systmp, artifact_cache = tmp_path / "systmp", tmp_path / "artifact-cache"
+    systmp.mkdir()
+    artifact_cache.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(systmp))
+    monkeypatch.setenv("PREPFLOW_ARTIFACT_CACHE", str(artifact_cache))
+    Writer(remote.STAGING_PREFIX, systmp, tmp_path).kill()  # a remote publish's local staging
+    Writer(".tmp-0123-", artifact_cache, tmp_path).kill()  # a download
+    assert len(folders(systmp, remote.STAGING_PREFIX)) == 1 and len(folders(artifact_cache)) == 1
+    url = f"memory://prepflow-tmpdirs-{tmp_path.name}/out"
+    try:
+        ctx = RunContext(parse_config(CONFIG), str(dataset), StageCache(tmp_path / "cache"), None, url)
+        assert not run_pipeline(ctx).artifact["reused"]
+        assert leftovers(systmp, remote.STAGING_PREFIX) == []
+        assert len(folders(artifact_cache)) == 1
+        remote.fetch(url)
+        assert leftovers(artifact_cache) == []
+    finally:
+        import fsspec
+
+        fs = fsspec.filesystem("memory")
+        if fs.exists(url):
+            fs.rm(url, recursive=True)
+
+
+def test_orphan_lock_is_removed_and_unlocked_legacy_folder_is_kept(tmp_path):
+    (tmp_path / ".tmp-old-0123").mkdir()  # no lock file: an older prepflow's, maybe still running
+    (tmp_path / ".tmp-k-gone.lock").write_text("")  # its writer died after renaming its folder away
+    (tmp_path / ".tmp-x").mkdir()
+    (tmp_path / "entry").mkdir()
+    assert sweep(tmp_path, ".tmp-") == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".tmp-old-0123", ".tmp-x", "entry"]
+    assert sweep(tmp_path / "missing", ".tmp-") == []
+
+
+def test_writers_and_sweepers_racing_never_lose_a_live_folder(tmp_path):
+    """Threads here and a process beside them create, fill, sweep and check folders in one parent."""
+    loops = 150
+    code = textwrap.dedent(f"""
+        import sys
+        from storage.tmpdirs import TempFolder, sweep
+        for i in range({loops}):
+            with TempFolder(sys.argv[1], ".tmp-p-") as d:
+                (d / "f").write_text(str(i))
+                sweep(sys.argv[1], ".tmp-")
+                assert (d / "f").read_text() == str(i), "a live folder was swept"
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    errors: list[BaseException] = []
+
+    def work(tag: int) -> None:
+        try:
+            for i in range(loops):
+                with TempFolder(tmp_path, f".tmp-t{tag}-") as d:
+                    (d / "f").write_text(str(i))
+                    sweep(tmp_path, ".tmp-")
+                    assert (d / "f").read_text() == str(i), "a live folder was swept"
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    _, stderr = proc.communicate(timeout=120)
+    assert not errors, errors
+    assert proc.returncode == 0, stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_lock_file_unlinked_before_the_writer_locks_it_is_replaced(tmp_path, monkeypatch):
+    """The race a sweeper can win: it unlinks a fresh lock file between the writer's open and flock."""
+    import storage.tmpdirs as tmpdirs
+
+    real_flock, calls = tmpdirs.fcntl.flock, []
+
+    def flock(fd, op):
+        if not calls:  # first lock taken by the writer: a sweeper got there first and unlinked the file
+            for p in tmp_path.glob("*" + LOCK_SUFFIX):
+                p.unlink()
+        calls.append(op)
+        return real_flock(fd, op)
+
+    monkeypatch.setattr(tmpdirs.fcntl, "flock", flock)
+    folder = TempFolder(tmp_path, ".tmp-r-")
+    try:
+        assert len(calls) == 2  # locked twice: the unlinked file, then a fresh one
+        assert os.path.samestat(os.stat(folder.lock_path), os.fstat(folder._fd))
+        fd = os.open(folder.lock_path, os.O_RDWR)  # and held: another open file cannot take it
+        try:
+            with pytest.raises(BlockingIOError):
+                real_flock(fd, tmpdirs.fcntl.LOCK_EX | tmpdirs.fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+    finally:
+        folder.close()
+    assert list(tmp_path.iterdir()) == []
