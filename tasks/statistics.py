@@ -116,14 +116,15 @@ def bucket_counts(starts: np.ndarray, x: np.ndarray) -> np.ndarray:
     With ``t = (x - starts[0]) / width`` a value's bucket is ``floor(t) + 1`` whenever ``t`` is at least
     ``_EPS`` away from an integer: the starts deviate from ``starts[0] + i * width`` by less than 1e-9
     buckets (checked) and ``t``'s rounding error is ~1e-13 buckets, so such a value certainly lies
-    between the same two starts. The few values near a start (and any non-finite ``t``) are
-    binary-searched."""
+    between the same two starts. For the values near a start the guess is checked against the starts
+    themselves (moved one bucket where it crossed a start), and binary-searched if still off."""
     k = len(starts)
     x = x.reshape(-1)
     width = _spacing(starts) if x.size >= 1024 else None
     if width is None:
         return np.bincount(np.searchsorted(starts, x, side="right"), minlength=k + 1)
     lo, scale = starts[0], 1.0 / width
+    edges = np.concatenate([[-np.inf], starts, [np.inf]])  # bucket i holds edges[i] <= x < edges[i + 1]
     counts = np.zeros(k + 2, dtype=np.int64)
     n = min(_BLOCK, x.size)
     t, whole, g = np.empty(n), np.empty(n), np.empty(n, dtype=np.intp)
@@ -145,8 +146,14 @@ def bucket_counts(starts: np.ndarray, x: np.ndarray) -> np.ndarray:
             np.add(wb, 1.0, out=wb)  # in [0, k + 1]; k + 1: beyond the last start, or NaN
             gb[...] = wb  # float -> int, exact (whole numbers)
             fix = np.flatnonzero(nb)
-            if fix.size:
-                gb[fix] = np.searchsorted(starts, xb[fix], side="right")
+            if fix.size:  # near a start (e.g. whole numbers on whole-number starts): check the guess
+                xf, gf = xb[fix], np.minimum(gb[fix], k)
+                gf += xf >= edges[gf + 1]  # one bucket up or down: the scaled value rounded across a start
+                gf -= xf < edges[gf]
+                wrong = ~((edges[gf] <= xf) & (xf < edges[gf + 1]))
+                if wrong.any():
+                    gf[wrong] = np.searchsorted(starts, xf[wrong], side="right")
+                gb[fix] = gf
             counts += np.bincount(gb, minlength=k + 2)
     counts[k] += counts[k + 1]  # searchsorted puts both after the last start
     return counts[:k + 1]

@@ -27,3 +27,23 @@ def test_json_round_trip_and_large_arrays():
     x = rng.normal(size=100_003) * 10.0 ** rng.integers(-8, 8, size=100_003)
     s = ExactSum().add_array(x)
     assert float(ExactSum.from_json(s.to_json())) == math.fsum(x)
+
+
+def test_exact_over_many_blocks_extreme_exponents_and_zeros():
+    """Several vectorized blocks, subnormals, values near the float64 limits and zeros: the sum is the
+    exact rational sum, so any split of the array merges to the same value."""
+    from fractions import Fraction
+
+    from storage import exact_sum
+
+    rng = np.random.default_rng(3)
+    n = 3 * exact_sum._BLOCK + 17
+    x = rng.normal(size=n) * 10.0 ** rng.integers(-300, 300, size=n)
+    x[::7] = 0.0
+    x[1::11] = -0.0
+    x[:6] = [5e-324, -5e-324, 1.7e308, -1.7e308, 2.2e-308, 1.0]
+    exact = sum((Fraction(v) for v in x.tolist()), Fraction(0))
+    assert ExactSum().add_array(x).fraction() == exact
+    halves = ExactSum().add_array(x[: n // 3]).merge(ExactSum().add_array(x[n // 3 :]))
+    assert halves.fraction() == exact
+    assert ExactSum().add_array(np.zeros(5)).fraction() == 0
