@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
@@ -334,7 +335,7 @@ def write_parts(batches, spec: IngestSpec, out_dir: Path, path: str) -> int:
 
     total = 0
     for part, table in enumerate(fixed_blocks(checked_tables(), PART_ROWS)):
-        table = table.append_column(ROW, pa.array(range(total, total + table.num_rows), type=pa.int64()))
+        table = table.append_column(ROW, pa.array(np.arange(total, total + table.num_rows, dtype=np.int64)))
         write_ipc(table, out_dir / f"part-{part:05d}.arrow")
         total += table.num_rows
     if total == 0:
