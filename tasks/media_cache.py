@@ -157,7 +157,7 @@ def _hash_all(all_sources: list[Sources]) -> None:
             return None, str(exc), None
 
     threads = max(src.feature.options.num_processes or media.default_threads() for src in all_sources)
-    results = dict(zip(todo, media.ordered_map(one, todo, threads, chunk=8), strict=True))
+    results = dict(zip(todo, media.ordered_map(one, todo, threads, chunk=64), strict=True))
     for src in all_sources:
         for sid, source in enumerate(src.sources):
             if src.error[sid] is None:
