@@ -134,11 +134,11 @@ class StageCache:
         """Remove what stopped runs left in the stage folder: temporary folders whose writer is gone
         and ``.corrupt-*`` folders (garbage once renamed; a concurrent removal is harmless)."""
         root = self.root / stage
-        removed = sweep(root, ".tmp-")
         try:
-            corrupt = [e.path for e in os.scandir(root) if e.name.startswith(".corrupt-") and e.is_dir()]
+            names = os.listdir(root)
         except OSError:
-            corrupt = []
-        for path in corrupt:
-            shutil.rmtree(path, ignore_errors=True)
-        return removed + [os.path.basename(p) for p in corrupt]
+            return []
+        corrupt = [n for n in names if n.startswith(".corrupt-")]
+        for name in corrupt:
+            shutil.rmtree(root / name, ignore_errors=True)
+        return sweep(root, ".tmp-", names) + corrupt

@@ -155,18 +155,20 @@ def _remove_if_dead(folder: Path, lock: Path) -> bool:
         os.close(fd)
 
 
-def sweep(parent: str | os.PathLike, prefix: str) -> list[str]:
+def sweep(parent: str | os.PathLike, prefix: str, names: list[str] | None = None) -> list[str]:
     """Remove the ``<prefix>*`` folders under ``parent`` whose writer is gone; their names.
 
+    ``names``: ``parent``'s listing when the caller has one (a large folder is listed once).
     Best effort: an unreadable ``parent`` or a folder that cannot be removed is left as it is (a
     sweep must never fail the run that does it).
     """
     parent = Path(parent)
-    try:
-        with os.scandir(parent) as it:
-            locks = [e.name for e in it if e.name.startswith(prefix) and e.name.endswith(LOCK_SUFFIX)]
-    except OSError:
-        return []
+    if names is None:
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            return []
+    locks = [n for n in names if n.startswith(prefix) and n.endswith(LOCK_SUFFIX)]
     removed = []
     for name in sorted(locks):
         folder = parent / name[: -len(LOCK_SUFFIX)]
