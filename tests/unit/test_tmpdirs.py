@@ -108,9 +108,11 @@ def test_sigkilled_cache_writer_folder_is_removed_by_the_next_writer_of_the_stag
         (tmp / "f").write_text("1")
     assert folders(cache / "encode") == stale
 
+    (cache / "encode" / ".corrupt-k0-0123abcd" / "part").mkdir(parents=True)  # a discard cut short by a kill
     store = StageCache(cache)
     with store.writer("encode", "k2") as tmp:
         assert leftovers(cache / "encode") == sorted([tmp.name, tmp.name + LOCK_SUFFIX])  # the stale pair is gone
+        assert leftovers(cache / "encode", ".corrupt-") == []
         (tmp / "f").write_text("2")
     assert leftovers(cache / "encode") == []
     assert store.get("encode", "k2") is not None and store.get("encode", "k1") is None
