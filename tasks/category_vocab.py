@@ -118,6 +118,7 @@ def fit_tasks(prepared: list, features: list[CategoryFeature], fit_on: str, fold
     stage's fit of its other features), and one delayed reducer result per shuffle output partition
     (candidates written under ``folder``, a folder the workers and this process share). Compute both
     lists together: each partition is prepared once and dropped right after its one task."""
+    import dask
     import dask.dataframe as dd
     from dask import delayed
 
@@ -126,7 +127,9 @@ def fit_tasks(prepared: list, features: list[CategoryFeature], fit_on: str, fold
     f = frame.shared(features)
     both = [delayed(_partition, nout=2)(p, f, fit_on, partial, partial_args) for p in prepared]
     ddf = dd.from_delayed([b[1] for b in both], meta=_meta(), verify_meta=False)
-    shuffled = ddf.shuffle(on=VALUE, npartitions=split_out(len(prepared)), ignore_index=True)
+    # without a Client Dask picks its "disk" shuffle, after importing distributed to look for one
+    method = "disk" if frame.local_only() and dask.config.get("dataframe.shuffle.method", None) is None else None
+    shuffled = ddf.shuffle(on=VALUE, npartitions=split_out(len(prepared)), ignore_index=True, shuffle_method=method)
     reducers = [delayed(reduce_partition)(part, f, str(folder), i) for i, part in enumerate(shuffled.to_delayed())]
     return ([b[0] for b in both] if partial is not None else []), reducers
 
