@@ -241,8 +241,9 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
     staging_folder = TempFolder(output, f".tmp-{art_id}-")  # locked beside it until close()
     staging = staging_folder.path
     try:
-        source_spec: dict[str, list] = {}
-        for split_name in SPLIT_NAMES:
+        from tasks import media_cache  # lazy media: the split's media tables (slot -> source)
+
+        def write_split(split_name: str) -> list[dict]:
             folder = staging / split_name
             folder.mkdir()
             parts = encode_mod.split_parts(encoded, split_name)
@@ -255,10 +256,15 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
                 npy = _write_npy(parts, folder, columns, rows[split_name])
                 for name, file in npy.items():
                     chunks.append({"type": "npy", "features": [name], "files": [f"{split_name}/{file}"]})
-            from tasks import media_cache  # lazy media: the split's media tables (slot -> source)
-
             chunks.extend(media_cache.publish_split(encoded, split_name, folder))
-            source_spec[split_name] = chunks
+            return chunks
+
+        # The splits' files are independent: written on parallel threads (Parquet encoding and zstd release
+        # the GIL), each file by one thread, so the bytes are the same as written one after the other.
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=len(SPLIT_NAMES)) as pool:
+            source_spec: dict[str, list] = dict(zip(SPLIT_NAMES, pool.map(write_split, SPLIT_NAMES), strict=True))
         (staging / vocab.METADATA_FILE).write_text(
             json.dumps(metadata, sort_keys=True, ensure_ascii=False))
         vocab.copy_files(fitted, metadata, staging)  # Parquet vocabularies beside the metadata (in the manifest)
