@@ -26,6 +26,7 @@ _CHUNK = 1 << 25  # rows per bincount pass; keeps every accumulator below 2**53
 _BLOCK = 1 << 15  # values per vectorized step inside a chunk
 _EXP_OFFSET = 1075  # frexp exponents of finite float64s are in [-1073, 1024]; slot = exponent + offset >= 0
 _EXP_SLOTS = 2100
+_SPAN = 20  # a block whose exponents span at most this many bits is summed as int64s shifted to one base
 
 
 @dataclass
@@ -41,7 +42,9 @@ class ExactSum:
 
     def _add_chunk(self, x: np.ndarray) -> None:
         """Per exponent, exact float64 sums of the mantissas' two halves, over blocks of ``_BLOCK`` values
-        with reused buffers (fresh full-size temporaries cost more in page faults than in arithmetic)."""
+        with reused buffers (fresh full-size temporaries cost more in page faults than in arithmetic). A
+        block whose exponents span at most ``_SPAN`` bits (most data) skips the per-exponent bincounts: each
+        half-mantissa shifted to the block's lowest exponent stays within 2**47, so int64 sums are exact."""
         if x.size == 0:
             return
         n = min(_BLOCK, x.size)
@@ -49,6 +52,7 @@ class ExactSum:
         m, half = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
         weights, finite = np.empty(n), np.empty(n, dtype=bool)
         sum_hi, sum_lo = np.zeros(_EXP_SLOTS), np.zeros(_EXP_SLOTS)
+        exact = 0  # blocks summed as shifted integers, in units of 2**(-_EXP_OFFSET - _MANT_BITS)
         for begin in range(0, x.size, _BLOCK):
             xb = x[begin : begin + _BLOCK]
             k = len(xb)
@@ -60,7 +64,18 @@ class ExactSum:
             mb *= float(1 << _MANT_BITS)
             ib[...] = mb  # exact: |m| < 2**53
             eb += _EXP_OFFSET  # >= 0
-            np.right_shift(ib, _LO_BITS, out=hb)  # arithmetic shift; m == hi * 2**26 + lo, 0 <= lo < 2**26
+            top = int(eb.max())
+            if int(eb.min()) >= top - _SPAN:  # the usual case: exponents within 2**20 of each other
+                base = top - _SPAN  # m * 2**e == (m << (e - base)) * 2**base, shifts in [0, 20]
+                eb -= base
+                np.right_shift(ib, _LO_BITS, out=hb)  # arithmetic shift; m == hi * 2**26 + lo, 0 <= lo < 2**26
+                np.left_shift(hb, eb, out=hb)  # |hi << s| <= 2**47: 2**15 of them sum exactly in int64
+                total_hi = int(hb.sum())
+                np.bitwise_and(ib, (1 << _LO_BITS) - 1, out=hb)
+                np.left_shift(hb, eb, out=hb)
+                exact += (((total_hi << _LO_BITS) + int(hb.sum())) << base)
+                continue
+            np.right_shift(ib, _LO_BITS, out=hb)
             wb[...] = hb
             part = np.bincount(eb, weights=wb)
             sum_hi[: len(part)] += part
@@ -68,7 +83,7 @@ class ExactSum:
             wb[...] = hb
             part = np.bincount(eb, weights=wb)
             sum_lo[: len(part)] += part
-        total = 0
+        total = exact
         for slot in np.flatnonzero((sum_hi != 0) | (sum_lo != 0)):
             total += ((int(sum_hi[slot]) << _LO_BITS) + int(sum_lo[slot])) << int(slot)
         self._add_exact(total, -_EXP_OFFSET - _MANT_BITS)

@@ -47,3 +47,19 @@ def test_exact_over_many_blocks_extreme_exponents_and_zeros():
     halves = ExactSum().add_array(x[: n // 3]).merge(ExactSum().add_array(x[n // 3 :]))
     assert halves.fraction() == exact
     assert ExactSum().add_array(np.zeros(5)).fraction() == 0
+
+
+def test_integer_block_path_at_its_limits():
+    """A block of the largest mantissas shifted by the widest span the int64 path takes (and one more,
+    which takes the per-exponent path) still sums exactly."""
+    from fractions import Fraction
+
+    from storage import exact_sum
+
+    for span in (exact_sum._SPAN, exact_sum._SPAN + 1):
+        x = np.full(exact_sum._BLOCK, -(2.0**53 - 1))
+        x[-1] = 2.0 ** (53 - span - 1)  # frexp exponent 53 - span: the block spans exactly `span` bits
+        x[-2] = 0.0
+        exact = sum((Fraction(v) for v in x.tolist()), Fraction(0))
+        assert ExactSum().add_array(x).fraction() == exact
+        assert ExactSum().add_array(-x).fraction() == -exact
