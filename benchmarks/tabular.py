@@ -11,7 +11,7 @@ cardinality 10..4000, one numeric label) at 336,776 rows and 10x, then for each 
 Stage time = the sum of the stages' own seconds (no interpreter or Prefect start-up).
 Peak RSS = ru_maxrss of the prepflow child process.
 
-    python benchmarks/tabular.py [--sizes 336776,3367760] [--out benchmarks/data]
+    python benchmarks/tabular.py [--sizes 336776,3367760] [--out benchmarks/data] [--no-gates] [--in-process RUNS]
 """
 
 from __future__ import annotations
@@ -137,13 +137,45 @@ def bench(n: int, work: Path, gates: bool = True) -> dict:
     }
 
 
+def in_process(n: int, work: Path, repeat: int) -> list[dict]:
+    """``repeat`` pipeline runs (gates off) in this one process, each on a fresh cache and output: the first
+    pays the process's first CSV read and first Dask compute, the later ones show the stages' own cost
+    (no Prefect). Stage seconds as ``prepflow run`` reports them."""
+    sys.path.insert(0, str(ROOT))
+    from storage.cache import StageCache
+    from tasks.config import parse_config
+    from tasks.context import RunContext
+    from tasks.pipeline import run_pipeline
+
+    data = work / f"flights_{n}.csv"
+    if not data.exists():
+        generate(n, data)
+    runs = []
+    for i in range(repeat):
+        cache, out = work / f"inproc_cache_{n}", work / f"inproc_out_{n}"
+        shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
+        ctx = RunContext(parse_config(config(False)), str(data), StageCache(cache), None, str(out))
+        stages = {s.stage: round(s.seconds, 3) for s in run_pipeline(ctx).stages if s.seconds >= 0.01}
+        runs.append({"rows": n, "run": i, "load_avg_1m": round(os.getloadavg()[0], 2),
+                     "stage_s": round(sum(stages.values()), 2), "stages": stages})
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="336776,3367760")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "data"))
     parser.add_argument("--no-gates", action="store_true",
                         help="also measure with the generated data-quality gates off (validation.generated: false)")
+    parser.add_argument("--in-process", type=int, default=0, metavar="RUNS",
+                        help="instead: RUNS pipeline runs (gates off) in one process, no Prefect, no reference")
     args = parser.parse_args()
+    if args.in_process:
+        for n in (int(s) for s in args.sizes.split(",")):
+            for run in in_process(n, Path(args.out), args.in_process):
+                print(json.dumps(run), flush=True)
+        return
     for n in (int(s) for s in args.sizes.split(",")):
         print(json.dumps(bench(n, Path(args.out))), flush=True)
         if args.no_gates:
