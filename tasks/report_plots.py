@@ -1,4 +1,6 @@
-"""The plots of the data report (``tasks/report.py``), drawn with matplotlib.
+"""The plots of the data report (``tasks/report.py``). Plain bar charts (number histograms, token
+and stage bars: most of a tabular report) are hand-written SVG (``tasks/report_svg.py``, ~1 ms each);
+the others are drawn with matplotlib.
 
 matplotlib is imported only here, when a report is built (it is slow to import). Figures are plain
 ``matplotlib.figure.Figure`` objects rendered by the Agg (PNG) and SVG canvases: no pyplot, so no
@@ -49,11 +51,6 @@ def _figure(width: float, height: float, ncols: int = 1, left: float = 0.6, righ
     return fig, list(axes)
 
 
-def _text_width(labels: list[str]) -> float:
-    """Inches that the longest of ``labels`` takes at the 9 pt tick font, roughly."""
-    return 0.25 + 0.07 * max((len(x) for x in labels), default=1)
-
-
 def _svg(fig) -> str:
     from matplotlib.backends.backend_svg import FigureCanvasSVG
 
@@ -77,59 +74,41 @@ def short(label: str, limit: int = LABEL_CHARS) -> str:
     return label if len(label) <= limit else label[: limit - 1] + "\u2026"
 
 
-def _bars(ax, hist: dict, color: str) -> None:
-    starts, counts = np.asarray(hist["starts"], dtype=np.float64), hist["counts"]
-    if len(starts) < 2:
-        return
-    ax.bar(starts[:-1], counts[1:-1], width=np.diff(starts), align="edge", color=color,
-           edgecolor="white", linewidth=0.4)
-
-
 def number_histograms(plot_id: str, before: dict, after: dict, meta: dict) -> str:
-    """Values as read (after the fill) and as published, side by side."""
-    with _style(plot_id):
-        fig, (left, right) = _figure(9.0, 2.8, ncols=2)
-        _bars(left, before, BEFORE_COLOR)
-        left.set_title(f"as read, after fill ({sum(before['counts'])} rows)")
-        marks = []
-        if meta.get("mean") is not None:
-            marks.append(("mean", meta["mean"], "--"))
-        fill = (meta.get("preprocessing") or {}).get("computed_fill_value")
-        if isinstance(fill, (int, float)) and fill != meta.get("mean"):
-            marks.append(("fill value", fill, ":"))
-        for label, x, style in marks:
-            left.axvline(x, color=MARK_COLOR, linestyle=style, linewidth=1.2, label=f"{label} {x:.4g}")
-        norm = meta.get("normalization", "none")
-        if norm == "bins":
-            for edge in meta.get("bin_edges", [])[1:-1]:
-                left.axvline(edge, color="#555555", linestyle="-", linewidth=0.6, alpha=0.7)
-            counts = after["counts"][1:-1]
-            right.bar(range(len(counts)), counts, color=SPLIT_COLORS["train"], edgecolor="white")
-            right.set_xticks(range(len(counts)))
-            right.set_xlabel("bin id")
-            right.set_title(f"published: {len(counts)} quantile bins (edges marked left)")
-        else:
-            _bars(right, after, SPLIT_COLORS["train"])
-            right.set_title(f"published: {norm}")
-        if marks:
-            left.legend(loc="upper right", fontsize=8, frameon=False)
-        left.set_ylabel("rows")
-        return _svg(fig)
+    """Values as read (after the fill) and as published, side by side (hand-written SVG: ``report_svg``)."""
+    from tasks import report_svg
+
+    chart = report_svg.Chart(9.0, 2.8, plot_id)
+    panel_w, top, height = (chart.width - 80 - 60 - 20) / 2, 28, chart.height - 28 - 44
+    marks = []
+    if meta.get("mean") is not None:
+        marks.append(("mean", float(meta["mean"]), "5,3"))
+    fill = (meta.get("preprocessing") or {}).get("computed_fill_value")
+    if isinstance(fill, (int, float)) and not isinstance(fill, bool) and fill != meta.get("mean"):
+        marks.append(("fill value", float(fill), "2,2"))
+    norm = meta.get("normalization", "none")
+    edges = [float(e) for e in meta.get("bin_edges", [])[1:-1]] if norm == "bins" else []
+    report_svg.histogram(chart, 60, top, panel_w, height, before["starts"], before["counts"][1:-1], BEFORE_COLOR,
+                         f"as read, after fill ({sum(before['counts'])} rows)", ylabel="rows", marks=marks,
+                         thin_lines=edges)
+    right = 60 + panel_w + 80
+    if norm == "bins":
+        counts = after["counts"][1:-1]
+        report_svg.columns(chart, right, top, panel_w, height, counts, SPLIT_COLORS["train"],
+                           f"published: {len(counts)} quantile bins (edges marked left)", xlabel="bin id")
+    else:
+        report_svg.histogram(chart, right, top, panel_w, height, after["starts"], after["counts"][1:-1],
+                             SPLIT_COLORS["train"], f"published: {norm}")
+    return chart.svg()
 
 
 def token_bars(plot_id: str, tokens: list[tuple[str, int]], title: str) -> str:
-    """The most frequent tokens, most frequent on top."""
-    with _style(plot_id):
-        labels = [short(t) for t, _n in tokens][::-1]
-        fig, (ax,) = _figure(6.0, 0.9 + 0.22 * max(len(tokens), 1), left=_text_width(labels))
-        counts = [n for _t, n in tokens][::-1]
-        ax.barh(range(len(tokens)), counts, color=SPLIT_COLORS["train"])
-        ax.set_yticks(range(len(tokens)), labels)
-        ax.grid(axis="x", color="#E5E5E5")
-        ax.grid(axis="y", visible=False)
-        ax.set_xlabel("frequency in the rows the vocabulary was fitted on")
-        ax.set_title(title)
-        return _svg(fig)
+    """The most frequent tokens, most frequent on top (hand-written SVG: ``report_svg``)."""
+    from tasks import report_svg
+
+    return report_svg.horizontal_bars(plot_id, [short(t) for t, _n in tokens], [float(n) for _t, n in tokens],
+                                      [SPLIT_COLORS["train"]] * len(tokens), title,
+                                      "frequency in the rows the vocabulary was fitted on")
 
 
 def _bucket_label(lo: float | None, hi: float | None) -> str:
@@ -196,20 +175,15 @@ def class_bars(plot_id: str, names: list[str], series: dict[str, list[int]], tit
 
 
 def stage_bars(plot_id: str, stages: list[dict]) -> str:
-    """Seconds per stage; cache hits in grey."""
-    with _style(plot_id):
-        names = [s["name"] for s in stages][::-1]
-        fig, (ax,) = _figure(6.5, 0.8 + 0.24 * len(stages), left=_text_width(names))
-        secs = [float(s["seconds"]) for s in stages][::-1]
-        colors = [BEFORE_COLOR if s["cached"] else SPLIT_COLORS["train"] for s in stages][::-1]
-        bars = ax.barh(range(len(stages)), secs, color=colors)
-        ax.bar_label(bars, labels=[f"{s:.3f} s" + (" (cached)" if c == BEFORE_COLOR else "")
-                                   for s, c in zip(secs, colors, strict=True)], fontsize=7, padding=2)
-        ax.set_yticks(range(len(stages)), names)
-        ax.grid(axis="y", visible=False)
-        ax.set_xlabel("seconds")
-        ax.set_xlim(0, max(secs + [0.001]) * 1.35)
-        return _svg(fig)
+    """Seconds per stage; cache hits in grey (hand-written SVG: ``report_svg``)."""
+    from tasks import report_svg
+
+    secs = [float(s["seconds"]) for s in stages]
+    return report_svg.horizontal_bars(
+        plot_id, [s["name"] for s in stages], secs,
+        [BEFORE_COLOR if s["cached"] else SPLIT_COLORS["train"] for s in stages], None, "seconds",
+        value_labels=[f"{x:.3f} s" + (" (cached)" if s["cached"] else "") for x, s in zip(secs, stages, strict=True)],
+        x_max=max(secs + [0.001]) * 1.35)
 
 
 # ---- pixels ----------------------------------------------------------------------------------------
