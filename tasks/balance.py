@@ -17,7 +17,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-from dask import delayed
 
 from tasks import fill_missing, frame
 from tasks import ingest as ingest_mod
@@ -60,6 +59,8 @@ def run(ctx, ingest, split, missing):
         states = fill_missing.load(missing)
         parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
         prepared = frame.filled_partitions(parts, ctx.features, assign, states)
+        from dask import delayed
+
         pairs = frame.compute([delayed(_train_labels)(p, label) for p in prepared])
         rows = np.concatenate([p[0] for p in pairs]) if pairs else np.zeros(0, np.int64)
         labels = np.concatenate([p[1] for p in pairs]) if pairs else np.zeros(0, object)

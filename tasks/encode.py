@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from dask import delayed
 
 from tasks import balance as balance_mod
 from tasks import feature_stats, fill_missing, frame, vocab
@@ -93,6 +92,8 @@ def run(ctx, ingest, split, missing, balance, fitted):
         parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
         prepared = frame.filled_partitions(parts, ctx.features, assign, states)
         f, md, m = frame.shared(ctx.features), frame.shared(metadata), frame.shared(mult)
+        from dask import delayed
+
         results = frame.compute([delayed(_encode_partition)(p, i, f, md, m, out) for i, p in enumerate(prepared)])
         stats = Statistics()
         for partial, _rows in results:

@@ -13,7 +13,6 @@ from functools import reduce
 from pathlib import Path
 
 import numpy as np
-from dask import delayed
 
 from tasks import frame
 from tasks import ingest as ingest_mod
@@ -45,6 +44,8 @@ def run(ctx, ingest, split):
         assign = split_mod.load(split)
         parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
         f, a = frame.shared(ctx.features), frame.shared(assign)
+        from dask import delayed
+
         partials = frame.compute([delayed(_partial)(p, f, a, fit_on) for p in parts])
         states = {}
         stats = Statistics()

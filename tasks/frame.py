@@ -14,9 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import dask
-import dask.dataframe as dd
-import dask.threaded
 import numpy as np
 import pandas as pd
 
@@ -48,11 +45,13 @@ def _meta(path: str) -> pd.DataFrame:
         return reader.schema.empty_table().to_pandas(types_mapper=_strings)
 
 
-def read_ingested(ingest_dir: str, npartitions: int | None) -> dd.DataFrame:
+def read_ingested(ingest_dir: str, npartitions: int | None) -> "dask.dataframe.DataFrame":  # noqa: F821
     """The ingested table as a Dask DataFrame (one partition per cached part, then repartitioned)."""
     from pathlib import Path
 
     files = sorted(str(p) for p in Path(ingest_dir).glob("part-*.arrow"))
+    import dask.dataframe as dd  # imported when first needed: a reused artifact's run never reads data
+
     ddf = dd.from_map(_read_ipc, files, meta=_meta(files[0]))
     if npartitions and npartitions != ddf.npartitions:
         ddf = ddf.repartition(npartitions=npartitions)
@@ -69,11 +68,16 @@ def local_only() -> bool:
     just to find that out."""
     import sys
 
+    import dask
+
     return dask.config.get("scheduler", None) is None and "distributed" not in sys.modules
 
 
 def compute(tasks: list) -> list:
     """Run delayed tasks on the active scheduler (a distributed Client if one is set)."""
+    import dask
+    import dask.threaded
+
     from tasks.progress import tracking
 
     if not tasks:
