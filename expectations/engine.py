@@ -506,7 +506,7 @@ def _direct(frame: pd.DataFrame, condition: str, column: str, kwargs: dict) -> d
 _TABLE_DIRECT = {
     "table.row_count": len,
     "table.columns": lambda frame: list(frame.columns),
-    "table.column_types": lambda frame: [{"name": n, "type": t} for n, t in zip(frame.columns, frame.dtypes)],
+    "table.column_types": lambda frame: [{"name": n, "type": t} for n, t in zip(frame.columns, frame.dtypes, strict=True)],
     "table.column_count": lambda frame: len(frame.columns),
 }
 

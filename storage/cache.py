@@ -67,7 +67,7 @@ def describe_files(root: Path) -> dict[str, dict]:
     """``{relative path: {"sha256", "bytes"}}`` for every file under ``root``."""
     rels = list_files(root)
     digests = sha256_files([str(root / rel) for rel in rels])
-    return {rel: {"sha256": digest, "bytes": (root / rel).stat().st_size} for rel, digest in zip(rels, digests)}
+    return {rel: {"sha256": digest, "bytes": (root / rel).stat().st_size} for rel, digest in zip(rels, digests, strict=True)}
 
 
 def verify_files(root: Path, files: dict[str, dict]) -> list[str]:
@@ -82,7 +82,7 @@ def verify_files(root: Path, files: dict[str, dict]) -> list[str]:
             problems[rel] = f"{rel}: {path.stat().st_size} bytes, expected {info['bytes']}"
         else:
             to_hash.append(rel)
-    for rel, digest in zip(to_hash, sha256_files([str(root / rel) for rel in to_hash])):
+    for rel, digest in zip(to_hash, sha256_files([str(root / rel) for rel in to_hash]), strict=True):
         if digest != files[rel]["sha256"]:
             problems[rel] = f"{rel}: sha256 differs from the recorded one"
     return [problems[rel] for rel in files if rel in problems]  # in the listing's order, as before
