@@ -30,6 +30,7 @@ the whole frame. GX is imported lazily (it costs ~3 s); its progress bars and an
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import math
 import os
@@ -466,6 +467,7 @@ def _direct_key(config) -> tuple | None:
         return None
 
 
+@functools.lru_cache(maxsize=None)
 def _condition_function(condition: str):
     """GX's registered pandas condition for ``condition`` (``cls, fn``), unwrapped to the plain
     function of the column that the ``column_condition_partial`` decorator wraps."""

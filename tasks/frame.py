@@ -13,12 +13,16 @@ It is pure pandas/numpy, so it is unit-testable without Dask or Prefect.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from tasks.features.base import FeatureType
 from tasks.ingest import ROW
+
+if TYPE_CHECKING:  # Dask is imported when first used: a reused artifact's run never reads data
+    import dask.dataframe as dd
 
 SPLIT = "__split__"
 
@@ -45,7 +49,7 @@ def _meta(path: str) -> pd.DataFrame:
         return reader.schema.empty_table().to_pandas(types_mapper=_strings)
 
 
-def read_ingested(ingest_dir: str, npartitions: int | None) -> "dask.dataframe.DataFrame":  # noqa: F821
+def read_ingested(ingest_dir: str, npartitions: int | None) -> dd.DataFrame:
     """The ingested table as a Dask DataFrame (one partition per cached part, then repartitioned)."""
     from pathlib import Path
 

@@ -89,13 +89,16 @@ class Box:
         span = (self.y1 - self.y0) or 1.0
         return self.top + self.h - (v - self.y0) / span * self.h
 
-    def frame(self, title: str, xlabel: str | None = None, ylabel: str | None = None, grid: str = "y") -> None:
+    def frame(self, title: str, xlabel: str | None = None, ylabel: str | None = None, grid: str = "y",
+              x_ticks: bool = True) -> None:
+        """Axes, title, labels, and ticks with grid lines along ``grid`` ("y": horizontal lines at the
+        y ticks; "x": vertical lines at the x ticks, no y ticks); ``x_ticks=False``: the caller labels x."""
         c = self.c
         ticks_y = nice_ticks(self.y0, self.y1) if grid == "y" else []
         for t in ticks_y:
             c.line(self.left, self.y(t), self.left + self.w, self.y(t), GRID)
             c.text(self.left - 4, self.y(t) + 4, _label(t), anchor="end", size=FONT - 2)
-        ticks_x = nice_ticks(self.x0, self.x1) if grid in ("y", "x") else []
+        ticks_x = nice_ticks(self.x0, self.x1) if x_ticks else []
         for t in ticks_x:
             if grid == "x":
                 c.line(self.x(t), self.top, self.x(t), self.top + self.h, GRID)
@@ -136,10 +139,7 @@ def columns(chart: Chart, left: float, top: float, width: float, height: float, 
     """One bar per index 0..n-1 (e.g. quantile bin ids), every index labelled when they fit."""
     n = max(len(counts), 1)
     box = Box(chart, left, top, width, height, (-0.5, n - 0.5), (0.0, max(max(counts, default=0), 1) * 1.05))
-    box.frame(title, xlabel=xlabel, grid="none")
-    for t in nice_ticks(0.0, box.y1):
-        chart.line(left, box.y(t), left + width, box.y(t), GRID)
-        chart.text(left - 4, box.y(t) + 4, _label(t), anchor="end", size=FONT - 2)
+    box.frame(title, xlabel=xlabel, x_ticks=False)
     every = max(1, math.ceil(n / 20))
     for i, count in enumerate(counts):
         chart.rect(box.x(i - 0.4), box.y(count), box.x(i + 0.4) - box.x(i - 0.4), box.y(0) - box.y(count), color)
