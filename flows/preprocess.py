@@ -21,7 +21,7 @@ from flows.resilience import retry_options
 from storage.cache import StageCache
 from tasks import balance, custom_stages, encode, fill_missing, infer_types, ingest, media_cache, split, vocab
 from tasks.config import load_config
-from tasks.context import RunContext, StageResult
+from tasks.context import RunContext, StageResult, timed
 from tasks.errors import ConfigError
 from tasks.pipeline import PipelineResult, publish_stage
 
@@ -53,17 +53,13 @@ def _ctx(params: dict) -> RunContext:
 
 @task(name="ingest", **TASK_OPTS)
 def ingest_task(params: dict):
-    start = time.perf_counter()
-    result = ingest.run(_ctx(params))
-    result.seconds = time.perf_counter() - start  # fingerprinting included
-    return _state(result)
+    return _state(timed(lambda: ingest.run(_ctx(params))))  # fingerprinting included
 
 
 def _stage_task(name: str, fn):
     @task(name=name, **TASK_OPTS)
     def run(params: dict, *parents: dict):
-        ctx = _ctx(params)
-        return _state(fn(ctx, *[StageResult.from_json(p) for p in parents]))
+        return _state(timed(lambda: fn(_ctx(params), *[StageResult.from_json(p) for p in parents])))
 
     return run
 
@@ -80,7 +76,7 @@ media_cache_task = _stage_task("media_cache", media_cache.run)
 @task(name="custom_stage", **TASK_OPTS)
 def custom_stage_task(params: dict, index: int, *parents: dict):
     """The cached step of the ``index``-th custom stage (tasks/custom_stages.py); runs are named after it."""
-    return _state(custom_stages.run(_ctx(params), index, *[StageResult.from_json(p) for p in parents]))
+    return _state(timed(lambda: custom_stages.run(_ctx(params), index, *[StageResult.from_json(p) for p in parents])))
 
 
 def _gate_task(name: str, stage: str):
@@ -92,8 +88,10 @@ def _gate_task(name: str, stage: str):
         from flows.reporting import validation_artifact
         from tasks import validate
 
+        start = time.perf_counter()
         ctx = _ctx(params)
         result = getattr(validate, stage)(ctx, *[StageResult.from_json(p) for p in parents])
+        result.seconds = time.perf_counter() - start  # the whole gate, not only its cached step
         validation_artifact([validate.load(result)])
         validate.enforce(ctx, result)
         return _state(result)
@@ -107,8 +105,9 @@ validate_encoded_task = _gate_task("validate_encoded", "run_encoded")
 
 @task(name="publish", **TASK_OPTS)
 def publish_task(params: dict, results: list[dict]):
-    ctx = _ctx(params)
-    art, pub = publish_stage(ctx, [StageResult.from_json(r) for r in results])
+    start = time.perf_counter()
+    art, pub = publish_stage(_ctx(params), [StageResult.from_json(r) for r in results])
+    pub.seconds = time.perf_counter() - start
     data = {"artifact": art, "stage": pub.to_json()}
     return Completed(data=data, name="Cached", message="artifact already published") if pub.cached else data
 
@@ -161,7 +160,7 @@ def preprocess(config: str, dataset: str, output: str = "artifacts", cache_dir: 
 
     validate.check_config(load_config(config))  # fail on a bad config or suite before anything runs
     custom_stages.check(load_config(config), dataset)  # and on a malformed custom-stage DAG
-    validate.preload(load_config(config))  # GX's slow import overlaps ingest
+    validate.preload(load_config(config), local=False if dask_address else None)  # GX's import overlaps ingest
     with _dask_client(dask_address):
         ing = ingest_task(params)
         inf = _data(infer_types_task(params, ing))

@@ -415,10 +415,12 @@ def run(ctx, index: int, ingest, split, previous):
 def run_all(ctx, ingest, split, missing) -> list:
     """Every custom stage's step, in order (``[]`` without custom stages); the last one's result
     takes fill_missing's place as the ``missing`` parent of the later stages."""
+    from tasks.context import timed
+
     results = []
     previous = missing
     for i in range(len(names(ctx.config))):
-        previous = run(ctx, i, ingest, split, previous)
+        previous = timed(run, ctx, i, ingest, split, previous)
         results.append(previous)
     return results
 

@@ -21,7 +21,7 @@ from tasks import (
     split,
     vocab,
 )
-from tasks.context import RunContext, StageResult
+from tasks.context import RunContext, StageResult, timed
 from tasks.statistics import Statistics
 
 STAGES = ("ingest", "infer_types", "validate_raw", "split", "fill_missing", "balance", "vocab", "encode",
@@ -70,22 +70,20 @@ def run_pipeline(ctx: RunContext) -> PipelineResult:
     validate.check_config(ctx.config)  # every suite loads before any data is read
     custom_stages.check(ctx.config, ctx.dataset)  # the custom stages' DAG too
     validate.preload(ctx.config)  # GX's slow import overlaps ingest
-    start = time.perf_counter()
-    ing = ingest.run(ctx)
-    ing.seconds = time.perf_counter() - start  # fingerprinting is part of ingest's cost
-    inf = infer_types.run(ctx, ing)
+    ing = timed(ingest.run, ctx)  # fingerprinting is part of ingest's cost
+    inf = timed(infer_types.run, ctx, ing)
     infer_types.apply(ctx, inf)  # later stages read the config with every feature typed
-    raw = validate.run_raw(ctx, ing)
+    raw = timed(validate.run_raw, ctx, ing)
     validate.enforce(ctx, raw)  # a failing gate stops the run here (on_failure: fail)
-    spl = split.run(ctx, ing)
-    mis = fill_missing.run(ctx, ing, spl)
+    spl = timed(split.run, ctx, ing)
+    mis = timed(fill_missing.run, ctx, ing, spl)
     cus = custom_stages.run_all(ctx, ing, spl, mis)  # one step per custom stage ([] without any)
     fil = cus[-1] if cus else mis  # its missing.json holds every fill state and the fitted stage plan
-    bal = balance.run(ctx, ing, spl, fil)
-    fit = vocab.run(ctx, ing, spl, fil)
-    enc = encode.run(ctx, ing, spl, fil, bal, fit)
-    med = media_cache.run(ctx, fit, enc)
-    encv = validate.run_encoded(ctx, spl, bal, *media_cache.outputs(med, fit, enc))
+    bal = timed(balance.run, ctx, ing, spl, fil)
+    fit = timed(vocab.run, ctx, ing, spl, fil)
+    enc = timed(encode.run, ctx, ing, spl, fil, bal, fit)
+    med = timed(media_cache.run, ctx, fit, enc)
+    encv = timed(validate.run_encoded, ctx, spl, bal, *media_cache.outputs(med, fit, enc))
     validate.enforce(ctx, encv)
     results = [ing, inf, raw, spl, mis, *cus, bal, fit, enc, med, encv]
     art, pub = publish_stage(ctx, results)
