@@ -28,6 +28,11 @@ Caching: key = parent key + sha of every suite's JSON (generated ones included) 
 ``on_failure`` is not in the key: results are cached whatever they are, and a cached failing gate
 fails again. ``enforce`` raises ``ValidationFailed`` naming the gate (``fail``; nothing is
 published) or logs a warning (``warn``); the results go to manifest.json ``validation``.
+
+Where a gate runs: each gate's partitions are ``VIEWS[name](*JSON-able args)``. With Dask local and
+``PREPFLOW_GATE_SERVER`` not ``off``, the long-lived gate server (``expectations.gate_server``; GX
+already imported) builds them with the same arguments and runs the suites; if it cannot answer, the
+gate runs in this process. Same results either way (``tests/unit/test_gate_server.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -101,13 +107,26 @@ def suites_key(config_json: dict) -> dict:
     return {"suites": [[p, stable_hash(load_suite_file(p), 64)] for p in paths]}
 
 
-def preload(config) -> None:
-    """Import GX in the background when a gate will need it (``expectations.engine.preload``)."""
+def preload(config, local: bool | None = None) -> None:
+    """Get GX ready while the first stages run, when a gate will need it: start the gate server
+    (``expectations.gate_server``; ``PREPFLOW_GATE_SERVER=auto`` and Dask local) or else import GX in
+    a background thread (``expectations.engine.preload``). ``local``: whether Dask will run locally
+    (default: ``tasks.frame.local_only()`` now)."""
     v = config.validation
-    if v.generated or v.raw or v.encoded:
-        from expectations import engine
+    if not (v.generated or v.raw or v.encoded):
+        return
+    from expectations import engine, gate_server
 
-        engine.preload()
+    if _use_server(local) and gate_server.ensure_started() is not None:
+        return
+    engine.preload()
+
+
+def _use_server(local: bool | None = None) -> bool:
+    from expectations import gate_server
+    from tasks import frame
+
+    return gate_server.enabled() and (frame.local_only() if local is None else local)
 
 
 def check_config(config) -> None:
@@ -321,6 +340,41 @@ def _encoded_chunk(pieces: list, shaped: dict[str, bool]) -> pd.DataFrame:
     return pd.DataFrame(data, index=pd.RangeIndex(offset, offset + len(first)))
 
 
+def _raw_frame(ingest_path: str, npartitions: int | None):
+    """The ingested table as a Dask DataFrame (``VALIDATION_ROWS`` rows per partition by default), rows."""
+    from tasks import frame
+    from tasks import ingest as ingest_mod
+
+    rows = ingest_mod.num_rows(ingest_path)
+    return frame.read_ingested(ingest_mod.data_dir(ingest_path), npartitions or -(-rows // VALIDATION_ROWS)), rows
+
+
+def raw_view(ingest_path: str, npartitions: int | None) -> tuple[list, list[str], int]:
+    """The raw gate's partitions (delayed, indexed by input row), columns and row count."""
+    from dask import delayed
+
+    from tasks.ingest import ROW
+
+    ddf, rows = _raw_frame(ingest_path, npartitions)
+    return [delayed(_raw_view)(p) for p in ddf.to_delayed()], [c for c in ddf.columns if c != ROW], rows
+
+
+def encoded_view(chunks: list[list], shaped: dict[str, bool]) -> tuple[list, list[str], int]:
+    """The encoded gate's partitions (one per chunk of ``_encoded_chunks``), columns and row count;
+    ``shaped``: output column -> whether it is a matrix."""
+    from dask import delayed
+
+    parts = [delayed(_encoded_chunk)(chunk, shaped) for chunk in chunks]
+    columns = [n for name, matrix in shaped.items()
+               for n in ([f"{name}__size", f"{name}__min", f"{name}__max"] if matrix else [name])]
+    return parts, [*columns, "__row__", "__split__"], sum(p[-1] for chunk in chunks for p in chunk)
+
+
+# What each gate validates, by name: JSON-able arguments -> (partitions, columns, rows). The gate server
+# calls the same functions with the same arguments, so both build identical partitions.
+VIEWS = {"raw": raw_view, "encoded": encoded_view}
+
+
 # ---- running a gate ------------------------------------------------------------------------------
 
 def _suite_entry(source: str, suite_result) -> dict:
@@ -353,8 +407,9 @@ def _clean(value):
     return value
 
 
-def run_suites(named: list[tuple[str, dict]], parts: list, columns: list[str]) -> list[dict]:
-    """Run ``(source, suite JSON)`` pairs on the partitions; GX is imported only when there is work."""
+def run_suites(named: list[tuple[str, dict]], parts: list, columns: list[str], scheduler=None) -> list[dict]:
+    """Run ``(source, suite JSON)`` pairs on the partitions; GX is imported only when there is work.
+    ``scheduler``: Dask's (default: the active one, a distributed Client if set)."""
     from expectations import engine
 
     if not any(s["expectations"] for _src, s in named):
@@ -364,7 +419,7 @@ def run_suites(named: list[tuple[str, dict]], parts: list, columns: list[str]) -
         suites = [engine.to_gx_suite(s, src) for src, s in named]
     except engine.SuiteError as exc:
         raise ConfigError(str(exc)) from None
-    results = engine.run(suites, parts, columns)
+    results = engine.run(suites, parts, columns, scheduler=scheduler)
     return [_suite_entry(src, r) for (src, _s), r in zip(named, results, strict=True)]
 
 
@@ -374,16 +429,33 @@ def gate_json(gate: str, suites: list[dict], rows: int) -> dict:
             "suites": suites}
 
 
-def _run_gate(ctx, gate: str, parents: list[str], named: list[tuple[str, dict]], load_view):
-    """Cached: ``load_view()`` -> (delayed partitions, columns, rows) runs only on a cache miss."""
+def validate_view(named: list[tuple[str, dict]], view: str, args: list) -> tuple[list[dict], int]:
+    """``run_suites`` on ``VIEWS[view](*args)``: ``(suites, rows)``, computed by the gate server when it
+    is used (see ``_use_server``), else in this process (also when the server cannot answer)."""
+    from tasks import frame
+
+    if _use_server():
+        from expectations import gate_protocol
+
+        reply = gate_protocol.request(named, view, args)
+        if reply is not None:
+            return reply["suites"], reply["rows"]
+    import dask.threaded
+
+    parts, columns, rows = VIEWS[view](*args)
+    # Dask's local default named, as in frame.compute: asking Dask would import distributed to find no Client
+    return run_suites(named, parts, columns, scheduler=dask.threaded.get if frame.local_only() else None), rows
+
+
+def _run_gate(ctx, gate: str, parents: list[str], named: list[tuple[str, dict]], view: str, view_args):
+    """Cached: ``view_args()`` (JSON-able arguments of ``VIEWS[view]``) and the gate run only on a miss."""
     from tasks.context import run_cached
     from tasks.statistics import Statistics
 
     config_slice = {"suites": [[src, stable_hash(s, 64)] for src, s in named]}
 
     def compute(out: Path) -> Statistics:
-        parts, columns, rows = load_view()
-        suites = run_suites(named, parts, columns)
+        suites, rows = validate_view(named, view, view_args())
         result = gate_json(gate, suites, rows)
         (out / RESULTS_FILE).write_text(json.dumps(result, sort_keys=True, indent=1, default=str))
         for i, (_src, suite) in enumerate(named):
@@ -407,21 +479,13 @@ def _suites_for(ctx, gate: str, generated: dict | None) -> list[tuple[str, dict]
 
 def run_raw(ctx, ingest):
     """Stage ``validate_raw``: the raw gate on the ingested table."""
-    from tasks import frame
     from tasks import ingest as ingest_mod
 
-    rows = ingest_mod.num_rows(ingest.path)
-    ddf = frame.read_ingested(ingest_mod.data_dir(ingest.path), ctx.npartitions or -(-rows // VALIDATION_ROWS))
+    ddf, _rows = _raw_frame(ingest.path, ctx.npartitions)
     dtypes = {c: str(t) for c, t in ddf.dtypes.items() if c != ingest_mod.ROW}
     named = _suites_for(ctx, "raw", raw_suite(ctx, dtypes))
-
-    def view():
-        from dask import delayed
-
-        parts = [delayed(_raw_view)(p) for p in ddf.to_delayed()]
-        return parts, list(dtypes), rows
-
-    return _run_gate(ctx, "raw", [ingest.key], named, view)
+    return _run_gate(ctx, "raw", [ingest.key], named, "raw",
+                     lambda: [os.path.abspath(ingest.path), ctx.npartitions])
 
 
 def expected_encoded_rows(split, balance, encode_result) -> int:
@@ -440,37 +504,39 @@ def expected_encoded_rows(split, balance, encode_result) -> int:
 
 def run_encoded(ctx, split, balance, fitted, encode_result):
     """Stage ``validate_encoded``: the encoded gate on every encoded row of every split."""
-    from dask import delayed
-
-    from tasks import encode as encode_mod
     from tasks import vocab
-    from tasks.split import SPLIT_NAMES
 
     metadata = vocab.load(fitted)
     named = _suites_for(ctx, "encoded", encoded_suite(ctx, metadata, expected_encoded_rows(split, balance,
                                                                                            encode_result)))
 
-    def view():
+    def view_args() -> list:
         shaped = {c.name: bool(c.shape) for f in ctx.features for c in f.output_columns(metadata[f.name])}
-        pieces, offset = [], 0
-        for split_id, split_name in enumerate(SPLIT_NAMES):
-            for path in encode_mod.split_parts(encode_result, split_name):
-                rows_path = path.with_name(path.name.replace("part-", "rows-").rsplit(".", 1)[0] + ".npy")
-                n = _num_rows(path)
-                pieces.append((str(path), str(rows_path), split_id, offset, n))
-                offset += n
-        chunks: list[list] = []  # consecutive pieces, ~VALIDATION_ROWS rows each (or --npartitions chunks)
-        target = -(-offset // ctx.npartitions) if ctx.npartitions else VALIDATION_ROWS
-        for piece in pieces:
-            if not chunks or sum(p[-1] for p in chunks[-1]) + piece[-1] > target:
-                chunks.append([])
-            chunks[-1].append(piece)
-        parts = [delayed(_encoded_chunk)(chunk, shaped) for chunk in chunks]
-        columns = [n for name, matrix in shaped.items()
-                   for n in ([f"{name}__size", f"{name}__min", f"{name}__max"] if matrix else [name])]
-        return parts, [*columns, "__row__", "__split__"], offset
+        return [_encoded_chunks(encode_result, ctx.npartitions), shaped]
 
-    return _run_gate(ctx, "encoded", [encode_result.key], named, view)
+    return _run_gate(ctx, "encoded", [encode_result.key], named, "encoded", view_args)
+
+
+def _encoded_chunks(encode_result, npartitions: int | None) -> list[list]:
+    """The encoded parts as ``[path, rows path, split id, offset, rows]`` (absolute paths), grouped in
+    consecutive chunks of ~VALIDATION_ROWS rows each (or ``npartitions`` chunks)."""
+    from tasks import encode as encode_mod
+    from tasks.split import SPLIT_NAMES
+
+    pieces, offset = [], 0
+    for split_id, split_name in enumerate(SPLIT_NAMES):
+        for path in encode_mod.split_parts(encode_result, split_name):
+            rows_path = path.with_name(path.name.replace("part-", "rows-").rsplit(".", 1)[0] + ".npy")
+            n = _num_rows(path)
+            pieces.append([os.path.abspath(path), os.path.abspath(rows_path), split_id, offset, n])
+            offset += n
+    chunks: list[list] = []
+    target = -(-offset // npartitions) if npartitions else VALIDATION_ROWS
+    for piece in pieces:
+        if not chunks or sum(p[-1] for p in chunks[-1]) + piece[-1] > target:
+            chunks.append([])
+        chunks[-1].append(piece)
+    return chunks
 
 
 def _num_rows(path: Path) -> int:
@@ -549,6 +615,10 @@ def validate_dataset(dataset: str, configs: list[str] = (), suites: list[str] = 
     loaded = [(str(c), load_config(c)) for c in configs]
     for _path, config in loaded:
         check_config(config)
+    if _use_server():  # the gate server imports GX while the dataset is ingested
+        from expectations import gate_server
+
+        gate_server.ensure_started()
     runs = list(loaded)
     if named:
         runs.append(("--suite", _suite_only_config(dataset, named)))
