@@ -8,7 +8,8 @@ the stage's other per-partition work (each partition is prepared once):
    ``(feature, value, count)``;
 2. a shuffle by ``value`` into S output partitions (``DataFrame.shuffle``: p2p, disk-backed, on a
    distributed cluster; a task shuffle locally). S = the number of input partitions, so a reducer
-   holds about what one partition's counts hold and each owns a disjoint set of values;
+   holds about what one partition's counts hold and each owns a disjoint set of values (a local run
+   of at most ``LOCAL_REDUCE_PARTS`` partitions skips the shuffle: S = 1, one reducer);
 3. per output partition (a reducer): exact sums per ``(feature, value)``, then
    ``Candidates.reduce``: values under ``min_frequency`` are dropped (counted into their OOV bucket
    when asked), at most the local top ``most_common`` are kept; the survivors are written to an
@@ -99,6 +100,11 @@ def sum_by_key(features: np.ndarray, values: pa.Array, counts: np.ndarray) -> tu
     return keys // size, encoded.dictionary.take(pa.array(keys % size)), np.rint(sums).astype(np.int64)
 
 
+# Up to this many partitions (~1M rows of ingest's parts) a local run reduces every partition's counts in
+# one task; more, or on a distributed cluster, the counts are shuffled by value (steps 2-3 above).
+LOCAL_REDUCE_PARTS = 4
+
+
 def split_out(npartitions: int) -> int:
     """Shuffle output partitions: as many as input partitions, so that a reducer holds about what one
     partition's counts hold."""
@@ -118,20 +124,30 @@ def fit_tasks(prepared: list, features: list[CategoryFeature], fit_on: str, fold
     stage's fit of its other features), and one delayed reducer result per shuffle output partition
     (candidates written under ``folder``, a folder the workers and this process share). Compute both
     lists together: each partition is prepared once and dropped right after its one task."""
-    import dask
-    import dask.dataframe as dd
     from dask import delayed
 
     if not features or not prepared:
         return [delayed(partial)(p, *partial_args) for p in prepared] if partial is not None else [], []
     f = frame.shared(features)
     both = [delayed(_partition, nout=2)(p, f, fit_on, partial, partial_args) for p in prepared]
+    partials = [b[0] for b in both] if partial is not None else []
+    if frame.local_only() and len(prepared) <= LOCAL_REDUCE_PARTS:
+        # a few partitions in this one process: one reducer over all the counts, no shuffle (whose graph,
+        # disk files and DataFrame import cost more than these counts); the same vocabulary (see above)
+        return partials, [delayed(_reduce_all)([b[1] for b in both], f, str(folder))]
+    import dask
+    import dask.dataframe as dd
+
     ddf = dd.from_delayed([b[1] for b in both], meta=_meta(), verify_meta=False)
     # without a Client Dask picks its "disk" shuffle, after importing distributed to look for one
     method = "disk" if frame.local_only() and dask.config.get("dataframe.shuffle.method", None) is None else None
     shuffled = ddf.shuffle(on=VALUE, npartitions=split_out(len(prepared)), ignore_index=True, shuffle_method=method)
     reducers = [delayed(reduce_partition)(part, f, str(folder), i) for i, part in enumerate(shuffled.to_delayed())]
-    return ([b[0] for b in both] if partial is not None else []), reducers
+    return partials, reducers
+
+
+def _reduce_all(counts: list[pd.DataFrame], features: list[CategoryFeature], folder: str) -> dict:
+    return reduce_partition(pd.concat(counts, ignore_index=True), features, folder, 0)
 
 
 def file_name(feature: str, taken: set[str]) -> str:

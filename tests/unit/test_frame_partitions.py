@@ -1,0 +1,48 @@
+"""``tasks.frame.partitions``: the ingested parts as delayed frames, re-cut into any number of
+row ranges, always the whole table in row order (what every stage's npartitions-independence needs)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tasks import frame
+from tasks.ingest import ROW, write_ipc
+
+
+def _write_parts(folder, sizes: list[int]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    start = 0
+    for i, n in enumerate(sizes):
+        rows = np.arange(start, start + n, dtype=np.int64)
+        table = pa.table({"x": pa.array(rows * 0.5), "s": pa.array([f"v{r % 7}" for r in rows], pa.string()),
+                          ROW: pa.array(rows)})
+        write_ipc(table, folder / f"part-{i:05d}.arrow")
+        start += n
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(1, 40), min_size=1, max_size=5), n=st.one_of(st.none(), st.integers(1, 12)))
+def test_partitions_cover_every_row_once_in_order(tmp_path_factory, sizes, n):
+    import dask
+
+    folder = tmp_path_factory.mktemp("parts")
+    _write_parts(folder, sizes)
+    parts = dask.compute(*frame.partitions(str(folder), n), scheduler="sync")
+    assert len(parts) == (n or len(sizes))
+    whole = pd.concat(parts, ignore_index=True)
+    assert whole[ROW].tolist() == list(range(sum(sizes)))
+    assert whole["x"].tolist() == [r * 0.5 for r in range(sum(sizes))]
+    assert all(p.dtypes.to_dict() == parts[0].dtypes.to_dict() for p in parts)  # empty ranges keep the schema
+    assert str(parts[0]["s"].dtype) == str(pd.StringDtype("pyarrow"))
+    sizes_out = [len(p) for p in parts]
+    assert max(sizes_out) - min(sizes_out) <= 1 if n else sizes_out == sizes  # near-equal ranges
+
+
+def test_column_dtypes_reads_the_schema(tmp_path):
+    _write_parts(tmp_path, [3, 2])
+    assert frame.column_dtypes(str(tmp_path)) == {"x": "float64", "s": str(pd.StringDtype("pyarrow")), ROW: "int64"}
+    assert frame.read_ingested(str(tmp_path), None).compute()[ROW].tolist() == list(range(5))
