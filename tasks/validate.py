@@ -340,23 +340,19 @@ def _encoded_chunk(pieces: list, shaped: dict[str, bool]) -> pd.DataFrame:
     return pd.DataFrame(data, index=pd.RangeIndex(offset, offset + len(first)))
 
 
-def _raw_frame(ingest_path: str, npartitions: int | None):
-    """The ingested table as a Dask DataFrame (``VALIDATION_ROWS`` rows per partition by default), rows."""
+def raw_view(ingest_path: str, npartitions: int | None) -> tuple[list, list[str], int]:
+    """The raw gate's partitions (delayed, indexed by input row; ``VALIDATION_ROWS`` rows each by
+    default), columns and row count."""
+    from dask import delayed
+
     from tasks import frame
     from tasks import ingest as ingest_mod
 
     rows = ingest_mod.num_rows(ingest_path)
-    return frame.read_ingested(ingest_mod.data_dir(ingest_path), npartitions or -(-rows // VALIDATION_ROWS)), rows
-
-
-def raw_view(ingest_path: str, npartitions: int | None) -> tuple[list, list[str], int]:
-    """The raw gate's partitions (delayed, indexed by input row), columns and row count."""
-    from dask import delayed
-
-    from tasks.ingest import ROW
-
-    ddf, rows = _raw_frame(ingest_path, npartitions)
-    return [delayed(_raw_view)(p) for p in ddf.to_delayed()], [c for c in ddf.columns if c != ROW], rows
+    data_dir = ingest_mod.data_dir(ingest_path)
+    parts = frame.partitions(data_dir, npartitions or -(-rows // VALIDATION_ROWS))
+    columns = [c for c in frame.column_dtypes(data_dir) if c != ingest_mod.ROW]
+    return [delayed(_raw_view)(p) for p in parts], columns, rows
 
 
 def encoded_view(chunks: list[list], shaped: dict[str, bool]) -> tuple[list, list[str], int]:
@@ -479,10 +475,10 @@ def _suites_for(ctx, gate: str, generated: dict | None) -> list[tuple[str, dict]
 
 def run_raw(ctx, ingest):
     """Stage ``validate_raw``: the raw gate on the ingested table."""
+    from tasks import frame
     from tasks import ingest as ingest_mod
 
-    ddf, _rows = _raw_frame(ingest.path, ctx.npartitions)
-    dtypes = {c: str(t) for c, t in ddf.dtypes.items() if c != ingest_mod.ROW}
+    dtypes = {c: t for c, t in frame.column_dtypes(ingest_mod.data_dir(ingest.path)).items() if c != ingest_mod.ROW}
     named = _suites_for(ctx, "raw", raw_suite(ctx, dtypes))
     return _run_gate(ctx, "raw", [ingest.key], named, "raw",
                      lambda: [os.path.abspath(ingest.path), ctx.npartitions])
