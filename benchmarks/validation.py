@@ -16,6 +16,17 @@ column-exists. Then, in fresh processes (so GX's import is paid the way a real r
 * ``default+suite10``: the same with prepflow's generated raw and encoded suites on as well
   (both gates, ``--rows`` x (10 + generated) expectations).
 
+Each is measured three ways (``PREPFLOW_HOME`` is ``--workdir``/home, so a user's servers are not
+touched): ``off`` (``PREPFLOW_GATE_SERVER=off``: the gates in the run's process, GX imported by the
+background thread), ``server, first run`` (gate server on, none running: the run starts it and its
+first gate waits for it) and ``server, running`` (the server the previous process left). For each:
+the cold and warm gate shares, and the whole cold run's wall time (``cold process``: from the
+interpreter's start to the end of the first run, imports included; ``cold run``: ``run_pipeline``
+alone). With the server, the warm CPU seconds count the run's process only (the gates' work is the
+server's), and ``server starts`` counts the servers started during the measurement (more than one
+on a first run, or any on ``running``, means prepflow's code changed meanwhile and the server was
+replaced). The gate server's resident memory is printed at the end.
+
 Usage: ``.venv/bin/python benchmarks/validation.py [--rows 1000000] [--repeat 3] [--workdir DIR]``
 Prints one line per measurement (median over ``--repeat`` warm reruns) and a Markdown table to
 append to ``benchmarks/RESULTS.md``.
@@ -104,31 +115,58 @@ def one_process(dataset: str, suite: str, generated: bool, workdir: str, repeat:
 
     context.run_cached = timed
 
+    walls: list[float] = []
+
     def run(tag: str) -> dict:
         cache, out = Path(workdir) / f"cache-{tag}", Path(workdir) / f"out-{tag}"
         shutil.rmtree(cache, ignore_errors=True)
         shutil.rmtree(out, ignore_errors=True)
         cpu.clear()
+        start = time.perf_counter()
         ctx = RunContext(parse_config(config(suite, generated)), dataset, StageCache(cache), None, str(out))
         stages = {s.stage: [s.seconds, cpu.get(s.stage)] for s in run_pipeline(ctx).stages}
+        walls.append(time.perf_counter() - start)
         shutil.rmtree(cache, ignore_errors=True)
         shutil.rmtree(out, ignore_errors=True)
         return stages
 
-    return {"cold": run("cold"), "warm": [run(f"warm{i}") for i in range(repeat)]}
+    cold = run("cold")
+    cold_end = time.time()
+    return {"cold": cold, "cold_end": cold_end, "cold_run": walls[0],
+            "warm": [run(f"warm{i}") for i in range(repeat)]}
 
 
-def measure(dataset: Path, workdir: Path, generated: bool, repeat: int) -> dict:
+def measure(dataset: Path, workdir: Path, generated: bool, repeat: int, gate_server: str) -> dict:
     suite = workdir / "suite10.json"
     suite.write_text(json.dumps(SUITE))
     code = (f"import json, sys; sys.path.insert(0, {str(ROOT)!r}); from benchmarks.validation import one_process; "
             f"print(json.dumps(one_process({str(dataset)!r}, {str(suite)!r}, {generated}, {str(workdir)!r}, "
             f"{repeat})))")
+    start = time.time()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                         env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                         env={**os.environ, "PYTHONWARNINGS": "ignore", "PREPFLOW_GATE_SERVER": gate_server})
     if out.returncode:
         raise SystemExit(out.stderr)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["cold_process"] = result.pop("cold_end") - start
+    return result
+
+
+def server_starts(workdir: Path) -> int:
+    log = workdir / "home" / "gate-server.log"
+    return log.read_text().count(": ready in ") if log.exists() else 0
+
+
+def server_rss_mb() -> float | None:
+    from expectations import gate_server
+
+    state = gate_server.read_state(gate_server.home())
+    if state is None or not gate_server.alive(state["pid"]):
+        return None
+    for line in Path(f"/proc/{state['pid']}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return None
 
 
 def gx_import_seconds() -> float:
@@ -157,27 +195,40 @@ def main() -> None:
         gates = sum(v[field] or 0.0 for k, v in stages.items() if k.startswith("validate_"))
         return gates, sum(v[field] or 0.0 for k, v in stages.items() if not k.startswith("validate_"))
 
+    os.environ["PREPFLOW_HOME"] = str(workdir / "home")  # the benchmark's own servers
+    from expectations.gate_server import stop_gate_server
+
+    modes = (("off", "off", False), ("server, first run", "auto", True), ("server, running", "auto", False))
     for label, generated in (("suite10", False), ("default+suite10", True)):
-        start = time.perf_counter()
-        result = measure(dataset, workdir, generated, args.repeat)
-        cold_gates, cold_others = split_up(result["cold"], 0)
-        warm = [split_up(w, 0) for w in result["warm"]]
-        warm_cpu = [split_up(w, 1) for w in result["warm"]]
-        share = statistics.median(g / o for g, o in warm)
-        share_cpu = statistics.median(g / o for g, o in warm_cpu)
-        gates, others = statistics.median(g for g, _ in warm), statistics.median(o for _, o in warm)
-        gates_cpu, others_cpu = statistics.median(g for g, _ in warm_cpu), statistics.median(o for _, o in warm_cpu)
-        print(f"{label:>16}: cold process: gates {cold_gates:.2f} s / other stages {cold_others:.2f} s "
-              f"({100 * cold_gates / cold_others:.1f}%); warm (median of {args.repeat}): gates {gates:.2f} s / "
-              f"{others:.2f} s wall ({100 * share:.1f}%), {gates_cpu:.2f} / {others_cpu:.2f} CPU s "
-              f"({100 * share_cpu:.1f}%)   [{time.perf_counter() - start:.0f} s]")
-        print("                  warm wall: " + ", ".join(f"{k} {v[0]:.2f}" for k, v in result["warm"][0].items()))
-        lines.append(f"| {label} | {args.rows:,} | {cold_others:.2f} | {cold_gates:.2f} "
-                     f"({100 * cold_gates / cold_others:.0f}%) | {others:.2f} | {gates:.2f} ({100 * share:.1f}%) | "
-                     f"{others_cpu:.2f} | {gates_cpu:.2f} ({100 * share_cpu:.1f}%) |")
-    print("\n| gates | rows | cold: other stages s | cold: gates s (share) | warm: other stages s | "
-          "warm: gates s (share) | warm CPU: other stages s | warm CPU: gates s (share) |")
-    print("|---|---|---|---|---|---|---|---|")
+        for mode, gate_server, stop_first in modes:
+            if stop_first:
+                stop_gate_server()
+            start, starts = time.perf_counter(), server_starts(workdir)
+            result = measure(dataset, workdir, generated, args.repeat, gate_server)
+            starts = server_starts(workdir) - starts
+            cold_gates, cold_others = split_up(result["cold"], 0)
+            warm = [split_up(w, 0) for w in result["warm"]]
+            warm_cpu = [split_up(w, 1) for w in result["warm"]]
+            share = statistics.median(g / o for g, o in warm)
+            share_cpu = statistics.median(g / o for g, o in warm_cpu)
+            gates, others = statistics.median(g for g, _ in warm), statistics.median(o for _, o in warm)
+            gates_cpu = statistics.median(g for g, _ in warm_cpu)
+            others_cpu = statistics.median(o for _, o in warm_cpu)
+            print(f"{label:>16} [{mode}]: cold process {result['cold_process']:.2f} s (run {result['cold_run']:.2f} s): "
+                  f"gates {cold_gates:.2f} s / other stages {cold_others:.2f} s ({100 * cold_gates / cold_others:.1f}%); "
+                  f"warm (median of {args.repeat}): gates {gates:.2f} s / {others:.2f} s wall ({100 * share:.1f}%), "
+                  f"{gates_cpu:.2f} / {others_cpu:.2f} CPU s ({100 * share_cpu:.1f}%); server starts {starts}   "
+                  f"[{time.perf_counter() - start:.0f} s]")
+            print("                  warm wall: " + ", ".join(f"{k} {v[0]:.2f}" for k, v in result["warm"][0].items()))
+            lines.append(f"| {label} | {mode} | {args.rows:,} | {result['cold_process']:.2f} | {cold_others:.2f} | "
+                         f"{cold_gates:.2f} ({100 * cold_gates / cold_others:.0f}%) | {others:.2f} | "
+                         f"{gates:.2f} ({100 * share:.1f}%) | {others_cpu:.2f} | {gates_cpu:.2f} ({100 * share_cpu:.1f}%) |")
+    rss = server_rss_mb()
+    print(f"gate server resident memory after the runs: {rss:.0f} MB" if rss else "no gate server running")
+    stop_gate_server()
+    print("\n| gates | gate server | rows | cold process s | cold: other stages s | cold: gates s (share) | "
+          "warm: other stages s | warm: gates s (share) | warm CPU: other stages s | warm CPU: gates s (share) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(lines))
 
 
