@@ -45,6 +45,17 @@ def encode_frame(features, metadata: dict, df) -> dict[str, np.ndarray]:
     return out
 
 
+class _SplitRows:
+    """One split's rows of a prepared frame, column by column when asked: the statistics read only a
+    few columns (numbers, sequences), so the rest (e.g. strings) is never copied."""
+
+    def __init__(self, df, index: np.ndarray):
+        self.df, self.index = df, index
+
+    def __getitem__(self, name: str):
+        return self.df[name].take(self.index).reset_index(drop=True)
+
+
 def _encode_partition(prepared, index, features, metadata, mult, out_dir):
     df = prepared.frame
     stats = Statistics()
@@ -53,13 +64,18 @@ def _encode_partition(prepared, index, features, metadata, mult, out_dir):
     for name, n in prepared.dropped.items():
         stats.counter(f"fill_missing.rows_dropped.{name}", n)
     stats.counter("encode.rows_in", len(df) + sum(prepared.dropped.values()))
+    # Encoding is row-wise (the artifact may not depend on the partitioning), so the whole partition is
+    # encoded once and each split takes its rows (training rows repeated by their balance multiplicity)
+    # from the encoded arrays, which are smaller than the typed frame.
+    encoded = encode_frame(features, metadata, df)
+    split_of = df[frame.SPLIT].to_numpy()
+    input_rows = df[ingest_mod.ROW].to_numpy(dtype=np.int64)
     rows_out = {}
     for split_id, split_name in enumerate(SPLIT_NAMES):
-        part = df.loc[df[frame.SPLIT] == split_id].reset_index(drop=True)
-        if split_id == 0 and mult is not None and len(part):
-            reps = np.asarray(mult[part[ingest_mod.ROW].to_numpy()], dtype=np.int64)
-            part = part.iloc[np.repeat(np.arange(len(part)), reps)].reset_index(drop=True)
-        columns = encode_frame(features, metadata, part)
+        take = np.flatnonzero(split_of == split_id)
+        if split_id == 0 and mult is not None and len(take):
+            take = np.repeat(take, np.asarray(mult[input_rows[take]], dtype=np.int64))
+        columns = {name: arr[take] for name, arr in encoded.items()}
         for f in features:
             if hasattr(f, "oov_count") and f.name in columns:  # category: <UNK> and OOV buckets
                 oov = f.oov_count(columns[f.name], metadata[f.name])
@@ -67,13 +83,14 @@ def _encode_partition(prepared, index, features, metadata, mult, out_dir):
                     stats.counter(f"encode.oov.{split_name}.{f.name}", oov)
             elif metadata[f.name].get("idx2str") is not None and f.name in columns and columns[f.name].ndim == 1:
                 stats.counter(f"encode.oov.{split_name}.{f.name}", int((columns[f.name] == 0).sum()))
-        for stat in feature_stats.partition_statistics(features, metadata, part, columns, split_name):
+        for stat in feature_stats.partition_statistics(features, metadata, _SplitRows(df, take), columns,
+                                                       split_name):
             stats.add(stat)  # what the report plots (tasks/feature_stats.py)
         table = pa.table({name: to_arrow(arr) for name, arr in columns.items()})
         folder = out_dir / split_name
         folder.mkdir(parents=True, exist_ok=True)
         write_ipc(table, folder / f"part-{index:05d}.arrow")
-        np.save(folder / f"rows-{index:05d}.npy", part[ingest_mod.ROW].to_numpy(dtype=np.int64))  # input rows
+        np.save(folder / f"rows-{index:05d}.npy", input_rows[take])  # input rows
         rows_out[split_name] = table.num_rows
         stats.counter(f"encode.rows_out.{split_name}", table.num_rows)
     return stats, rows_out

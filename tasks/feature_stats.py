@@ -75,9 +75,10 @@ def _sequence_lengths(feature, values: pd.Series, ids: np.ndarray, width: int) -
     return lengths
 
 
-def partition_statistics(features, metadata: dict, part: pd.DataFrame, columns: dict[str, np.ndarray],
+def partition_statistics(features, metadata: dict, part, columns: dict[str, np.ndarray],
                          split_name: str) -> list[Statistic]:
-    """The report's statistics of one split of one encoded partition (see the module docstring)."""
+    """The report's statistics of one split of one encoded partition (see the module docstring);
+    ``part[name]``: that split's source values of a column (a frame, or ``tasks.encode._SplitRows``)."""
     out: list[Statistic] = []
     for f in features:
         meta, col = metadata[f.name], columns.get(f.name)

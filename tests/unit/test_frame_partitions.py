@@ -39,7 +39,7 @@ def test_partitions_cover_every_row_once_in_order(tmp_path_factory, sizes, n):
     assert all(p.dtypes.to_dict() == parts[0].dtypes.to_dict() for p in parts)  # empty ranges keep the schema
     assert str(parts[0]["s"].dtype) == str(pd.StringDtype("pyarrow"))
     sizes_out = [len(p) for p in parts]
-    assert max(sizes_out) - min(sizes_out) <= 1 if n else sizes_out == sizes  # near-equal ranges
+    assert max(sizes_out) - min(sizes_out) <= 1  # near-equal ranges (by default too: ingest's last part is short)
 
 
 def test_column_dtypes_reads_the_schema(tmp_path):
