@@ -170,7 +170,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             _report(args, summary, time.perf_counter() - start)
             return 0
     from flows.local_server import configure_prefect
+    from tasks import validate
 
+    validate.start_gate_server(config, local=False if args.dask_address else None)  # warms while Prefect starts
     configure_prefect()
     from flows.preprocess import preprocess
 

@@ -112,14 +112,25 @@ def preload(config, local: bool | None = None) -> None:
     (``expectations.gate_server``; ``PREPFLOW_GATE_SERVER=auto`` and Dask local) or else import GX in
     a background thread (``expectations.engine.preload``). ``local``: whether Dask will run locally
     (default: ``tasks.frame.local_only()`` now)."""
-    v = config.validation
-    if not (v.generated or v.raw or v.encoded):
-        return
-    from expectations import engine, gate_server
+    from expectations import engine
 
-    if _use_server(local) and gate_server.ensure_started() is not None:
-        return
-    engine.preload()
+    if _needs_gx(config) and not start_gate_server(config, local):
+        engine.preload()
+
+
+def start_gate_server(config, local: bool | None = None) -> bool:
+    """Start the gate server (or touch the running one) when a gate will need GX and the server is
+    used (see ``preload``); True when it is. Returns at once: the server warms up on its own."""
+    if not (_needs_gx(config) and _use_server(local)):
+        return False
+    from expectations import gate_server
+
+    return gate_server.ensure_started() is not None
+
+
+def _needs_gx(config) -> bool:
+    v = config.validation
+    return bool(v.generated or v.raw or v.encoded)
 
 
 def _use_server(local: bool | None = None) -> bool:
