@@ -45,17 +45,6 @@ def encode_frame(features, metadata: dict, df) -> dict[str, np.ndarray]:
     return out
 
 
-class _SplitRows:
-    """One split's rows of a prepared frame, column by column when asked: the statistics read only a
-    few columns (numbers, sequences), so the rest (e.g. strings) is never copied."""
-
-    def __init__(self, df, index: np.ndarray):
-        self.df, self.index = df, index
-
-    def __getitem__(self, name: str):
-        return self.df[name].take(self.index).reset_index(drop=True)
-
-
 def _encode_partition(prepared, index, features, metadata, mult, out_dir):
     df = prepared.frame
     stats = Statistics()
@@ -70,11 +59,14 @@ def _encode_partition(prepared, index, features, metadata, mult, out_dir):
     encoded = encode_frame(features, metadata, df)
     split_of = df[frame.SPLIT].to_numpy()
     input_rows = df[ingest_mod.ROW].to_numpy(dtype=np.int64)
+    takes = [np.flatnonzero(split_of == split_id) for split_id in range(len(SPLIT_NAMES))]
+    if mult is not None and len(takes[0]):
+        takes[0] = np.repeat(takes[0], np.asarray(mult[input_rows[takes[0]]], dtype=np.int64))
+    published = None if mult is None and sum(map(len, takes)) == len(df) else np.concatenate(takes)
+    for stat in feature_stats.published_statistics(features, metadata, df, encoded, published):
+        stats.add(stat)  # what the report plots (tasks/feature_stats.py)
     rows_out = {}
-    for split_id, split_name in enumerate(SPLIT_NAMES):
-        take = np.flatnonzero(split_of == split_id)
-        if split_id == 0 and mult is not None and len(take):
-            take = np.repeat(take, np.asarray(mult[input_rows[take]], dtype=np.int64))
+    for split_name, take in zip(SPLIT_NAMES, takes, strict=True):
         columns = {name: arr[take] for name, arr in encoded.items()}
         for f in features:
             if hasattr(f, "oov_count") and f.name in columns:  # category: <UNK> and OOV buckets
@@ -83,9 +75,8 @@ def _encode_partition(prepared, index, features, metadata, mult, out_dir):
                     stats.counter(f"encode.oov.{split_name}.{f.name}", oov)
             elif metadata[f.name].get("idx2str") is not None and f.name in columns and columns[f.name].ndim == 1:
                 stats.counter(f"encode.oov.{split_name}.{f.name}", int((columns[f.name] == 0).sum()))
-        for stat in feature_stats.partition_statistics(features, metadata, _SplitRows(df, take), columns,
-                                                       split_name):
-            stats.add(stat)  # what the report plots (tasks/feature_stats.py)
+        for stat in feature_stats.split_statistics(features, metadata, columns, split_name):
+            stats.add(stat)
         table = pa.table({name: to_arrow(arr) for name, arr in columns.items()})
         folder = out_dir / split_name
         folder.mkdir(parents=True, exist_ok=True)

@@ -75,31 +75,49 @@ def _sequence_lengths(feature, values: pd.Series, ids: np.ndarray, width: int) -
     return lengths
 
 
-def partition_statistics(features, metadata: dict, part, columns: dict[str, np.ndarray],
-                         split_name: str) -> list[Statistic]:
-    """The report's statistics of one split of one encoded partition (see the module docstring);
-    ``part[name]``: that split's source values of a column (a frame, or ``tasks.encode._SplitRows``)."""
+def _rows(values, index: np.ndarray | None):
+    return values if index is None else values[index]
+
+
+def published_statistics(features, metadata: dict, frame: pd.DataFrame, encoded: dict[str, np.ndarray],
+                         index: np.ndarray | None) -> list[Statistic]:
+    """The statistics over every published row of one encoded partition, whatever its split (number
+    histograms, sequence lengths): ``frame`` is the prepared partition, ``encoded`` its encoded
+    columns, ``index`` the published rows (oversampled training rows repeated; None: every row once)."""
+    out: list[Statistic] = []
+    for f in features:
+        meta, col = metadata[f.name], encoded.get(f.name)
+        if col is None:
+            continue
+        if f.type_name == "number":
+            starts = number_starts(f, meta)
+            if starts is not None:
+                before = Histogram(f"encode.values.{f.name}", starts[0])
+                before.add_array(_finite(_rows(frame[f.name].to_numpy(dtype="float64", na_value=np.nan), index)))
+                after = Histogram(f"encode.encoded.{f.name}", starts[1])
+                after.add_array(_finite(_rows(col, index)))
+                out += [before, after]
+        unk = (meta.get("str2idx") or {}).get("<UNK>")
+        if (f.type_name in ("set", "bag", "sequence", "text") and unk is not None and col.ndim == 2
+                and "max_sequence_length" in meta and len(_rows(col, index))):  # ids, n x L
+            values = frame[f.name] if index is None else frame[f.name].take(index).reset_index(drop=True)
+            lengths = _sequence_lengths(f, values, _rows(col, index), col.shape[1])
+            out += sequence_lengths("encode", f.name, lengths, int(meta["max_sequence_length"])).items.values()
+    return out
+
+
+def split_statistics(features, metadata: dict, columns: dict[str, np.ndarray], split_name: str) -> list[Statistic]:
+    """The per-split statistics of one split of one encoded partition (OOV rows, class counts)."""
     out: list[Statistic] = []
     for f in features:
         meta, col = metadata[f.name], columns.get(f.name)
         if col is None:
             continue
         kind = f.type_name
-        if kind == "number":
-            starts = number_starts(f, meta)
-            if starts is not None:
-                before = Histogram(f"encode.values.{f.name}", starts[0])
-                before.add_array(_finite(part[f.name].to_numpy(dtype="float64", na_value=np.nan)))
-                after = Histogram(f"encode.encoded.{f.name}", starts[1])
-                after.add_array(_finite(col))
-                out += [before, after]
         unk = (meta.get("str2idx") or {}).get("<UNK>")
         if kind in ("set", "bag", "sequence", "text") and unk is not None and col.ndim == 2:
             if "max_sequence_length" in meta:  # ids, n x L
                 out.append(Counter(f"encode.oov.{split_name}.{f.name}", int((col == unk).any(axis=1).sum())))
-                if len(col):
-                    lengths = _sequence_lengths(f, part[f.name], col, col.shape[1])
-                    out += sequence_lengths("encode", f.name, lengths, int(meta["max_sequence_length"])).items.values()
             elif col.shape[1] == meta.get("vocab_size"):  # multi-hot / counts, n x vocab_size
                 out.append(Counter(f"encode.oov.{split_name}.{f.name}", int((col[:, unk] != 0).sum())))
         n = 2 if kind == "binary" else meta.get("vocab_size") if f.is_output and kind == "category" else None

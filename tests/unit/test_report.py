@@ -114,6 +114,20 @@ def test_number_histograms_match_the_published_columns(plain):
                                                                          ).tolist()
 
 
+def test_oversampled_rows_count_in_the_histograms_as_often_as_they_are_published(balanced, frame):
+    art, stats, _meta = published(balanced)
+    columns = {s: art.read_split(s) for s in art.splits}
+    total = sum(art.num_rows(s) for s in art.splits)
+    assert total > len(frame)  # training rows were repeated
+    for name in ("age", "fare", "amount"):
+        values = np.concatenate([columns[s][name] for s in art.splits])
+        after = stats[f"encode.encoded.{name}"]
+        assert after["counts"] == recount(after, values), name
+        assert sum(stats[f"encode.values.{name}"]["counts"]) == total
+    for name in ("seq", "text"):
+        assert sum(stats[f"encode.length.{name}"]["counts"]) == total
+
+
 def test_sequence_lengths_and_truncation_count_every_row(plain, frame):
     _art, stats, meta = published(plain)
     lengths = np.array([len(t.split()) for t in frame["text"]])
