@@ -52,10 +52,16 @@ def list_files(root: Path) -> list[str]:
     return sorted(out)
 
 
+# Below this many bytes in all, files are hashed on the calling thread: starting a pool's threads costs
+# more than hashing a few small files (a gate's entry: 0.1 s in a `prepflow run`, where Prefect's
+# threads hold the GIL now and then, against 1 ms).
+PARALLEL_HASH_BYTES = 8 << 20
+
+
 def sha256_files(paths: list[str]) -> list[str]:
-    """sha256 of each file, in order; several files are hashed on parallel threads (hashlib and file
-    reads release the GIL), so an entry of many parts costs about its largest file per core."""
-    if len(paths) < 2:
+    """sha256 of each file, in order; several large files are hashed on parallel threads (hashlib and
+    file reads release the GIL), so an entry of many parts costs about its largest file per core."""
+    if len(paths) < 2 or sum(os.path.getsize(p) for p in paths) < PARALLEL_HASH_BYTES:
         return [sha256_file(p) for p in paths]
     from concurrent.futures import ThreadPoolExecutor
 
