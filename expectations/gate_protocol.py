@@ -94,9 +94,8 @@ def request(named: list, view: str, args: list) -> dict | None:
 
     try:
         state = gate_server.ensure_started()
-        if state is None:
-            log.info("gate server not used: %s does not belong to this user; validating in-process",
-                     gate_server.home())
+        if state is None:  # why is logged
+            log.info("validating in-process")
             return None
         sock = _connect(state, START_WAIT)
         if sock is None:

@@ -39,6 +39,7 @@ import fcntl
 import functools
 import hashlib
 import json
+import logging
 import os
 import secrets
 import signal
@@ -51,6 +52,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("expectations", "tasks", "storage")
 MODES = ("auto", "off")
 _SPAWNED: dict[int, subprocess.Popen] = {}  # servers this process started (poll() sees their exit)
+
+log = logging.getLogger("prepflow.validate")
 
 
 def home() -> Path:
@@ -97,7 +100,10 @@ def read_state(base: Path) -> dict | None:
         state = json.loads((base / "gate-server.json").read_text())
     except (FileNotFoundError, ValueError):
         return None
-    return state if isinstance(state, dict) and {"pid", "socket", "fingerprint"} <= set(state) else None
+    if not (isinstance(state, dict) and isinstance(state.get("pid"), int) and isinstance(state.get("socket"), str)
+            and isinstance(state.get("fingerprint"), str)):
+        return None  # not a state this code wrote: treated as no server
+    return state
 
 
 def alive(pid: int) -> bool:
@@ -136,10 +142,20 @@ def _socket_path(base: Path) -> str:
 
 def ensure_started() -> dict | None:
     """The state (``pid``, ``socket``, ``fingerprint``) of a server of this code, started if needed;
-    returns at once (the server may still be importing GX). None when the server cannot be used."""
-    base = home()
-    if not private(base):
+    returns at once (the server may still be importing GX). None when the server cannot be used
+    (``$PREPFLOW_HOME`` not this user's, or not writable, or no process could be started; logged)."""
+    try:
+        base = home()
+        if not private(base):
+            log.info("gate server not used: %s does not belong to this user", base)
+            return None
+        return _ensure_started(base)
+    except OSError as exc:
+        log.info("gate server not started (%s: %s)", type(exc).__name__, exc)
         return None
+
+
+def _ensure_started(base: Path) -> dict:
     with locked(base):
         state = read_state(base)
         if state and state["fingerprint"] == fingerprint() and alive(state["pid"]):

@@ -262,3 +262,21 @@ def test_the_mode_is_checked(monkeypatch):
     monkeypatch.setenv("PREPFLOW_GATE_SERVER", "sometimes")
     with pytest.raises(ConfigError, match="PREPFLOW_GATE_SERVER must be one of auto, off. Got 'sometimes'"):
         gate_server.enabled()
+
+
+def test_a_home_that_cannot_hold_the_server_leaves_the_gate_to_this_process(gates, tmp_path, monkeypatch, caplog):
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("PREPFLOW_HOME", str(tmp_path / "file" / "home"))  # mkdir fails: not a directory
+    named, view, args, expected = gates["raw"]
+    with caplog.at_level(logging.INFO, logger="prepflow.validate"):
+        assert gate_server.ensure_started() is None
+        suites, rows = validate.validate_view(named, view, args)
+    assert "gate server not started (NotADirectoryError" in caplog.text
+    assert (_dump(suites), rows) == (_dump(expected[0]), expected[1])
+
+
+@pytest.mark.parametrize("state", ['{"pid": "1", "socket": "s", "fingerprint": "f"}', '{"pid": 1, "socket": null}',
+                                   "[1, 2]", "{not json"])
+def test_a_state_file_this_code_did_not_write_names_no_server(tmp_path, state):
+    (tmp_path / "gate-server.json").write_text(state)
+    assert gate_server.read_state(tmp_path) is None
