@@ -370,7 +370,7 @@ def _partial(frame: pd.DataFrame, kind: str, column: str):
 def _value_counts(values: pd.Series):
     """A partition's non-null values for the uniqueness check, in the cheapest form that finds repeats:
     ``("sorted", array)`` for numbers (a sort and a neighbour comparison find every repeat);
-    ``("hashed", uint64 hashes, Arrow array)`` for strings (``storage.string_hash``: repeats can only be
+    ``("hashed", uint64 hashes, Arrow array, sorted hashes)`` for strings (``storage.string_hash``: repeats can only be
     among equal hashes, and only those few candidates are compared as strings); otherwise pandas' value
     counts. Arrow's ``count_distinct`` costs 0.3 s on 1M values, the sort 0.03 s."""
     import pyarrow as pa
@@ -388,7 +388,8 @@ def _value_counts(values: pd.Series):
         try:
             arr = pa.array(values, from_pandas=True)
             if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
-                return ("hashed", hash_strings(arr), arr)
+                hashes = hash_strings(arr)
+                return ("hashed", hashes, arr, np.sort(hashes))  # sorted here, on the partition's thread
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError):
             pass
     return ("counts", values.value_counts(sort=False))
@@ -399,6 +400,12 @@ def _repeats_in_sorted(values: np.ndarray) -> np.ndarray:
     return np.unique(values[1:][same]) if same.any() else values[:0]
 
 
+def _merge_sorted(runs: list[np.ndarray]) -> np.ndarray:
+    """The sorted runs as one sorted array: numpy's stable sort (timsort) merges presorted runs in about
+    linear time (1M int64 in 2 runs: 3.5 ms, against 60 ms for the default quicksort)."""
+    return np.sort(np.concatenate(runs), kind="stable")
+
+
 def _repeated_values(parts: list) -> pd.Series:
     """The values that occur more than once over all partitions (``_value_counts`` partials)."""
     import pyarrow as pa
@@ -406,9 +413,9 @@ def _repeated_values(parts: list) -> pd.Series:
 
     kinds = {p[0] for p in parts}
     if kinds == {"sorted"}:
-        return pd.Series(_repeats_in_sorted(np.sort(np.concatenate([p[1] for p in parts]))))
+        return pd.Series(_repeats_in_sorted(_merge_sorted([p[1] for p in parts])))
     if kinds == {"hashed"}:
-        collided = _repeats_in_sorted(np.sort(np.concatenate([p[1] for p in parts])))
+        collided = _repeats_in_sorted(_merge_sorted([p[3] for p in parts]))
         if not len(collided):
             return pd.Series([], dtype=object)
         candidates = pa.chunked_array([p[2].filter(pa.array(np.isin(p[1], collided))).cast(pa.large_string())
@@ -655,13 +662,36 @@ class SuiteResult:
         return all(r.success for r in self.results)
 
 
-def run(suites: list, parts: list, columns: list[str], scheduler: str | None = None) -> list[SuiteResult]:
+_PLANS: dict = {}  # planned(): (suite JSON, columns) -> (GX suites, plan), most recent last
+_PLANS_LOCK = threading.Lock()
+PLANS_KEPT = 16
+
+
+def planned(named: list[tuple[str, dict]], columns: list[str]) -> tuple[list, tuple]:
+    """``(GX suites, plan)`` for ``(source, suite JSON)`` pairs on frames of ``columns``, for ``run``.
+    Kept per process (the gate server's lifetime): GX's planning of 10 expectations costs ~35 ms, as
+    much as a third of validating 1M rows. The plan holds GX objects that ``run`` only reads."""
+    key = (json.dumps(named, sort_keys=True, default=str), tuple(columns))
+    with _PLANS_LOCK:
+        hit = _PLANS.pop(key, None)
+    if hit is None:
+        suites = [to_gx_suite(s, src) for src, s in named]
+        hit = (suites, _plan(suites, list(columns)))
+    with _PLANS_LOCK:
+        _PLANS[key] = hit
+        while len(_PLANS) > PLANS_KEPT:
+            _PLANS.pop(next(iter(_PLANS)))
+    return hit
+
+
+def run(suites: list, parts: list, columns: list[str], scheduler: str | None = None,
+        plan: tuple | None = None) -> list[SuiteResult]:
     """Validate ``parts`` (pandas frames or Dask delayed frames, in row order, with a global index)
     against GX ``ExpectationSuite`` objects; ``columns`` are the frames' columns. ``scheduler``: Dask's
-    (default: the active one, a distributed Client if set)."""
+    (default: the active one, a distributed Client if set). ``plan``: from ``planned`` (else made here)."""
     import dask
 
-    items, row_configs, global_configs = _plan(suites, list(columns))
+    items, row_configs, global_configs = plan if plan is not None else _plan(suites, list(columns))
     requests = sorted({(_GLOBAL_METRICS[c.metric_name], c.metric_domain_kwargs["column"])
                        for c in global_configs.values()})
     if any(c.metric_name == "column.unique_proportion" for c in global_configs.values()):

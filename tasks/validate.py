@@ -423,10 +423,10 @@ def run_suites(named: list[tuple[str, dict]], parts: list, columns: list[str], s
         return [{"name": s["name"], "source": src, "success": True, "evaluated": 0, "failed": 0, "results": []}
                 for src, s in named]
     try:
-        suites = [engine.to_gx_suite(s, src) for src, s in named]
+        suites, plan = engine.planned(named, columns)
     except engine.SuiteError as exc:
         raise ConfigError(str(exc)) from None
-    results = engine.run(suites, parts, columns, scheduler=scheduler)
+    results = engine.run(suites, parts, columns, scheduler=scheduler, plan=plan)
     return [_suite_entry(src, r) for (src, _s), r in zip(named, results, strict=True)]
 
 

@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 
 from expectations import gate_protocol, gate_server
+from tasks import frame as frame_mod
 from tasks import validate
 from tasks.errors import ConfigError
 from tests.helpers import run, write_csv
@@ -71,6 +72,9 @@ def home(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PREPFLOW_HOME", str(path))
         mp.setenv("PREPFLOW_GATE_SERVER", "auto")
+        # the server serves local runs only; an earlier test of the session may have imported
+        # distributed, after which tasks.frame.local_only() cannot tell there is no Client
+        mp.setattr(frame_mod, "local_only", lambda: True)
         yield path
         gate_server.stop_gate_server()
 

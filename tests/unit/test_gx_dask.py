@@ -155,6 +155,23 @@ def test_dask_delayed_partitions_give_the_same_results(frame, reference):
         [suite], [frame], list(frame.columns))[0].results]
 
 
+def test_a_kept_plan_gives_gx_results_on_other_data(frame):
+    """``engine.planned`` keeps GX's plan per suite and columns: the second and third runs reuse it, on
+    other rows, and still equal GX on the whole frame (nothing of an earlier run leaks into the plan)."""
+    named = [("test", suite_json())]
+    first = engine.planned(named, list(frame.columns))
+    for seed in (12, 13):
+        other = make_frame(seed=seed)
+        suites, plan = engine.planned(named, list(other.columns))
+        assert plan is first[1]
+        [result] = engine.run(suites, partitions(other, [900, 2100]), list(other.columns), plan=plan)
+        reference = {_key(r): r for r in engine.run_whole_frame(engine.to_gx_suite(suite_json(), "t"), other).results}
+        kinds = [e["type"] for e in suite_json()["expectations"]]
+        for kind, merged in zip(kinds, result.results, strict=True):
+            _compare(kind, merged, reference[_key(merged)])
+    assert engine.planned(named, ["x"])[1] is not first[1]  # other columns: another plan
+
+
 def test_an_unsupported_expectation_type_is_a_clear_error():
     data = {"name": "s", "expectations": [{"type": "expect_column_kl_divergence_to_be_less_than",
                                            "kwargs": {"column": "x"}}]}
