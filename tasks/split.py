@@ -80,9 +80,17 @@ def random_split(active: np.ndarray, probabilities: list[float], seed: int) -> n
     """``active``: sorted row numbers taking part. Returns their split ids (int8)."""
     n = len(active)
     counts = split_counts(n, probabilities)
-    ranks = np.empty(n, dtype=np.int64)
-    ranks[np.argsort(mix64(seed, active), kind="stable")] = np.arange(n)
-    return np.where(ranks < counts[0], 0, np.where(ranks < counts[0] + counts[1], 1, 2)).astype(np.int8)
+    # A row's split is its hash's rank: the first counts[0] hashes in order are train, the next
+    # counts[1] validation. splitmix64 is a bijection, so distinct rows have distinct hashes and the
+    # two rank thresholds are found by selection (np.partition, linear) instead of a full sort.
+    keys = mix64(seed, active)
+    ends = [counts[0], counts[0] + counts[1]]  # train ranks end at ends[0], validation at ends[1]
+    inside = [e for e in ends if e < n]
+    chosen = np.partition(keys, inside) if inside else keys
+    split = np.full(n, 2, dtype=np.int8)
+    for split_id, end in ((1, ends[1]), (0, ends[0])):
+        split[keys < chosen[end] if end < n else slice(None)] = split_id
+    return split
 
 
 def fixed_split(values: pd.Series, rows: np.ndarray, column: str) -> np.ndarray:

@@ -269,3 +269,19 @@ def test_stratify_by_a_number_feature_is_a_config_error(tmp_path):
     dataset = write_csv(_frame(30), tmp_path / "data.csv")
     with pytest.raises(ConfigError, match=r"stratify split needs a binary or category column; 'x' is the number"):
         _stage(tmp_path, dataset, {"type": "stratify", "column": "x"}, 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.sets(st.integers(0, 10**12), max_size=60),
+       weights=st.lists(st.integers(0, 5), min_size=3, max_size=3).filter(any),
+       seed=st.integers(0, 2**31 - 1))
+def test_random_split_is_the_rank_of_each_rows_hash(rows, weights, seed):
+    """The random split by selection equals its definition: sort the rows' splitmix64 hashes; the first
+    counts[0] are train, the next counts[1] validation, the rest test."""
+    active = np.array(sorted(rows), dtype=np.int64)
+    probabilities = [w / sum(weights) for w in weights]
+    counts = split.split_counts(len(active), probabilities)
+    ranks = np.empty(len(active), dtype=np.int64)
+    ranks[np.argsort(split.mix64(seed, active), kind="stable")] = np.arange(len(active))
+    expected = np.where(ranks < counts[0], 0, np.where(ranks < counts[0] + counts[1], 1, 2))
+    assert split.random_split(active, probabilities, seed).tolist() == expected.tolist()
