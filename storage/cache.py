@@ -13,7 +13,9 @@ recomputes it.
 
 A run killed mid-write leaves its temporary folder behind; the writer holds a lock beside it for its
 whole life (``storage.tmpdirs``), so the next writer into the same stage folder removes the folders
-whose writer is gone (and ``.corrupt-*`` leftovers), never one that a live run is writing.
+whose writer is gone (and ``.corrupt-*`` leftovers, and lock-less folders of older prepflows once
+abandoned), never one that a live run is writing. A stage that only hits the cache sweeps its folder
+too, once per process (``sweep_once``: one listing of the stage folder).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pathlib import Path
 from typing import Iterator
 
 from storage.hashing import sha256_file, stable_hash
-from storage.tmpdirs import TempFolder, sweep
+from storage.tmpdirs import TempFolder, first_time, sweep
 
 log = logging.getLogger("prepflow.cache")
 
@@ -149,6 +151,11 @@ class StageCache:
                     os.rename(tmp, final)
         finally:
             folder.close()  # removes the folder unless it was renamed into place, then its lock
+
+    def sweep_once(self, stage: str) -> list[str]:
+        """``sweep(stage)`` the first time this process asks for this stage folder, else nothing: what a
+        cache hit runs, so a stage that is never written again still loses a killed run's leftovers."""
+        return self.sweep(stage) if first_time(self.root / stage) else []
 
     def sweep(self, stage: str) -> list[str]:
         """Remove what stopped runs left in the stage folder: temporary folders whose writer is gone

@@ -99,6 +99,7 @@ def run_cached(ctx: RunContext, stage: str, code_version: str, parents: list[str
     key = cache_key(stage, code_version, parents, config_slice)
     hit = ctx.cache.get(stage, key)
     if hit is not None:
+        ctx.cache.sweep_once(stage)  # leftovers of killed runs, though this stage writes nothing
         stats = json.loads((hit / STATS_FILE).read_text()) if (hit / STATS_FILE).exists() else {}
         return StageResult(stage, key, str(hit), True, time.perf_counter() - start, stats)
     with ctx.cache.writer(stage, key) as tmp, progress.stage(stage):
