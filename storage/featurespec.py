@@ -29,7 +29,6 @@ prepflow config from the spec, which the pipeline then runs like any other:
 from __future__ import annotations
 
 import os
-import uuid
 from pathlib import Path
 
 import numpy as np
@@ -39,8 +38,10 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import yaml
 
+from storage.tmpdirs import TempFile, sweep
 from tasks.errors import ConfigError, DataError
 
+DATASET_TEMP = ".dataset-"  # prefix of prepare()'s temporary file, ``.dataset-<hex>.parquet``
 SPLIT_COLUMN = "__featurespec_split__"
 SPLIT_IDS = {"train": 0, "training": 0, "validation": 1, "val": 1, "valid": 1, "eval": 1, "test": 2}
 NUMBER_DTYPES = ("float16", "float32", "float64", "half", "float", "double", "bfloat16")
@@ -173,9 +174,10 @@ class FeatureSpecInput:
             raise DataError(f"{self.path}: the FeatureSpec's files hold no rows")
         config = self.config(table, normalization, list(formats))
         target = workdir / "dataset.parquet"
-        tmp = workdir / f".dataset-{uuid.uuid4().hex[:8]}.parquet"
-        pq.write_table(table, tmp, compression="zstd")
-        os.replace(tmp, target)
+        sweep(workdir, DATASET_TEMP)  # a killed transcode's temporary file
+        with TempFile(workdir, DATASET_TEMP, ".parquet") as tmp:  # locked while it exists
+            pq.write_table(table, tmp, compression="zstd")
+            os.replace(tmp, target)
         return target, config
 
     # ---- config ----------------------------------------------------------------------------------

@@ -3,8 +3,9 @@
 The artifact is built in a private staging folder next to its final place and renamed into
 ``<output>/<artifact_id>`` only when complete (manifest.json last); then ``<output>/LATEST`` is
 replaced atomically. An artifact that already exists with a valid manifest is reused, so a rerun
-never rewrites it. The staging folder is locked for its writer's life (``storage.tmpdirs``), so a
-publish first removes the staging folders that killed runs left in the same output.
+never rewrites it. The staging folder, the ``.LATEST.*`` rewrite and the report's temporary file are
+locked for their writer's life (``storage.tmpdirs``), so a publish first removes the ones that killed
+runs left in the same output (``sweep_output``).
 
 Determinism: shards hold ``shard_rows`` rows (row groups of ``row_group_rows``) regardless of how
 the encode stage was partitioned, so the bytes depend only on data + config. ``created_at`` is the
@@ -16,7 +17,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import uuid
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +27,7 @@ import yaml
 from storage.arrow_blocks import fixed_blocks
 from storage.cache import describe_files
 from storage.hashing import stable_hash
-from storage.tmpdirs import TempFolder, sweep
+from storage.tmpdirs import TempFile, TempFolder, sweep
 from tasks import encode as encode_mod
 from tasks import vocab
 from tasks.split import SPLIT_NAMES
@@ -201,9 +201,21 @@ def find_existing(output: Path, art_id: str) -> Path | None:
 
 
 def write_latest(output: Path, art_id: str) -> None:
-    tmp = output / f".{LATEST}.{uuid.uuid4().hex[:8]}"
-    tmp.write_text(art_id + "\n")
-    os.replace(tmp, output / LATEST)
+    with TempFile(output, f".{LATEST}.") as tmp:  # locked while it exists
+        tmp.write_text(art_id + "\n")
+        os.replace(tmp, output / LATEST)
+
+
+def sweep_output(output: Path) -> list[str]:
+    """Remove what killed runs left in an output folder (``storage.tmpdirs.sweep``): staging folders
+    (``.tmp-*``), ``LATEST`` rewrites (``.LATEST.*``) and reports (``tasks.report.TEMP_NAME``)."""
+    from tasks.report import TEMP_NAME
+
+    try:
+        names = os.listdir(output)
+    except OSError:
+        return []
+    return sorted(sweep(output, (".tmp-", f".{LATEST}."), names) + sweep(output, TEMP_NAME, names))
 
 
 def run(ctx, fingerprint: str, encoded, fitted, stage_stats: dict, validation: dict | None = None) -> dict:
@@ -226,7 +238,7 @@ def run(ctx, fingerprint: str, encoded, fitted, stage_stats: dict, validation: d
 def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: dict,
              validation: dict | None = None) -> dict:
     output.mkdir(parents=True, exist_ok=True)
-    sweep(output, ".tmp-")  # staging folders of killed runs (a live run's is locked, so kept)
+    sweep_output(output)  # leftovers of killed runs (a live run's are locked, so kept)
     config_json = normalized_config(ctx.config)
     art_id = artifact_id(fingerprint, config_json)
     rows = encode_mod.row_counts(encoded)

@@ -27,7 +27,6 @@ import html
 import json
 import os
 import re
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,9 @@ from typing import Any
 from tasks.errors import DataError, PrepflowError
 
 REPORT_SUFFIX = ".report.html"
+# The report's temporary name beside it: ``.<artifact_id>.report.html.<hex>`` (locked while written,
+# storage.tmpdirs; publish and the next report into the same folder sweep the ones of killed runs).
+TEMP_NAME = re.compile(r"\..+" + re.escape(REPORT_SUFFIX) + r"\.[0-9a-f]+")
 TOP_TOKENS = 20
 TOP_CLASSES = 20
 SAMPLE_IMAGES = 16
@@ -115,15 +117,16 @@ def write_report(location: str | Path, run_summary: dict | None = None) -> str:
         except Exception as exc:
             raise DataError(f"{target}: cannot write the report ({type(exc).__name__}: {exc})") from exc
         return target
+    from storage.tmpdirs import TempFile, sweep
+
     path = Path(target)
-    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}"
+    sweep(path.parent, TEMP_NAME)  # reports of killed runs
     try:
-        tmp.write_bytes(page)
-        os.replace(tmp, path)
+        with TempFile(path.parent, f".{path.name}.") as tmp:  # locked while it exists
+            tmp.write_bytes(page)
+            os.replace(tmp, path)
     except OSError as exc:
         raise DataError(f"{path}: cannot write the report ({exc})") from exc
-    finally:
-        tmp.unlink(missing_ok=True)
     return str(path)
 
 
