@@ -1,7 +1,8 @@
-"""Temporary folders left by killed runs are removed; a live writer's never (storage/tmpdirs.py).
+"""Temporary folders and files left by killed runs are removed; a live writer's never (storage/tmpdirs.py).
 
 Writers run in real child processes that are really SIGKILLed (the kernel, not the writer, drops the
-lock), or stay alive while the parent sweeps the same folder.
+lock), or stay alive while the parent sweeps the same folder. Lock-less leftovers (an older prepflow's)
+go only once abandoned (``ABANDONED_AFTER_S``, aged here with ``os.utime``).
 """
 
 from __future__ import annotations
@@ -22,12 +23,16 @@ import pytest
 
 from storage import remote
 from storage.cache import StageCache
-from storage.tmpdirs import LOCK_SUFFIX, TempFolder, sweep
+from storage.featurespec import DATASET_TEMP, FeatureSpecInput
+from storage.tmpdirs import ABANDONED_AFTER_S, LOCK_SUFFIX, TempFolder, sweep
 from tasks.config import parse_config
 from tasks.context import RunContext
 from tasks.pipeline import run_pipeline
+from tasks.publish import sweep_output
+from tasks.report import write_report
 from tests.conftest import ROOT
 from tests.helpers import run, write_csv
+from tests.unit.test_featurespec import make_dataset
 
 CONFIG = {
     "input_features": [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}],
@@ -58,13 +63,40 @@ WRITER = textwrap.dedent("""
             wait()
 """)
 
+# A writer of a single temporary file, in its own process: the real writer function (``kind`` "latest":
+# publish.write_latest(root, args[0]); "report": report.write_report(args[0]); "dataset":
+# FeatureSpecInput.load(args[0]).prepare(root)), whose os.replace of the written temporary file waits
+# for the go file (or for SIGKILL) after saying so through the marker file.
+FILE_WRITER = textwrap.dedent("""
+    import os, sys, time
+    from pathlib import Path
+    kind, root, marker, go, *args = sys.argv[1:]
+    replace = os.replace
+    def held(src, dst):
+        if Path(src).name.startswith("."):  # the temporary file, written, not renamed yet
+            Path(marker).write_text("ready")
+            while not Path(go).exists():
+                time.sleep(0.02)
+        replace(src, dst)
+    os.replace = held
+    if kind == "latest":
+        from tasks.publish import write_latest
+        write_latest(Path(root), args[0])
+    elif kind == "report":
+        from tasks.report import write_report
+        write_report(args[0])
+    else:
+        from storage.featurespec import FeatureSpecInput
+        FeatureSpecInput.load(args[0]).prepare(root)
+""")
+
 
 class Writer:
-    def __init__(self, kind: str, root: Path, tmp_path: Path):
+    def __init__(self, kind: str, root: Path, tmp_path: Path, *args: str, script: str = WRITER):
         tag = len(list(tmp_path.glob("ready-*")))
         self.marker, self.go = tmp_path / f"ready-{tag}", tmp_path / f"go-{tag}"
-        self.proc = subprocess.Popen([sys.executable, "-c", WRITER, kind, str(root), str(self.marker), str(self.go)],
-                                     cwd=ROOT, start_new_session=True, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen([sys.executable, "-c", script, kind, str(root), str(self.marker), str(self.go),
+                                      *args], cwd=ROOT, start_new_session=True, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
         while not self.marker.exists():
             assert self.proc.poll() is None, self.proc.communicate()[1]
@@ -206,7 +238,7 @@ def test_remote_publish_and_fetch_remove_their_stale_folders(dataset, tmp_path, 
             fs.rm(url, recursive=True)
 
 
-def test_orphan_lock_is_removed_and_unlocked_legacy_folder_is_kept(tmp_path):
+def test_orphan_lock_is_removed_and_a_young_unlocked_legacy_folder_is_kept(tmp_path):
     (tmp_path / ".tmp-old-0123").mkdir()  # no lock file: an older prepflow's, maybe still running
     (tmp_path / ".tmp-k-gone.lock").write_text("")  # its writer died after renaming its folder away
     (tmp_path / ".tmp-x").mkdir()
@@ -279,3 +311,117 @@ def test_a_lock_file_unlinked_before_the_writer_locks_it_is_replaced(tmp_path, m
     finally:
         folder.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def file_writer(kind: str, root: Path, tmp_path: Path, *args: str) -> Writer:
+    return Writer(kind, root, tmp_path, *args, script=FILE_WRITER)
+
+
+def test_sigkilled_latest_and_report_writers_files_are_removed_by_the_next_write_of_the_output(dataset, tmp_path):
+    out = tmp_path / "out"
+    art = run(CONFIG, dataset, tmp_path).artifact["artifact_path"]
+    art_id = Path(art).name
+    file_writer("report", out, tmp_path, art).kill()
+    stale = leftovers(out, ".")
+    assert len(stale) == 2 and stale[0].startswith(f".{art_id}.report.html.") and stale[1] == stale[0] + LOCK_SUFFIX
+    assert (out / stale[0]).read_text().startswith("<!DOCTYPE")  # written, killed before its rename
+    write_report(art)  # the next report into the output removes it
+    assert leftovers(out, ".") == [] and (out / f"{art_id}.report.html").is_file()
+
+    file_writer("report", out, tmp_path, art).kill()
+    file_writer("latest", out, tmp_path, "0" * 24).kill()
+    assert sorted(n.split(".")[1] for n in folders(out, ".")) == ["LATEST", art_id]
+    assert (out / next(n for n in folders(out, ".") if n.startswith(".LATEST."))).read_text() == "0" * 24 + "\n"
+    live = file_writer("latest", out, tmp_path, "1" * 24)  # a concurrent LATEST rewrite, still running
+    try:
+        mine = leftovers(out, ".LATEST.")
+        mine = [n for n in mine if (out / n).is_file() and (out / n).read_text() == "1" * 24 + "\n"]
+        assert len(mine) == 1
+        result = run(CONFIG, dataset, tmp_path)  # artifact reused: publish sweeps the output all the same
+        assert result.artifact["reused"]
+        assert leftovers(out, ".") == [mine[0], mine[0] + LOCK_SUFFIX]  # the live writer's file and lock kept
+        assert (out / "LATEST").read_text() == art_id + "\n"
+        live.finish()
+    finally:
+        if live.proc.poll() is None:
+            live.kill()
+    assert leftovers(out, ".") == [] and (out / "LATEST").read_text() == "1" * 24 + "\n"
+
+
+def test_sigkilled_transcode_dataset_file_is_removed_by_the_next_transcode(tmp_path):
+    spec, work = make_dataset(tmp_path / "data"), tmp_path / "work"
+    file_writer("dataset", work, tmp_path, str(spec)).kill()
+    stale = leftovers(work, DATASET_TEMP)
+    assert len(stale) == 2 and stale[0].endswith(".parquet") and (work / stale[0]).stat().st_size > 0
+    live = file_writer("dataset", work, tmp_path, str(spec))
+    try:
+        mine = [n for n in leftovers(work, DATASET_TEMP) if n not in stale]
+        assert len(mine) == 2
+        dataset, _ = FeatureSpecInput.load(spec).prepare(work)
+        assert leftovers(work, DATASET_TEMP) == mine  # the killed one's pair gone, the live one's kept
+        assert dataset.is_file()
+        live.finish()
+    finally:
+        if live.proc.poll() is None:
+            live.kill()
+    assert leftovers(work, DATASET_TEMP) == []
+
+
+def age(path: Path, seconds: float) -> None:
+    """Set the mtime of ``path`` and everything under it to ``seconds`` ago."""
+    then = time.time() - seconds
+    for p in [path, *(path.rglob("*") if path.is_dir() else [])]:
+        os.utime(p, (then, then), follow_symlinks=False)
+
+
+def test_lock_less_leftovers_go_only_when_abandoned_and_a_live_writers_never(tmp_path):
+    old = ABANDONED_AFTER_S + 60
+    cache, out, work = tmp_path / "cache", tmp_path / "out", tmp_path / "work"
+    stage = cache / "encode"
+    for folder in (stage / ".tmp-k0-0123", stage / ".tmp-k1-4567", stage / ".tmp-k2-89ab", stage / "k3"):
+        (folder / "sub").mkdir(parents=True)
+        (folder / "sub" / "part-00000.arrow").write_bytes(b"x")
+    age(stage / ".tmp-k0-0123", old)  # an older prepflow's, abandoned: removed
+    age(stage / ".tmp-k2-89ab", old)
+    os.utime(stage / ".tmp-k2-89ab" / "sub" / "part-00000.arrow")  # old folder, a file written just now: kept
+    age(stage / "k3", old)  # an entry, not a temporary folder
+    live = Writer(".tmp-k4-", stage, tmp_path)  # a live writer of this prepflow whose folder is old
+    try:
+        age(next(stage.glob(".tmp-k4-*[!k]")), old)
+        kept = leftovers(stage)
+        assert StageCache(cache).sweep("encode") == [".tmp-k0-0123"]
+        assert leftovers(stage) == [n for n in kept if n != ".tmp-k0-0123"] and (stage / "k3").is_dir()
+    finally:
+        live.kill()
+
+    out.mkdir()
+    for name in (".LATEST.0123abcd", ".LATEST.4567abcd", f".{'a' * 24}.report.html.0123abcd", "LATEST",
+                 f".{'b' * 24}.report.html.4567abcd", ".notes"):
+        (out / name).write_text("x")
+        age(out / name, old if "4567" not in name else ABANDONED_AFTER_S - 60)
+    assert sweep_output(out) == sorted([".LATEST.0123abcd", f".{'a' * 24}.report.html.0123abcd"])
+    assert sorted(p.name for p in out.iterdir()) == sorted([".LATEST.4567abcd", "LATEST", ".notes",
+                                                            f".{'b' * 24}.report.html.4567abcd"])
+
+    work.mkdir()
+    for name in (".dataset-0123abcd.parquet", ".dataset-4567abcd.parquet", "dataset.parquet"):
+        (work / name).write_bytes(b"PAR1")
+        age(work / name, 0 if "4567" in name else old)
+    assert sweep(work, DATASET_TEMP) == [".dataset-0123abcd.parquet"]
+    assert sorted(p.name for p in work.iterdir()) == [".dataset-4567abcd.parquet", "dataset.parquet"]
+
+
+def test_a_stage_that_only_hits_the_cache_sweeps_its_folder_once_per_process(dataset, tmp_path):
+    cache = tmp_path / "cache"
+    run(CONFIG, dataset, tmp_path)  # every stage written
+    Writer("cache", cache, tmp_path).kill()  # a killed run's encode entry
+    assert len(folders(cache / "encode")) == 1
+    result = run(CONFIG, dataset, tmp_path, output="out2")
+    assert all(s.cached for s in result.stages if s.stage != "publish"), result.summary()["stages"]
+    assert leftovers(cache / "encode") == []  # removed by a cache hit
+    Writer("cache", cache, tmp_path).kill()
+    run(CONFIG, dataset, tmp_path, output="out3")
+    assert len(folders(cache / "encode")) == 1  # once per process: left to the next writer of the stage
+    with StageCache(cache).writer("encode", "k2") as tmp:
+        (tmp / "f").write_text("2")
+    assert leftovers(cache / "encode") == []
