@@ -345,7 +345,7 @@ def _exact_squares(x: np.ndarray) -> ExactSum:
 
 def _partial(frame: pd.DataFrame, kind: str, column: str):
     col = frame[column]
-    nonnull = col.dropna()
+    nonnull = col.dropna() if col.hasnans else col
     if kind == "count":
         return len(col), len(nonnull)
     if kind in ("moments", "squares"):
@@ -507,7 +507,12 @@ def _direct(frame: pd.DataFrame, condition: str, column: str, kwargs: dict) -> d
     count = int(np.count_nonzero(unexpected))
     if not count:
         return {"unexpected_count": 0, "unexpected_values": [], "unexpected_index_list": []}
-    return {"unexpected_count": count,
+    mask = np.asarray(unexpected)
+    if mask.dtype == bool:  # only the first few are listed: take their positions, filter nothing
+        first = np.flatnonzero(mask)[:PARTIAL_UNEXPECTED_COUNT]
+        return {"unexpected_count": count, "unexpected_values": list(col.iloc[first]),
+                "unexpected_index_list": list(col.index[first])}
+    return {"unexpected_count": count,  # a nullable mask: GX's own selections
             "unexpected_values": list(col[unexpected == True][:PARTIAL_UNEXPECTED_COUNT]),  # noqa: E712 (GX's mask)
             "unexpected_index_list": list(col[unexpected].index[:PARTIAL_UNEXPECTED_COUNT])}
 
