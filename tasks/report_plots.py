@@ -92,13 +92,15 @@ def number_histograms(plot_id: str, before: dict, after: dict, meta: dict) -> st
                          f"as read, after fill ({sum(before['counts'])} rows)", ylabel="rows", marks=marks,
                          thin_lines=edges)
     right = 60 + panel_w + 80
+    row = report_svg.LEGEND_ROW if marks and len(before["starts"]) >= 2 else 0  # plotting areas level
     if norm == "bins":
         counts = after["counts"][1:-1]
-        report_svg.columns(chart, right, top, panel_w, height, counts, SPLIT_COLORS["train"],
-                           f"published: {len(counts)} quantile bins (edges marked left)", xlabel="bin id")
+        report_svg.columns(chart, right, top + row, panel_w, height - row, counts, SPLIT_COLORS["train"],
+                           f"published: {len(counts)} quantile bins (edges marked left)", xlabel="bin id",
+                           title_top=top)
     else:
-        report_svg.histogram(chart, right, top, panel_w, height, after["starts"], after["counts"][1:-1],
-                             SPLIT_COLORS["train"], f"published: {norm}")
+        report_svg.histogram(chart, right, top + row, panel_w, height - row, after["starts"], after["counts"][1:-1],
+                             SPLIT_COLORS["train"], f"published: {norm}", title_top=top)
     return chart.svg()
 
 

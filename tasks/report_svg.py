@@ -16,6 +16,9 @@ PX = 96  # pixels per inch: sizes are given in inches like the matplotlib plots
 FONT = 12
 GRID = "#E5E5E5"
 AXIS = "#444444"
+MARK = "#C44E52"  # marked values (mean, fill value) and their legend
+LEGEND_ROW = 16  # px above a plotting area for its legend
+LEGEND_CHAR = 6.5  # px per character of a legend label at FONT - 2
 
 
 def _n(x: float) -> str:
@@ -90,9 +93,10 @@ class Box:
         return self.top + self.h - (v - self.y0) / span * self.h
 
     def frame(self, title: str, xlabel: str | None = None, ylabel: str | None = None, grid: str = "y",
-              x_ticks: bool = True) -> None:
+              x_ticks: bool = True, title_top: float | None = None) -> None:
         """Axes, title, labels, and ticks with grid lines along ``grid`` ("y": horizontal lines at the
-        y ticks; "x": vertical lines at the x ticks, no y ticks); ``x_ticks=False``: the caller labels x."""
+        y ticks; "x": vertical lines at the x ticks, no y ticks); ``x_ticks=False``: the caller labels x;
+        the title sits just above ``title_top`` (default: the plotting area's top)."""
         c = self.c
         ticks_y = nice_ticks(self.y0, self.y1) if grid == "y" else []
         for t in ticks_y:
@@ -105,7 +109,7 @@ class Box:
             c.text(self.x(t), self.top + self.h + 14, _label(t), size=FONT - 2)
         c.line(self.left, self.top + self.h, self.left + self.w, self.top + self.h)
         c.line(self.left, self.top, self.left, self.top + self.h)
-        c.text(self.left + self.w / 2, self.top - 8, title, size=FONT + 1)
+        c.text(self.left + self.w / 2, (self.top if title_top is None else title_top) - 8, title, size=FONT + 1)
         if xlabel:
             c.text(self.left + self.w / 2, self.top + self.h + 30, xlabel, size=FONT - 1)
         if ylabel:
@@ -115,31 +119,48 @@ class Box:
 
 def histogram(chart: Chart, left: float, top: float, width: float, height: float, starts: list[float],
               counts: list[int], color: str, title: str, ylabel: str | None = None,
-              marks: list[tuple[str, float, str]] = (), thin_lines: list[float] = ()) -> None:
+              marks: list[tuple[str, float, str]] = (), thin_lines: list[float] = (),
+              title_top: float | None = None) -> None:
     """Bars over ``[starts[i], starts[i + 1])`` of height ``counts[i]``; ``marks``: labelled vertical
-    lines ``(label, x, dash)``, listed top right; ``thin_lines``: unlabelled vertical lines."""
+    lines ``(label, x, dash)``, named in a legend row above the plotting area (no bar reaches it);
+    ``thin_lines``: unlabelled vertical lines; ``title_top``: see ``Box.frame``."""
     if len(starts) < 2:
-        Box(chart, left, top, width, height, (0.0, 1.0), (0.0, 1.0)).frame(title, ylabel=ylabel)
+        Box(chart, left, top, width, height, (0.0, 1.0), (0.0, 1.0)).frame(title, ylabel=ylabel, title_top=title_top)
         return
+    row = LEGEND_ROW if marks else 0.0
     xs = [*starts, *(x for _label, x, _dash in marks), *thin_lines]
-    box = Box(chart, left, top, width, height, (min(xs), max(xs)), (0.0, max(max(counts, default=0), 1) * 1.05))
-    box.frame(title, ylabel=ylabel)
+    box = Box(chart, left, top + row, width, height - row, (min(xs), max(xs)),
+              (0.0, max(max(counts, default=0), 1) * 1.05))
+    box.frame(title, ylabel=ylabel, title_top=top if title_top is None else title_top)
     for lo, hi, n in zip(starts[:-1], starts[1:], counts, strict=False):
         box.c.rect(box.x(lo), box.y(n), box.x(hi) - box.x(lo), box.y(0) - box.y(n), color)
     for x in thin_lines:
-        box.c.line(box.x(x), top, box.x(x), top + height, "#555555", 0.6)
-    for i, (label, x, dash) in enumerate(marks):
-        box.c.line(box.x(x), top, box.x(x), top + height, "#C44E52", 1.2, dash)
-        box.c.text(left + width - 4, top + 14 + 14 * i, f"{label} {x:.4g}", anchor="end", size=FONT - 2,
-                   fill="#C44E52")
+        box.c.line(box.x(x), box.top, box.x(x), box.top + box.h, "#555555", 0.6)
+    for _label, x, dash in marks:
+        box.c.line(box.x(x), box.top, box.x(x), box.top + box.h, MARK, 1.2, dash)
+    if marks:
+        legend(chart, left + 6, top, [(f"{label} {x:.4g}", dash) for label, x, dash in marks])
+
+
+def legend(chart: Chart, left: float, top: float, items: list[tuple[str, str]]) -> None:
+    """One row of ``(label, dash)`` entries from ``left``, each a line sample then its label, in a
+    ``<g class="legend">`` within ``[top, top + LEGEND_ROW)``; label widths are estimated from their
+    length (``LEGEND_CHAR`` px a character, more than a sans-serif digit or lower-case letter takes)."""
+    chart.parts.append('<g class="legend">')
+    x = left
+    for label, dash in items:
+        chart.line(x, top + LEGEND_ROW / 2, x + 18, top + LEGEND_ROW / 2, MARK, 1.2, dash)
+        chart.text(x + 22, top + LEGEND_ROW / 2 + 3.5, label, anchor="start", size=FONT - 2, fill=MARK)
+        x += 22 + LEGEND_CHAR * len(label) + 14
+    chart.parts.append("</g>")
 
 
 def columns(chart: Chart, left: float, top: float, width: float, height: float, counts: list[int], color: str,
-            title: str, xlabel: str | None = None) -> None:
+            title: str, xlabel: str | None = None, title_top: float | None = None) -> None:
     """One bar per index 0..n-1 (e.g. quantile bin ids), every index labelled when they fit."""
     n = max(len(counts), 1)
     box = Box(chart, left, top, width, height, (-0.5, n - 0.5), (0.0, max(max(counts, default=0), 1) * 1.05))
-    box.frame(title, xlabel=xlabel, x_ticks=False)
+    box.frame(title, xlabel=xlabel, x_ticks=False, title_top=title_top)
     every = max(1, math.ceil(n / 20))
     for i, count in enumerate(counts):
         chart.rect(box.x(i - 0.4), box.y(count), box.x(i + 0.4) - box.x(i - 0.4), box.y(0) - box.y(count), color)

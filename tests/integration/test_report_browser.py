@@ -116,6 +116,31 @@ def test_report_renders_in_chromium_and_fetches_nothing(cli, tmp_path):
     assert image.shape == (3000, 1200) and image.std() > 10  # something was drawn, not a blank page
 
 
+MEASURE = """<script>
+const svg = document.querySelector("svg"), legend = svg.querySelector("g.legend").getBBox();
+const bars = [...svg.querySelectorAll("rect")].map(r => r.getBBox());
+document.getElementById("out").textContent = JSON.stringify({legend: [legend.x, legend.y, legend.width,
+  legend.height], bars: bars.map(b => [b.x, b.y, b.width, b.height])});
+</script>"""
+
+
+@needs_chromium
+def test_the_histogram_legend_is_clear_of_every_bar_as_rendered(tmp_path):
+    """The legend's box as Chromium lays out its text (``getBBox``), not as estimated from the SVG."""
+    from tests.unit.test_report import RIGHT_HEAVY, marked_histograms
+
+    page = tmp_path / "histogram.html"
+    page.write_text(f'<!DOCTYPE html><html><body>{marked_histograms(RIGHT_HEAVY)}<pre id="out"></pre>{MEASURE}'
+                    "</body></html>")
+    dom, _shot, _netlog = open_in_chromium(page, tmp_path, height=400)
+    boxes = json.loads(dom.split('<pre id="out">', 1)[1].split("</pre>", 1)[0])
+    lx, ly, lw, lh = boxes["legend"]
+    assert lw > 100 and lh > 5  # both entries laid out
+    assert len(boxes["bars"]) == 2 * len(RIGHT_HEAVY)
+    for x, y, w, h in boxes["bars"]:
+        assert x + w <= lx or x >= lx + lw or y + h <= ly or y >= ly + lh, ((x, y, w, h), boxes["legend"])
+
+
 @needs_chromium
 def test_the_net_log_check_sees_requests_a_page_makes(tmp_path):
     page = tmp_path / "control.html"

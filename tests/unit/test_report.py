@@ -217,6 +217,66 @@ def test_prepflow_report_command(balanced, cli, tmp_path):
     assert missing.returncode == 1 and "not a complete artifact" in missing.stderr
 
 
+# ---- number histogram legend ------------------------------------------------------------------------
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+RIGHT_HEAVY = [1, 1, 2, 2, 3, 4, 6, 9, 120, 130]  # the last buckets the tallest: bars reach the top right
+
+
+def marked_histograms(counts: list[int], meta: dict | None = None) -> str:
+    """The report's number histograms (as read, published) of ``counts`` over buckets [0, 1), [1, 2), ...,
+    mean and fill value marked."""
+    from tasks import report_plots
+
+    hist = {"starts": [float(x) for x in range(len(counts) + 1)], "counts": [0, *counts, 0]}  # under, over
+    meta = meta or {"mean": 8.61, "normalization": "none", "preprocessing": {"computed_fill_value": 2.5}}
+    return report_plots.number_histograms("plot-x-hist", hist, hist, meta)
+
+
+def legend_box(svg) -> tuple[float, float, float, float]:
+    """(x0, y0, x1, y1) holding the legend's line samples and labels; a label's extent is taken
+    generously (0.7 em per character, the font size above the baseline and 0.3 below)."""
+    legend = next(g for g in svg.iter(f"{SVG_NS}g") if g.get("class") == "legend")
+    boxes = []
+    for el in legend:
+        if el.tag == f"{SVG_NS}line":
+            x1, y1, x2, y2 = (float(el.get(k)) for k in ("x1", "y1", "x2", "y2"))
+            boxes.append((min(x1, x2), min(y1, y2), max(x1, x2), max(y1, y2)))
+        else:
+            assert el.tag == f"{SVG_NS}text" and el.get("text-anchor") == "start"
+            x, y, size = float(el.get("x")), float(el.get("y")), float(el.get("font-size"))
+            boxes.append((x, y - size, x + 0.7 * size * len(el.text), y + 0.3 * size))
+    return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
+
+
+@pytest.mark.parametrize("counts", [RIGHT_HEAVY, RIGHT_HEAVY[::-1], [5] * 10], ids=["right", "left", "flat"])
+def test_the_histogram_legend_is_clear_of_every_bar(counts):
+    import xml.etree.ElementTree as ET
+
+    text = marked_histograms(counts)
+    assert text == marked_histograms(counts)  # deterministic
+    svg = ET.fromstring(text)
+    labels = [t.text for g in svg.iter(f"{SVG_NS}g") for t in g.iter(f"{SVG_NS}text")]
+    assert labels == ["mean 8.61", "fill value 2.5"]
+    x0, y0, x1, y1 = legend_box(svg)
+    bars = [tuple(float(r.get(k)) for k in ("x", "y", "width", "height")) for r in svg.iter(f"{SVG_NS}rect")]
+    assert len(bars) == 2 * len(counts)
+    for x, y, w, h in bars:
+        assert x + w <= x0 or x >= x1 or y + h <= y0 or y >= y1, ((x, y, w, h), (x0, y0, x1, y1))
+    half = float(svg.get("width")) / 2
+    tops = [min(y for x, y, _w, _h in bars if (x < half) == left) for left in (True, False)]
+    assert tops[0] == tops[1] > y1  # the tallest bars stop below the legend row; both panels level
+
+
+def test_a_histogram_without_marks_has_no_legend():
+    import xml.etree.ElementTree as ET
+
+    svg = ET.fromstring(marked_histograms(RIGHT_HEAVY, {"normalization": "none"}))
+    assert not [g for g in svg.iter(f"{SVG_NS}g") if g.get("class") == "legend"]
+
+
 # ---- media ------------------------------------------------------------------------------------------
 
 def make_media(root: Path, n: int = 20) -> Path:
