@@ -32,7 +32,8 @@ The rules start from Ludwig's AutoML heuristics and fix the cases where those ar
   bounded, deterministic sample: the ``MEDIA_SAMPLE`` distinct values with the lowest stable hashes
   (a bottom-k sample, so it is the same for any partitioning and spread over the whole column, not
   its first folder). Relative paths resolve as the media stage resolves them
-  (``storage.media.resolve``: against the dataset's folder, or ``media_root``); URLs (and relative
+  (``storage.media.resolve``: against the dataset's folder, the working directory for an in-memory
+  DataFrame, or ``media_root``; ``media-cache:`` references under the cache folder); URLs (and relative
   paths under a URL dataset) are judged by their extension only, never fetched. One sampled file
   that is missing (or escapes ``media_root``) and the column is excluded, with a reason naming it:
   its values are meant as media, but the run would fail on them, and a category of file names
@@ -42,7 +43,9 @@ The rules start from Ludwig's AutoML heuristics and fix the cases where those ar
 
 ``run`` is the pipeline stage (after ingest, cached like the others): it infers the untyped
 features only and writes ``types.json``; ``apply`` puts the types into the run's config, which
-every later stage then reads. ``infer_dataset`` + ``render_config`` are ``prepflow infer``.
+every later stage then reads. ``infer_dataset`` + ``render_config`` are ``prepflow infer``
+(``--config``: the ``media_root`` to resolve against, kept in the printed config; ``--cache-dir``);
+``infer_dataset`` also takes a pandas/Dask DataFrame, read as the pipeline's ingest reads one.
 """
 
 from __future__ import annotations
@@ -585,25 +588,77 @@ def dataset_columns(path: str, fmt: str) -> list[str]:
     return list(dict.fromkeys(k for r in records if isinstance(r, dict) for k in r))
 
 
-def infer_dataset(path: str, target: str | None = None,
-                  npartitions: int | None = None) -> tuple[list[Inferred], int]:
+def infer_dataset(dataset, target: str | None = None, npartitions: int | None = None, config=None,
+                  cache_dir: str | None = None) -> tuple[list[Inferred], int]:
     """Every column of the dataset typed (``prepflow infer``): read as strings, profiled, decided.
+    ``dataset``: a path or URL, or a pandas/Dask DataFrame (columns converted to text the way the
+    pipeline's ingest converts an untyped one). Media files are checked where the ``media_cache``
+    stage would look for them: relative paths against the dataset's folder (the working directory
+    for a DataFrame) or the ``media_root`` that ``config`` (a ``Config`` or a config file) gives the
+    column's feature or its kind's ``defaults``; ``media-cache:`` references under ``cache_dir``.
     Returns the decisions (in column order) and the row count."""
-    from tasks import ingest
+    from tasks import ingest, ingest_frame
 
-    fmt = ingest.detect_format(path)
-    columns = [c for c in dataset_columns(path, fmt) if c != ingest.ROW]
+    if isinstance(config, (str, os.PathLike)):
+        from tasks.config import load_config
+
+        config = load_config(config)
+    in_memory = ingest_frame.is_frame(dataset)
+    if in_memory:
+        dataset = ingest_frame._pandas(dataset)
+        by_name = {str(c): c for c in dataset.columns}
+        columns, where = [c for c in by_name if c != ingest.ROW], ingest_frame.SOURCE
+    else:
+        fmt = ingest.detect_format(dataset)
+        columns, where = [c for c in dataset_columns(dataset, fmt) if c != ingest.ROW], dataset
     if target is not None and target not in columns:
         from tasks.config import suggest
 
-        raise ConfigError(f"--target: column {target!r} is not in {path}{suggest(target, columns)}")
-    spec = ingest.IngestSpec(columns={c: "string" for c in columns}, format=fmt)
+        raise ConfigError(f"--target: column {target!r} is not in {where}{suggest(target, columns)}")
     with tempfile.TemporaryDirectory(prefix="prepflow-infer-") as tmp:
-        ingest.write_parts(ingest.read_batches(path, spec), spec, Path(tmp) / "data", path)
+        if in_memory:
+            spec = ingest.IngestSpec(columns=dict.fromkeys(columns, "string"), format="dataframe")
+            table = pa.table({c: _frame_text(dataset[by_name[c]], c) for c in columns})
+            ingest.write_parts(table.to_batches(max_chunksize=ingest.PART_ROWS), spec, Path(tmp) / "data", where)
+        else:
+            spec = ingest.IngestSpec(columns=dict.fromkeys(columns, "string"), format=fmt)
+            ingest.write_parts(ingest.read_batches(dataset, spec), spec, Path(tmp) / "data", dataset)
         profiles = profile_columns(str(Path(tmp) / "data"), columns, npartitions)
         rows = profiles[columns[0]]["rows"] if columns else 0
-    place = MediaPlace(media.dataset_dir(path))
-    return [decide(c, profiles[c], c == target, media_place=place) for c in columns], rows
+    base = media.dataset_dir(dataset)
+    return [decide(c, profiles[c], c == target, media_place=MediaPlace(base, column_media_roots(config, c), cache_dir))
+            for c in columns], rows
+
+
+def _frame_text(values: pd.Series, column: str) -> pa.Array:
+    """A DataFrame column as the pipeline's ingest reads an untyped one (``tasks.ingest_frame``)."""
+    from tasks.ingest_frame import _scalar_text
+
+    return pa.array([_scalar_text(v, i, column) for i, v in enumerate(values.tolist())], type=pa.string())
+
+
+def media_roots(config, feature=None) -> dict[str, str]:
+    """Per media kind (image, audio), the ``media_root`` the media stage would use for ``feature``
+    (a ``FeatureConfig``) once it has that type: its own, else the kind's ``defaults``; kinds
+    without one are left out. ``feature=None``: the defaults only."""
+    roots = {}
+    for kind in ("image", "audio"):
+        defaults = config.defaults.get(kind)
+        root = defaults.preprocessing.get("media_root") if defaults else None
+        if feature is not None:
+            root = feature.preprocessing.get("media_root", root)
+        if root is not None:
+            roots[kind] = root
+    return roots
+
+
+def column_media_roots(config, column: str) -> dict[str, str]:
+    """``media_roots`` for the first feature of ``config`` reading ``column`` (the defaults when none
+    does, or when there is no config: ``{}``)."""
+    if config is None:
+        return {}
+    feature = next((f for f in config.features if f.source_column == column), None)
+    return media_roots(config, feature)
 
 
 def _yaml_scalar(value: str) -> str:
@@ -612,9 +667,10 @@ def _yaml_scalar(value: str) -> str:
     return yaml.safe_dump(value, default_flow_style=True, width=1 << 20).removesuffix("\n...\n").strip()
 
 
-def render_config(inferred: list[Inferred], dataset: str, rows: int) -> str:
+def render_config(inferred: list[Inferred], dataset: str, rows: int, config=None) -> str:
     """A config YAML with a comment per column saying why it got its type (excluded columns as
-    comments, ready to uncomment with a type)."""
+    comments, ready to uncomment with a type). ``config``: the one inference read ``media_root``
+    from; an image/audio feature whose files were found under one keeps it."""
     lines = [f"# prepflow infer {dataset}: {rows} rows, {len(inferred)} columns (full pass).",
              "# Each type comes with the reason it was chosen; edit freely."]
 
@@ -625,6 +681,9 @@ def render_config(inferred: list[Inferred], dataset: str, rows: int) -> str:
         for item in items:
             lines.append(f"  - name: {_yaml_scalar(item.name)}")
             lines.append(f"    type: {item.type}  # {item.reason}")
+            root = column_media_roots(config, item.column).get(item.type)
+            if root is not None:
+                lines.append(f"    preprocessing: {{media_root: {_yaml_scalar(root)}}}")
 
     block("input_features", [i for i in inferred if i.type and not i.output])
     block("output_features", [i for i in inferred if i.type and i.output])
@@ -643,18 +702,8 @@ def render_config(inferred: list[Inferred], dataset: str, rows: int) -> str:
 def untyped(config) -> list[dict]:
     """The features without a type; ``media_root``: per media kind, the feature's own or the kind's
     ``defaults`` (where its paths would resolve once typed)."""
-    todo = []
-    for f in config.features:
-        if f.type is not None:
-            continue
-        roots = {}
-        for kind in ("image", "audio"):
-            defaults = config.defaults.get(kind)
-            root = f.preprocessing.get("media_root", defaults.preprocessing.get("media_root") if defaults else None)
-            if root is not None:
-                roots[kind] = root
-        todo.append({"name": f.name, "column": f.source_column, "output": config.is_output(f.name), "media_root": roots})
-    return todo
+    return [{"name": f.name, "column": f.source_column, "output": config.is_output(f.name),
+             "media_root": media_roots(config, f)} for f in config.features if f.type is None]
 
 
 def run(ctx, ingest):

@@ -342,3 +342,102 @@ def test_prepflow_infer_prints_image_and_audio_with_their_reasons(tmp_path, caps
     (tmp_path / "inferred.yaml").write_text(text)
     config = load_config(tmp_path / "inferred.yaml")
     assert [(f.name, f.type) for f in config.input_features] == [("media", "image"), ("voice", "audio")]
+
+
+# ---- where media paths resolve: an in-memory DataFrame, a config's media_root, the media cache -------
+
+def _frame_ctx(df, config: dict, tmp: Path):
+    from storage.cache import StageCache
+    from tasks.config import parse_config
+    from tasks.context import RunContext
+
+    return RunContext(parse_config(config), df, StageCache(tmp / "cache"), None, str(tmp / "out"))
+
+
+def _stage_decision(df, config: dict, tmp: Path) -> infer_types.Inferred:
+    """The pipeline's infer_types stage (after ingest) on an in-memory frame, in a fresh cache."""
+    ctx = _frame_ctx(df, config, tmp)
+    item = infer_types.load(infer_types.run(ctx, ingest.run(ctx)))["media"]
+    return infer_types.Inferred(**item)
+
+
+def _config_file(config: dict, tmp: Path) -> str:
+    path = tmp / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+@pytest.mark.parametrize("dask", [False, True], ids=["pandas", "dask"])
+def test_an_in_memory_frame_checks_its_media_files_like_a_csv(tmp_path, monkeypatch, dask):
+    monkeypatch.chdir(tmp_path)  # a DataFrame's relative paths resolve against the working directory
+    names = [f"img/{i:03d}.{'png' if i % 4 else 'jpeg'}" for i in range(40)]
+    csv = _media_table(tmp_path, names, y=np.arange(40) % 2)  # the same table as a file in that folder
+    df = pd.read_csv(csv)
+    if dask:
+        import dask.dataframe as dd
+
+        df = dd.from_pandas(df, npartitions=3)
+    config = {"input_features": [{"name": "media"}], "output_features": [{"name": "y", "type": "binary"}]}
+    item = {i.name: i for i in infer_types.infer_dataset(df)[0]}["media"]
+    assert (item.type, item.reason) == ("image", "all 40 values are image file paths ending in .jpeg/.png; all 40 "
+                                                 "distinct files exist")
+    assert {i.name: i for i in infer_types.infer_dataset(str(csv))[0]}["media"] == item
+    assert _stage_decision(df, config, tmp_path / "ok") == item
+    (tmp_path / "img" / "017.png").unlink()
+    item = {i.name: i for i in infer_types.infer_dataset(df)[0]}["media"]
+    assert item.type is None
+    assert item.reason == (f"excluded: all 40 values are image file paths ending in .jpeg/.png, but 1 of the 40 sampled "
+                           f"files does not exist or cannot be used (e.g. 'img/017.png': no file "
+                           f"{tmp_path / 'img' / '017.png'}); relative paths resolve against {tmp_path}. Fix the "
+                           "paths, or give it type: image (with on_decode_error: skip_row to drop those rows)")
+    assert {i.name: i for i in infer_types.infer_dataset(str(csv))[0]}["media"] == item
+    ctx = _frame_ctx(df, config, tmp_path / "missing")
+    with pytest.raises(DataError, match=r"'media' .* inference would exclude it: .*'img/017\.png': no file"):
+        infer_types.apply(ctx, infer_types.run(ctx, ingest.run(ctx)))
+
+
+def test_an_in_memory_frame_resolves_against_the_configs_media_root(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    names = [f"img/{i}.png" for i in range(12)]
+    for name in names:
+        (tmp_path / "root" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "root" / name).touch()
+    df = pd.DataFrame({"media": names, "y": [i % 2 for i in range(12)]})
+    config = {"input_features": [{"name": "media"}], "output_features": [{"name": "y", "type": "binary"}],
+              "defaults": {"image": {"preprocessing": {"media_root": "root"}}}}  # relative: to the working dir
+    assert {i.name: i for i in infer_types.infer_dataset(df)[0]}["media"].type is None  # ./img/ has nothing
+    item = {i.name: i for i in infer_types.infer_dataset(df, config=_config_file(config, tmp_path))[0]}["media"]
+    assert (item.type, item.reason) == ("image", "all 12 values are image file paths ending in .png; all 12 "
+                                                 "distinct files exist")
+    assert _stage_decision(df, config, tmp_path / "stage") == item
+
+
+def test_prepflow_infer_resolves_media_paths_under_the_configs_media_root(tmp_path, capsys):
+    names = [f"img/{i}.png" for i in range(12)]
+    _media_table(tmp_path / "d" / "pics", names)  # the files: d/pics/img/*.png
+    data = write_csv(pd.DataFrame({"media": names, "label": [i % 2 for i in range(12)]}), tmp_path / "d" / "data.csv")
+    config = _config_file({"input_features": [{"name": "media", "preprocessing": {"media_root": "pics"}}],
+                               "output_features": [{"name": "label"}]}, tmp_path)
+    assert cli_main(["infer", str(data), "--target", "label"]) == 0  # d/img/ does not exist
+    assert "no file " + str(tmp_path / "d" / "img") in capsys.readouterr().out
+    assert cli_main(["infer", str(data), "--target", "label", "--config", config]) == 0
+    text = capsys.readouterr().out
+    assert ("  - name: media\n    type: image  # all 12 values are image file paths ending in .png; all 12 distinct "
+            "files exist\n    preprocessing: {media_root: pics}\n") in text
+    (tmp_path / "inferred.yaml").write_text(text)
+    inferred = load_config(tmp_path / "inferred.yaml")  # the printed config resolves them the same way
+    assert [(f.name, f.type, f.preprocessing["media_root"]) for f in inferred.input_features] == [
+        ("media", "image", "pics")]
+    assert cli_main(["infer", str(data), "--config", str(tmp_path / "nothing.yaml")]) == 2
+
+
+def test_prepflow_infer_resolves_media_cache_references_under_the_cache_dir(tmp_path, capsys):
+    refs = [f"media-cache:photo/{i}.png" for i in range(12)]
+    data = write_csv(pd.DataFrame({"media": refs, "label": [i % 2 for i in range(12)]}), tmp_path / "data.csv")
+    assert cli_main(["infer", str(data), "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert f"no file {tmp_path / 'cache' / 'media' / 'photo'}/" in capsys.readouterr().out  # excluded, saying where
+    (tmp_path / "cache" / "media" / "photo").mkdir(parents=True)
+    for i in range(12):
+        (tmp_path / "cache" / "media" / "photo" / f"{i}.png").touch()
+    assert cli_main(["infer", str(data), "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert "type: image  # all 12 values are image file paths ending in .png; all 12 distinct" in capsys.readouterr().out
