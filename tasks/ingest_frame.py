@@ -109,6 +109,7 @@ def _media_value(feature, cache_dir: str, v, row: int) -> str | None:
 
 def frame_table(ctx, spec) -> pa.Table:
     """The DataFrame's configured columns as an Arrow table, media values stored in the media cache."""
+    from storage.media import store_batch
     from tasks.features.media import MediaFeature
     from tasks.ingest import _check_columns
 
@@ -124,7 +125,8 @@ def frame_table(ctx, spec) -> pa.Table:
         values = df[column].reset_index(drop=True)
         if column in media:
             f = media[column]
-            texts = [_media_value(f, cache_dir, v, i) for i, v in enumerate(values.tolist())]
+            with store_batch():  # one locked staging folder for the column's files, not a lock per file
+                texts = [_media_value(f, cache_dir, v, i) for i, v in enumerate(values.tolist())]
             arrays.append(pa.array(texts, type=pa.string()))
         elif kind == "float64":
             arrays.append(_numbers(values, column))
