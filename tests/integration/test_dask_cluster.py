@@ -81,7 +81,8 @@ def test_run_on_cluster_is_byte_identical_to_local(cluster, local_artifact, tmp_
     assert artifact_files(work / "out" / summary["artifact_id"]) == local_artifact
     # every stage's partition work went through the cluster's scheduler
     prefixes = _scheduler_prefixes(cluster)
-    assert {"read_ipc", "partial", "prepare", "encode_partition"} <= prefixes, prefixes
+    assert {"partial", "prepare", "encode_partition"} <= prefixes, prefixes
+    assert {"read_ipc", "read_rows"} & prefixes, prefixes  # the ingested parts, whole or as row ranges
 
 
 class KillOnFirstEncode(WorkerPlugin):
