@@ -42,3 +42,26 @@ def without_created_at(files: dict[str, bytes]) -> dict[str, bytes]:
 def artifact_files(path: str | Path) -> dict[str, bytes]:
     root = Path(path)
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def hold_renames(marker: str, go: str, pattern: str = r"/\.[^/]*$", nth: int = 0) -> None:
+    """For a writer child process that a test SIGKILLs or keeps alive: wrap ``os.replace`` so that a
+    rename of a source path matching ``pattern`` (default: a dot-named temporary, written but not renamed
+    yet) says so through the ``marker`` file and waits until the ``go`` file exists. ``nth``: only the
+    nth matching rename waits (0: every one)."""
+    import os
+    import re
+    import time
+
+    replace, seen = os.replace, [0]
+
+    def held(src, dst):
+        if re.search(pattern, str(src)):
+            seen[0] += 1
+            if nth in (0, seen[0]):
+                Path(marker).write_text("ready")
+                while not Path(go).exists():
+                    time.sleep(0.02)
+        replace(src, dst)
+
+    os.replace = held

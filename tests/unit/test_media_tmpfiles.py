@@ -26,19 +26,11 @@ from tests.unit.test_tmpdirs import Writer, age
 # args[0] into root (ingest stores the values in one store_batch); "value": store_value(root, "im", an
 # array of seed args[0]) outside a batch; "memmap": ensure_memmaps(args[0]) (the loader's build).
 CHILD = textwrap.dedent("""
-    import os, re, sys, time
+    import sys
     from pathlib import Path
+    from tests.helpers import hold_renames
     kind, root, marker, go, pattern, n, *args = sys.argv[1:]
-    replace, seen = os.replace, [0]
-    def held(src, dst):
-        if re.search(pattern, str(src)):
-            seen[0] += 1
-            if seen[0] == int(n):
-                Path(marker).write_text("ready")
-                while not Path(go).exists():
-                    time.sleep(0.02)
-        replace(src, dst)
-    os.replace = held
+    hold_renames(marker, go, pattern, int(n))
     if kind == "frame":
         from tests.unit.test_media_pipeline import config, in_memory_frame, run_frame
         run_frame(config("eager", height=8, width=8), in_memory_frame(Path(args[0]))[1], Path(root))

@@ -68,17 +68,11 @@ WRITER = textwrap.dedent("""
 # FeatureSpecInput.load(args[0]).prepare(root)), whose os.replace of the written temporary file waits
 # for the go file (or for SIGKILL) after saying so through the marker file.
 FILE_WRITER = textwrap.dedent("""
-    import os, sys, time
+    import sys
     from pathlib import Path
+    from tests.helpers import hold_renames
     kind, root, marker, go, *args = sys.argv[1:]
-    replace = os.replace
-    def held(src, dst):
-        if Path(src).name.startswith("."):  # the temporary file, written, not renamed yet
-            Path(marker).write_text("ready")
-            while not Path(go).exists():
-                time.sleep(0.02)
-        replace(src, dst)
-    os.replace = held
+    hold_renames(marker, go)  # every rename of a dot-named temporary file waits
     if kind == "latest":
         from tasks.publish import write_latest
         write_latest(Path(root), args[0])
