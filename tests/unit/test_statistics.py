@@ -113,7 +113,8 @@ def test_bucket_counts_equal_a_binary_search_at_every_edge():
                             np.nextafter(s, np.inf), [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e308, -1e308],
                             np.round(rng.uniform(s[0], s[-1], 5000), 1), np.full(3000, np.nan),
                             rng.integers(-3, len(s) + 3, 9000).astype(np.float64)])
-        for values in (rng.permutation(x), x[:900], np.full(5000, s[-1])):
+        # (the tiled one spans several of bucket_counts' blocks)
+        for values in (rng.permutation(x), x[:900], np.full(5000, s[-1]), rng.permutation(np.tile(x, 4))):
             assert np.array_equal(bucket_counts(s, values), _searchsorted_counts(s, values)), starts[:3]
             hist = Histogram("h", starts)
             hist.add_array(values)
