@@ -67,10 +67,11 @@ def _part_files(ingest_dir: str) -> list[str]:
     return sorted(str(p) for p in Path(ingest_dir).glob("part-*.arrow"))
 
 
-def _num_rows(path: str) -> int:
+def ipc_num_rows(path: str) -> int:
+    """Rows of an Arrow IPC file, from its footer and batch headers (memory-mapped, no data read)."""
     import pyarrow as pa
 
-    with pa.memory_map(path) as source:  # the footer and batch headers only
+    with pa.memory_map(str(path)) as source:
         reader = pa.ipc.open_file(source)
         return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
 
@@ -104,7 +105,7 @@ def partitions(ingest_dir: str, npartitions: int | None) -> list:
     from dask import delayed
 
     files = _part_files(ingest_dir)
-    sizes = [_num_rows(f) for f in files]
+    sizes = [ipc_num_rows(f) for f in files]
     n = npartitions or len(files)
     if n == len(files) and max(sizes) - min(sizes) <= 1:
         return [delayed(_read_ipc, pure=True)(f) for f in files]

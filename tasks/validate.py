@@ -551,11 +551,9 @@ def _num_rows(path: Path) -> int:
         import pyarrow.parquet as pq
 
         return pq.ParquetFile(path).metadata.num_rows
-    import pyarrow as pa
+    from tasks.frame import ipc_num_rows
 
-    with pa.memory_map(str(path)) as source:  # footer and batch headers only
-        reader = pa.ipc.open_file(source)
-        return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+    return ipc_num_rows(path)
 
 
 def load(result) -> dict:
