@@ -34,7 +34,11 @@ from tasks.errors import DataError
 
 ROW = "__row__"
 CODE_VERSION = "ingest-1"
-PART_ROWS = 1 << 18  # rows per cached Parquet part
+PART_ROWS = 1 << 18  # rows per cached Arrow IPC part
+# Local CSVs up to this size are read whole by pyarrow's multi-threaded reader (2-3x faster on two cores than
+# its streaming reader, which parses one block at a time: 336k flights rows, 39 MB, 0.11 s against 0.16-0.44 s);
+# larger ones are streamed in 16 MB blocks so memory stays bounded.
+WHOLE_READ_BYTES = 128 << 20
 FORMATS = ("csv", "tsv", "json", "jsonl", "parquet", "feather", "excel")
 
 
@@ -158,10 +162,13 @@ def _read_csv(path: str, spec: IngestSpec, delimiter: str):
         null_values=["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"],
     )
     parse = pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True)
-    read = pacsv.ReadOptions(block_size=1 << 24)
     try:
         with _native_input(path) as fh:
-            reader = pacsv.open_csv(fh, read_options=read, parse_options=parse, convert_options=convert)
+            if isinstance(fh, pa.OSFile) and fh.size() <= WHOLE_READ_BYTES:  # a local file: every core parses
+                yield pacsv.read_csv(fh, parse_options=parse, convert_options=convert)
+                return
+            reader = pacsv.open_csv(fh, read_options=pacsv.ReadOptions(block_size=1 << 24), parse_options=parse,
+                                    convert_options=convert)
             for batch in reader:
                 yield batch
     except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
@@ -332,9 +339,9 @@ def read_batches(path: str, spec: IngestSpec):
             "excel": _read_excel}[fmt](path, spec)
 
 
-def normalize_batch(batch: pa.RecordBatch, spec: IngestSpec) -> pa.Table:
+def normalize_batch(batch: pa.RecordBatch | pa.Table, spec: IngestSpec) -> pa.Table:
     """Strings stay strings; everything else keeps the type its format gave it (cast later)."""
-    table = pa.Table.from_batches([batch])
+    table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
     cols = []
     for name in spec.columns:
         col = table.column(name)

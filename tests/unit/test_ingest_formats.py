@@ -95,3 +95,48 @@ def test_unknown_extension_is_a_clear_error(tmp_path):
     path.write_text("a\n1\n")
     with pytest.raises(DataError, match="cannot tell the format"):
         run(CONFIG, path, tmp_path)
+
+
+def _ingest_parts(path, out, spec) -> dict[str, pa.Table]:
+    from tasks import ingest
+
+    ingest.write_parts(ingest.read_batches(str(path), spec), spec, out, str(path))
+    return {p.name: feather.read_table(p) for p in sorted(out.glob("part-*.arrow"))}
+
+
+def test_whole_and_streamed_csv_reads_write_the_same_parts(tmp_path, monkeypatch):
+    """Small local CSVs are parsed whole (every core), others streamed in blocks: the same cached parts (the
+    same values, rows and part boundaries; a part cut from one block may keep a longer string buffer)."""
+    from tasks import ingest
+
+    rng = np.random.default_rng(0)
+    n = 5000
+    df = pd.DataFrame({"num": np.where(rng.random(n) < 0.1, np.nan, rng.normal(size=n)),
+                       "cat": rng.choice(["a", "b", 'say "hi"', "two\nlines", None], size=n)})
+    path = tmp_path / "d.csv"
+    df.to_csv(path, index=False)
+    spec = ingest.IngestSpec(columns={"num": "float64", "cat": "string"}, format="csv")
+    monkeypatch.setattr(ingest, "PART_ROWS", 1200)  # parts cross the streamed reader's blocks
+    whole = _ingest_parts(path, tmp_path / "whole", spec)
+    monkeypatch.setattr(ingest, "WHOLE_READ_BYTES", 0)
+    streamed = []
+    real_open = ingest.pacsv.open_csv
+    monkeypatch.setattr(ingest.pacsv, "open_csv", lambda *a, **k: streamed.append(1) or real_open(
+        *a, **{**k, "read_options": ingest.pacsv.ReadOptions(block_size=16 << 10)}))
+    again = _ingest_parts(path, tmp_path / "streamed", spec)
+    assert streamed and len(whole) == 5 and again.keys() == whole.keys()
+    for name, table in whole.items():
+        assert table.equals(again[name]) and table.num_rows == again[name].num_rows
+
+
+@pytest.mark.parametrize("whole_read_bytes", [0, 1 << 30])
+def test_a_bad_number_is_located_by_either_csv_read(tmp_path, monkeypatch, whole_read_bytes):
+    from tasks import ingest
+    from tasks.errors import DataError
+
+    monkeypatch.setattr(ingest, "WHOLE_READ_BYTES", whole_read_bytes)
+    path = tmp_path / "d.csv"
+    path.write_text("num,cat\n" + "".join(f"{i},x\n" for i in range(300)) + "12 kg,y\n")
+    spec = ingest.IngestSpec(columns={"num": "float64", "cat": "string"}, format="csv")
+    with pytest.raises(DataError, match=r"line 302.*num.*12 kg"):
+        _ingest_parts(path, tmp_path / "out", spec)
