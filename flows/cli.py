@@ -398,6 +398,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    from flows import malloc_tuning
+
+    malloc_tuning.tune()  # a batch process: freed stage memory is kept for the next stage
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
