@@ -12,8 +12,9 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 
 
-def fixed_blocks(tables: Iterable[pa.Table], block_rows: int) -> Iterator[pa.Table]:
-    """Tables of exactly ``block_rows`` rows, in order (the last may be shorter), chunks combined."""
+def fixed_blocks(tables: Iterable[pa.Table], block_rows: int, combine: bool = True) -> Iterator[pa.Table]:
+    """Tables of exactly ``block_rows`` rows, in order (the last may be shorter); ``combine``: each column
+    copied into one chunk (else the pieces are kept as chunks, no copy)."""
     pending: list[pa.Table] = []
     pending_rows = 0
     for table in tables:
@@ -23,7 +24,12 @@ def fixed_blocks(tables: Iterable[pa.Table], block_rows: int) -> Iterator[pa.Tab
             pending_rows += take
             table = table.slice(take)
             if pending_rows == block_rows:
-                yield pa.concat_tables(pending).combine_chunks()
+                yield _joined(pending, combine)
                 pending, pending_rows = [], 0
     if pending_rows:
-        yield pa.concat_tables(pending).combine_chunks()
+        yield _joined(pending, combine)
+
+
+def _joined(tables: list[pa.Table], combine: bool) -> pa.Table:
+    table = pa.concat_tables(tables)
+    return table.combine_chunks() if combine else table

@@ -389,7 +389,9 @@ def write_parts(batches, spec: IngestSpec, out_dir: Path, path: str) -> int:
             yield table
 
     total = 0
-    for part, table in enumerate(fixed_blocks(checked_tables(), PART_ROWS)):
+    # The parts keep the reader's chunks (as IPC record batches): copying them into one chunk each touched
+    # another 55 MB of fresh memory at 336k flights rows. Every later read concatenates the batches anyway.
+    for part, table in enumerate(fixed_blocks(checked_tables(), PART_ROWS, combine=False)):
         table = table.append_column(ROW, pa.array(np.arange(total, total + table.num_rows, dtype=np.int64)))
         write_ipc(table, out_dir / f"part-{part:05d}.arrow")
         total += table.num_rows
