@@ -169,6 +169,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             summary["report_path"] = _reused_report(reused["artifact_path"])
             _report(args, summary, time.perf_counter() - start)
             return 0
+    from flows import process_tuning
     from flows.local_server import configure_prefect
     from tasks import validate
 
@@ -176,6 +177,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     configure_prefect()
     from flows.preprocess import preprocess
 
+    process_tuning.freeze_imports()  # Prefect, Dask, pandas, pyarrow: imported for good
     _quiet_prefect_tracebacks()
     with _no_heartbeat_for_local_runs(), _progress_bar(enabled=not args.json and sys.stderr.isatty()):
         summary = preprocess(config=args.config, dataset=args.dataset, output=args.output,
@@ -398,9 +400,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    from flows import malloc_tuning
+    from flows import process_tuning
 
-    malloc_tuning.tune()  # a batch process: freed stage memory is kept for the next stage
+    process_tuning.tune_malloc()  # a batch process: freed stage memory is kept for the next stage
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

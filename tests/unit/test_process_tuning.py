@@ -1,4 +1,5 @@
-"""flows.malloc_tuning: a freed stage's memory is reused by the next one instead of faulted in again."""
+"""flows.process_tuning: a freed stage's memory is reused by the next one instead of faulted in again; objects
+alive after the imports are left out of garbage collections."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
 
-# Faults of touching a 3 MiB array (below numpy's 4 MiB huge-page threshold: 768 pages of 4 KiB), twice (allocated, filled, freed each time), in a fresh process.
+# Faults of touching a 3 MiB array (below numpy's 4 MiB huge-page threshold: 768 pages of 4 KiB), twice
+# (allocated, filled, freed each time), in a fresh process.
 PROBE = """
 import resource, sys
 import numpy as np
 sys.path.insert(0, {root!r})
-tuned = malloc_tuning.tune() if sys.argv[1] == "tune" else False
+from flows import process_tuning
+tuned = process_tuning.tune_malloc() if sys.argv[1] == "tune" else False
 faults = []
 for _ in range(2):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -50,3 +53,13 @@ def test_the_users_own_settings_win(env):
     tuned, _first, second = probe("tune", **env)
     assert not tuned and second > 500
 
+
+
+def test_imports_are_frozen_out_of_garbage_collection():
+    code = ("import gc, sys; sys.path.insert(0, %r); import pandas; from flows import process_tuning; "
+            "before = gc.get_freeze_count(); process_tuning.freeze_imports(); "
+            "import collections; x = [collections.OrderedDict() for _ in range(10)]; "
+            "print(before, gc.get_freeze_count(), all(gc.is_tracked(o) for o in x))" % ROOT)
+    before, frozen, tracked = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                             check=True).stdout.split()
+    assert before == "0" and int(frozen) > 10_000 and tracked == "True"
