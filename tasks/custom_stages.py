@@ -36,6 +36,7 @@ from dask import delayed
 
 from tasks import frame
 from tasks import ingest as ingest_mod
+from tasks.constants import CODE_VERSIONS
 from tasks.dag import PlannedStage, StagePlan, build_plan
 from tasks.errors import DataError, InvalidStatisticsError, InvalidTransformOutputError, TypeMismatchError
 from tasks.features.base import FeatureType
@@ -43,7 +44,7 @@ from tasks.ingest import ROW
 from tasks.stage import compatible, empty_column, named_statistics, series_kind, spec_kind, worker_copy
 from tasks.statistics import Statistics
 
-CODE_VERSION = "custom_stage-1"
+CODE_VERSION = CODE_VERSIONS["custom_stage"]
 STATES_KEY = "__custom_stages__"  # in missing.json: the stage plan with fitted states
 STAGE_FILE = "stage.json"
 

@@ -18,11 +18,12 @@ from tasks import balance as balance_mod
 from tasks import feature_stats, fill_missing, frame, vocab
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
+from tasks.constants import CODE_VERSIONS
 from tasks.ingest import write_ipc
 from tasks.split import SPLIT_NAMES
 from tasks.statistics import Statistics
 
-CODE_VERSION = "encode-3"  # 2: rows-NNNNN.npy beside each part (the encoded gate reads them); 3: report stats
+CODE_VERSION = CODE_VERSIONS["encode"]
 
 
 def to_arrow(values: np.ndarray) -> pa.Array:

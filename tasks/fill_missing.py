@@ -17,9 +17,10 @@ import numpy as np
 from tasks import frame
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
+from tasks.constants import CODE_VERSIONS
 from tasks.statistics import Statistics
 
-CODE_VERSION = "fill_missing-1"
+CODE_VERSION = CODE_VERSIONS["fill_missing"]
 
 
 def _partial(pdf, features, assign, fit_on):

@@ -66,9 +66,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from storage import media
+from tasks.constants import CODE_VERSIONS
 from tasks.errors import ConfigError, DataError
 
-CODE_VERSION = "infer_types-2"  # 2: image/audio need every value a media path and the sampled files
+CODE_VERSION = CODE_VERSIONS["infer_types"]
 TYPES_FILE = "types.json"
 TYPES = ("binary", "number", "category", "text", "date", "image", "audio", "set", "vector", "timeseries")
 

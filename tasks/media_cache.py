@@ -46,13 +46,14 @@ import pyarrow as pa
 
 from storage import media
 from tasks import progress, vocab
+from tasks.constants import CODE_VERSIONS
 from tasks.context import StageResult, run_cached
 from tasks.errors import DataError
 from tasks.features.media import MediaFeature
 from tasks.split import SPLIT_NAMES
 from tasks.statistics import Statistics, decode_failures, sequence_lengths
 
-CODE_VERSION = "media_cache-2"  # 2: the entry holds vocab's Parquet vocabularies (vocab/*.parquet) too
+CODE_VERSION = CODE_VERSIONS["media_cache"]
 STATE_FILE = "media_cache.json"
 CHUNK_ROWS = 2048  # rows per rewritten part: bounds memory in eager mode
 

@@ -105,10 +105,10 @@ def feature_code(type_name: str | None) -> str | None:
 def code_key(config_json: dict) -> dict:
     """The code of every plugin class a (normalized) config uses, for the artifact id; ``{}`` when it
     uses none, so artifact ids of plugin-free configs do not change."""
-    from tasks.dag import load_stage_class
-
     codes: dict[str, str] = {}
     for spec in config_json.get("stages") or []:
+        from tasks.dag import load_stage_class  # (pandas) only for a config with custom stages
+
         codes[f"stage:{spec['uses']}"] = code_version(load_stage_class(spec["uses"], "stages"))
     for section in ("input_features", "output_features"):
         for feature in config_json.get(section) or []:

@@ -28,9 +28,10 @@ from storage.arrow_blocks import fixed_blocks
 from storage.cache import describe_files
 from storage.hashing import stable_hash
 from storage.tmpdirs import TempFile, TempFolder, sweep
-from tasks import encode as encode_mod
-from tasks import vocab
-from tasks.split import SPLIT_NAMES
+from tasks.constants import ARTIFACT_STAGES, CODE_VERSIONS, SPLIT_NAMES
+
+# The stage modules (tasks.encode, tasks.vocab: pandas, Dask) are imported where an artifact
+# is written, not here: a rerun that reuses the published artifact only needs its id (``reusable``).
 
 SCHEMA_VERSION = 1
 ENCODING_VERSION = "1"
@@ -41,9 +42,7 @@ LATEST = "LATEST"
 
 def code_versions() -> dict[str, str]:
     """Every stage's code version: a change in any stage's output gives a new artifact id."""
-    from tasks import balance, encode, fill_missing, ingest, split, validate
-
-    return {m.__name__: m.CODE_VERSION for m in (ingest, split, fill_missing, balance, vocab, encode, validate)}
+    return {f"tasks.{stage}": CODE_VERSIONS[stage] for stage in ARTIFACT_STAGES}
 
 
 def artifact_id(fingerprint: str, config_json: dict) -> str:
@@ -237,6 +236,9 @@ def run(ctx, fingerprint: str, encoded, fitted, stage_stats: dict, validation: d
 
 def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: dict,
              validation: dict | None = None) -> dict:
+    from tasks import encode as encode_mod
+    from tasks import vocab
+
     output.mkdir(parents=True, exist_ok=True)
     sweep_output(output)  # leftovers of killed runs (a live run's are locked, so kept)
     config_json = normalized_config(ctx.config)

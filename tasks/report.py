@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tasks.constants import SPLIT_NAMES
 from tasks.errors import DataError, PrepflowError
 
 REPORT_SUFFIX = ".report.html"
@@ -43,7 +44,7 @@ SAMPLE_IMAGES = 16
 SEQUENCE_TYPES = ("sequence", "text")
 TOKEN_TYPES = ("category", "set", "bag", "sequence", "text")
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
-SPLITS = ("train", "validation", "test")
+SPLITS = SPLIT_NAMES
 GATE_ORDER = ("raw", "encoded")
 GATE_KWARGS_HIDDEN = {"column", "column_list", "result_format", "catch_exceptions", "meta"}
 

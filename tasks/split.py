@@ -32,10 +32,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tasks.constants import CODE_VERSIONS, SPLIT_NAMES
 from tasks.errors import ConfigError, DataError
 
-CODE_VERSION = "split-1"
-SPLIT_NAMES = ("train", "validation", "test")
+CODE_VERSION = CODE_VERSIONS["split"]
 FIXED_VALUES = {"0": 0, "1": 1, "2": 2, "train": 0, "training": 0, "validation": 1, "val": 1, "valid": 1,
                 "vali": 1, "dev": 1, "test": 2, "testing": 2}
 

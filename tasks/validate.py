@@ -42,14 +42,18 @@ import logging
 import math
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from storage.hashing import stable_hash
 from tasks.errors import ConfigError, ValidationFailed
 
-CODE_VERSION = "validate-1"
+if TYPE_CHECKING:  # pandas is imported where used: a rerun that reuses its artifact never needs it
+    import pandas as pd
+from tasks.constants import CODE_VERSIONS
+
+CODE_VERSION = CODE_VERSIONS["validate"]
 RESULTS_FILE = "validation.json"
 # Rows per validation partition when --npartitions is not given: GX's fixed cost per partition and
 # metric is ~10-30 ms, so partitions much smaller than this cost more than they parallelize.
@@ -276,6 +280,8 @@ def encoded_suite(ctx, metadata: dict, expected_rows: int) -> dict:
 # ---- views: what each gate validates -------------------------------------------------------------
 
 def _raw_view(pdf: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd
+
     from tasks.ingest import ROW
 
     rows = pdf[ROW].to_numpy()
@@ -340,6 +346,8 @@ def _encoded_chunk(pieces: list, shaped: dict[str, bool]) -> pd.DataFrame:
     """Consecutive encoded parts as one frame indexed by position in the encoded output (the pieces'
     offsets are consecutive). Columns are concatenated as numpy arrays: a pandas concat of the parts'
     frames costs ~10x more."""
+    import pandas as pd
+
     parts = [_encoded_columns(path, rows, split_id, shaped) for path, rows, split_id, _offset, _n in pieces]
     data = {k: parts[0][k] if len(parts) == 1 else np.concatenate([p[k] for p in parts]) for k in parts[0]}
     first = data.pop("__first__")

@@ -15,9 +15,10 @@ from pathlib import Path
 from tasks import category_vocab, custom_stages, fill_missing, frame
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
+from tasks.constants import CODE_VERSIONS
 from tasks.statistics import Statistics
 
-CODE_VERSION = "vocab-2"  # 2: category vocabularies by a shuffle; over 100k ids as Parquet (vocab/*.parquet)
+CODE_VERSION = CODE_VERSIONS["vocab"]
 METADATA_FILE = "training_set_metadata.json"
 
 
