@@ -260,22 +260,72 @@ def shared(value):
     return delayed(value, traverse=False)
 
 
+# ---- prepared partitions kept between stages ----------------------------------------------------------
+# balance, vocab and encode prepare the same partitions (same ingested parts, split and fill states), one
+# stage after the other. On Dask's local scheduler, for tables of up to KEEP_ROWS rows, the partitions one
+# stage prepared stay in this process under ``keep`` (the stages' content keys, ``keep_key``), and the next
+# stage takes them instead of reading, casting and filling again (336k flights rows: ~0.05 s of encode).
+# At most one set is kept; encode, the last of them, lets it go (``release``).
+KEEP_ROWS = 1_000_000
+_kept: dict[str, dict[int, Prepared]] = {}
+
+
+def keep_key(ctx, ingest, split, missing) -> str:
+    """What a stage's prepared partitions derive from: the ingested table, split and fill states (their
+    cache keys), the partitioning and the features."""
+    from storage.hashing import stable_hash
+
+    return stable_hash([ingest.key, split.key, missing.key, ctx.npartitions, ctx.features_slice()], 32)
+
+
+def release(keep: str) -> None:
+    _kept.pop(keep, None)
+
+
+def _prepare_and_keep(pdf, features, assign, states, carry, keep, index):
+    prepared = _prepare(pdf, features, assign, states, carry)
+    _kept.setdefault(keep, {})[index] = prepared
+    return prepared
+
+
+def _kept_partitions(keep: str, n: int) -> list | None:
+    from dask import delayed
+
+    kept = _kept.get(keep)
+    if kept is None or sorted(kept) != list(range(n)):
+        return None
+    for prepared in kept.values():
+        prepared.fit_cache.clear()  # the previous stage's fit rows: rebuilt if asked for
+    return [delayed(kept[i], name=f"prepared-{keep}-{i}", traverse=False) for i in range(n)]
+
+
 def filled_partitions(parts: list, features: list[FeatureType], assign: np.ndarray,
-                      states: dict[str, dict]) -> list:
-    """Delayed ``Prepared`` partitions: typed, split-tagged, rows dropped, values filled."""
+                      states: dict[str, dict], keep: str | None = None) -> list:
+    """Delayed ``Prepared`` partitions: typed, split-tagged, rows dropped, values filled. ``keep``: a
+    ``keep_key`` of the content they derive from, to share them with the next stage in this process."""
     from dask import delayed
 
     if "__custom_stages__" in states:  # a custom-stage plan (tasks/custom_stages.py) runs inside the preparation
         from tasks import custom_stages
 
         return custom_stages.filled_partitions(parts, features, assign, states)
+    if keep is not None and not (local_only() and len(assign) <= KEEP_ROWS):
+        keep = None
+    if keep is not None:
+        kept = _kept_partitions(keep, len(parts))
+        if kept is not None:
+            return kept
+        _kept.clear()  # at most one set: the last stage's
     names = needs_carries(states)
     f, a, s = shared(features), shared(assign), shared(states)
     carry_list: list = [None] * len(parts)
     if names:
         edges = compute([delayed(_edges)(p, f, a, s) for p in parts])
         carry_list = carries(edges, names)
-    return [delayed(_prepare)(p, f, a, s, c) for p, c in zip(parts, carry_list, strict=True)]
+    if keep is None:
+        return [delayed(_prepare)(p, f, a, s, c) for p, c in zip(parts, carry_list, strict=True)]
+    return [delayed(_prepare_and_keep)(p, f, a, s, c, keep, i) for i, (p, c) in enumerate(zip(parts, carry_list,
+                                                                                              strict=True))]
 
 
 def fit_rows(frame: pd.DataFrame, fit_on: str, drop: np.ndarray | None = None) -> pd.DataFrame:
