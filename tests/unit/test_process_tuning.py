@@ -32,8 +32,11 @@ print(tuned, *faults)
 
 
 def probe(mode: str, **env: str) -> tuple[bool, int, int]:
+    # without the test process's own malloc settings (a Dask cluster test sets MALLOC_TRIM_THRESHOLD_ here)
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith("MALLOC_") and k not in ("GLIBC_TUNABLES", "PREPFLOW_MALLOC_TUNING")}
     out = subprocess.run([sys.executable, "-c", PROBE.format(root=ROOT), mode], capture_output=True, text=True,
-                         check=True, env={**os.environ, **env}).stdout.split()
+                         check=True, env={**base, **env}).stdout.split()
     return out[0] == "True", int(out[1]), int(out[2])
 
 
