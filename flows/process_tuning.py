@@ -1,13 +1,14 @@
 """Settings for a ``prepflow`` CLI process, a batch job: only the CLI applies them, never the library
 functions (tasks/, storage/) another program imports.
 
-``tune_malloc``: glibc keeps freed memory for the next stage. glibc serves large blocks (above a threshold that starts at 128 KiB and only grows once such blocks are
-freed) with fresh ``mmap``s and gives them back on ``free``; it also trims the heap's free top above 128
-KiB. A stage's column arrays (1-30 MB each) are freed at the end of the stage, so the next stage maps
-and page-faults the same amount again. On this machine's VM a page fault is expensive: a fresh
-``prepflow run`` of the 336k-row flights table took 91,000-95,000 minor faults in its stages against
-33,000-35,000 with the settings below, and 0.2-0.3 s less system time (benchmarks/RESULTS.md). A warm process reaches about the same state by itself (glibc raises the
-threshold as big blocks are freed); this sets it from the start.
+``tune_malloc``: glibc keeps freed memory for the next stage. glibc serves large blocks (above a
+threshold that starts at 128 KiB and only grows once such blocks are freed) with fresh ``mmap``s and
+gives them back on ``free``; it also trims the heap's free top above 128 KiB. A stage's column arrays
+(1-30 MB each) are freed at the end of the stage, so the next stage maps and page-faults the same amount
+again. On this machine's VM a page fault is expensive: a fresh ``prepflow run`` of the 336k-row flights
+table took 91,000-95,000 minor faults in its stages against 33,000-35,000 with the settings below, and
+0.2-0.3 s less system time (benchmarks/RESULTS.md). A warm process reaches about the same state by
+itself (glibc raises the threshold as big blocks are freed); this sets it from the start.
 
 The settings: blocks up to 32 MiB (glibc's own ceiling for the dynamic threshold) come from the heap,
 and up to 128 MiB of free heap top is kept. Freed memory is reused by later allocations, so the peak
@@ -59,4 +60,3 @@ def freeze_imports() -> None:
     """Exclude every object alive now (the imported modules' objects) from later garbage collections."""
     gc.collect()  # what is garbage already goes first, rather than staying frozen
     gc.freeze()
-

@@ -249,8 +249,11 @@ def _edges(pdf, features, assign, states):
     return first_last_valid(prepared.frame, names)
 
 
-def _prepare(pdf, features, assign, states, carry):
-    return normalize_and_fill(cast_partition(pdf, features, assign), features, states, carry)
+def _prepare(pdf, features, assign, states, carry, keep=None, index=None):
+    prepared = normalize_and_fill(cast_partition(pdf, features, assign), features, states, carry)
+    if keep is not None:  # for the next stage in this process (see KEEP_ROWS)
+        _kept.setdefault(keep, {})[index] = prepared
+    return prepared
 
 
 def shared(value):
@@ -280,12 +283,6 @@ def keep_key(ctx, ingest, split, missing) -> str:
 
 def release(keep: str) -> None:
     _kept.pop(keep, None)
-
-
-def _prepare_and_keep(pdf, features, assign, states, carry, keep, index):
-    prepared = _prepare(pdf, features, assign, states, carry)
-    _kept.setdefault(keep, {})[index] = prepared
-    return prepared
 
 
 def _kept_partitions(keep: str, n: int) -> list | None:
@@ -322,10 +319,7 @@ def filled_partitions(parts: list, features: list[FeatureType], assign: np.ndarr
     if names:
         edges = compute([delayed(_edges)(p, f, a, s) for p in parts])
         carry_list = carries(edges, names)
-    if keep is None:
-        return [delayed(_prepare)(p, f, a, s, c) for p, c in zip(parts, carry_list, strict=True)]
-    return [delayed(_prepare_and_keep)(p, f, a, s, c, keep, i) for i, (p, c) in enumerate(zip(parts, carry_list,
-                                                                                              strict=True))]
+    return [delayed(_prepare)(p, f, a, s, c, keep, i) for i, (p, c) in enumerate(zip(parts, carry_list, strict=True))]
 
 
 def fit_rows(frame: pd.DataFrame, fit_on: str, drop: np.ndarray | None = None) -> pd.DataFrame:

@@ -47,11 +47,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from storage.hashing import stable_hash
+from tasks.constants import CODE_VERSIONS
 from tasks.errors import ConfigError, ValidationFailed
 
 if TYPE_CHECKING:  # pandas is imported where used: a rerun that reuses its artifact never needs it
     import pandas as pd
-from tasks.constants import CODE_VERSIONS
 
 CODE_VERSION = CODE_VERSIONS["validate"]
 RESULTS_FILE = "validation.json"
