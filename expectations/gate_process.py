@@ -47,7 +47,7 @@ def _answer(request: dict, own: str) -> dict:
     import dask.threaded
 
     from tasks import validate
-    from tasks.errors import PrepflowError
+    from core.errors import PrepflowError
 
     try:
         if request.get("fingerprint") != own:

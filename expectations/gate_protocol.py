@@ -81,7 +81,7 @@ def _well_formed(reply: dict) -> bool:
 
 
 def _prepflow_error(name) -> type | None:
-    from tasks import errors
+    from core import errors
 
     cls = getattr(errors, name, None) if isinstance(name, str) else None
     return cls if isinstance(cls, type) and issubclass(cls, errors.PrepflowError) else None

@@ -66,7 +66,7 @@ def enabled() -> bool:
     """``PREPFLOW_GATE_SERVER``: ``auto`` (default) or ``off``."""
     mode = os.environ.get("PREPFLOW_GATE_SERVER", "auto").strip().lower()
     if mode not in MODES:
-        from tasks.errors import ConfigError
+        from core.errors import ConfigError
 
         raise ConfigError(f"The environment variable PREPFLOW_GATE_SERVER must be one of {', '.join(MODES)}. "
                           f"Got {mode!r} instead.")

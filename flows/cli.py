@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from tasks.errors import ConfigError, PrepflowError
+from core.errors import ConfigError, PrepflowError
 
 COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
 

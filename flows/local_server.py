@@ -22,7 +22,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tasks.errors import PrepflowError
+from core.errors import PrepflowError
 
 QUIET_SETTINGS = {
     # Telemetry would try the network (none here) and costs time.

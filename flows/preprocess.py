@@ -22,7 +22,7 @@ from storage.cache import StageCache
 from tasks import balance, custom_stages, encode, fill_missing, infer_types, ingest, media_cache, split, vocab
 from tasks.config import load_config
 from tasks.context import RunContext, StageResult, timed
-from tasks.errors import ConfigError
+from core.errors import ConfigError
 from tasks.pipeline import PipelineResult, publish_stage
 
 # Transient I/O (S3, network filesystems) is retried with exponential backoff; prepflow's own errors

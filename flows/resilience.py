@@ -21,7 +21,7 @@ import os
 
 from prefect.tasks import exponential_backoff
 
-from tasks.errors import PrepflowError
+from core.errors import PrepflowError
 
 # OSError errnos that a second attempt can cure.
 TRANSIENT_ERRNOS = frozenset(

@@ -19,7 +19,7 @@ import argparse
 import os
 import threading
 
-from tasks.errors import ConfigError
+from core.errors import ConfigError
 
 DEFAULT_CRON = "0 2 * * *"
 DEFAULT_NAME = "nightly"

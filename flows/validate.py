@@ -16,7 +16,7 @@ def validate(dataset: str, configs: list[str] | None = None, suites: list[str] |
     """Validate ``dataset`` against the gates of ``configs`` and the expectation ``suites``."""
     from expectations.report import format_gate
     from flows.reporting import validation_artifact
-    from tasks.errors import ValidationFailed
+    from core.errors import ValidationFailed
     from tasks.validate import validate_dataset
 
     report = validate_dataset(dataset, configs or [], suites or [], cache_dir=cache_dir, npartitions=npartitions)

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from storage.cache import verify_files
-from tasks.errors import DataError, IntegrityError
+from core.errors import DataError, IntegrityError
 
 MANIFEST = "manifest.json"
 

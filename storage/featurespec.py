@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from storage.tmpdirs import TempFile, sweep
-from tasks.errors import ConfigError, DataError
+from core.errors import ConfigError, DataError
 
 DATASET_TEMP = ".dataset-"  # prefix of prepare()'s temporary file, ``.dataset-<hex>.parquet``
 SPLIT_COLUMN = "__featurespec_split__"

@@ -11,7 +11,7 @@ from typing import IO, Iterator
 
 import fsspec
 
-from tasks.errors import DataError
+from core.errors import DataError
 
 
 def is_url(path: str) -> bool:

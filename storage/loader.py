@@ -45,7 +45,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from tasks.errors import DataError
+from core.errors import DataError
 
 # ---- column sources ------------------------------------------------------------------------------
 

@@ -62,7 +62,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from storage.tmpdirs import TempFile, TempFolder, first_time, sweep
-from tasks.errors import DataError
+from core.errors import DataError
 
 CACHE_REF = "media-cache:"
 MEDIA_DIR = "media"  # <cache_dir>/media/<feature>/ (in-memory values), <output>/media/ (memmaps)

@@ -32,7 +32,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from tasks.errors import DataError
+from core.errors import DataError
 
 METADATA_FILE = "training_set_metadata.json"
 # ingest's CSV reader turns these strings into nulls (tasks/ingest.py, _read_csv's null_values)

@@ -31,7 +31,7 @@ from typing import Callable
 from storage.cache import verify_files
 from storage.fs import filesystem, is_url
 from storage.tmpdirs import TempFolder, sweep
-from tasks.errors import DataError, IntegrityError
+from core.errors import DataError, IntegrityError
 
 MANIFEST = "manifest.json"
 LATEST = "LATEST"

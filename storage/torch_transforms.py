@@ -22,7 +22,7 @@ from typing import List
 
 import torch
 
-from tasks.errors import DataError
+from core.errors import DataError
 
 FILLED = ("fill_with_mean", "fill_with_const", "fill_with_mode")
 

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from storage.string_hash import hash_strings
-from tasks.errors import IntegrityError
+from core.errors import IntegrityError
 
 ROW_GROUP_ROWS = 1 << 20
 

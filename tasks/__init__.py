@@ -1,6 +1,6 @@
 """prepflow's stages, one module each, and the extension API: ``from tasks import Stage``.
 
-``Stage`` is imported on first use, so ``import tasks.errors`` stays light."""
+``Stage`` is imported on first use, so ``import core.errors`` stays light."""
 
 
 def __getattr__(name: str):

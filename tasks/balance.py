@@ -22,7 +22,7 @@ from tasks import fill_missing, frame
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
 from tasks.constants import CODE_VERSIONS
-from tasks.errors import ConfigError
+from core.errors import ConfigError
 from tasks.statistics import Statistics
 
 CODE_VERSION = CODE_VERSIONS["balance"]

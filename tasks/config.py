@@ -23,7 +23,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from tasks.errors import ConfigError
+from core.errors import ConfigError
 
 LUDWIG_MODEL_SECTIONS = ("combiner", "trainer", "hyperopt", "backend", "ludwig_version", "model_type")
 LUDWIG_FEATURE_KEYS = ("encoder", "decoder", "loss", "tied", "dependencies", "reduce_input",

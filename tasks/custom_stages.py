@@ -38,7 +38,7 @@ from tasks import frame
 from tasks import ingest as ingest_mod
 from tasks.constants import CODE_VERSIONS
 from tasks.dag import PlannedStage, StagePlan, build_plan
-from tasks.errors import DataError, InvalidStatisticsError, InvalidTransformOutputError, TypeMismatchError
+from core.errors import DataError, InvalidStatisticsError, InvalidTransformOutputError, TypeMismatchError
 from tasks.features.base import FeatureType
 from tasks.ingest import ROW
 from tasks.stage import compatible, empty_column, named_statistics, series_kind, spec_kind, worker_copy

@@ -31,7 +31,7 @@ from typing import Any, Mapping
 
 from pydantic import ValidationError
 
-from tasks.errors import (
+from core.errors import (
     BadInputOrOutputError,
     BadTopologyError,
     DuplicateNameError,

@@ -67,7 +67,7 @@ import pyarrow.compute as pc
 
 from storage import media
 from tasks.constants import CODE_VERSIONS
-from tasks.errors import ConfigError, DataError
+from core.errors import ConfigError, DataError
 
 CODE_VERSION = CODE_VERSIONS["infer_types"]
 TYPES_FILE = "types.json"

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from storage.fs import open_input
 from storage.hashing import hash_stream, stable_hash
 from tasks.constants import CODE_VERSIONS
-from tasks.errors import DataError
+from core.errors import DataError
 
 ROW = "__row__"
 CODE_VERSION = CODE_VERSIONS["ingest"]

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from tasks.errors import DataError
+from core.errors import DataError
 from tasks.ingest import PART_ROWS, ingest_spec, write_parts
 
 SOURCE = "<DataFrame>"

@@ -48,7 +48,7 @@ from storage import media
 from tasks import progress, vocab
 from tasks.constants import CODE_VERSIONS
 from tasks.context import StageResult, run_cached
-from tasks.errors import DataError
+from core.errors import DataError
 from tasks.features.media import MediaFeature
 from tasks.split import SPLIT_NAMES
 from tasks.statistics import Statistics, decode_failures, sequence_lengths

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.constants import SPLIT_NAMES
-from tasks.errors import DataError, PrepflowError
+from core.errors import DataError, PrepflowError
 
 REPORT_SUFFIX = ".report.html"
 # The report's temporary name beside it: ``.<artifact_id>.report.html.<hex>`` (locked while written,

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from tasks.constants import CODE_VERSIONS, SPLIT_NAMES
-from tasks.errors import ConfigError, DataError
+from core.errors import ConfigError, DataError
 
 CODE_VERSION = CODE_VERSIONS["split"]
 FIXED_VALUES = {"0": 0, "1": 1, "2": 2, "train": 0, "training": 0, "validation": 1, "val": 1, "valid": 1,

@@ -36,7 +36,7 @@ import pandas as pd
 from pandas.api import types as ptypes
 from pydantic import BaseModel
 
-from tasks.errors import InvalidStatisticsError
+from core.errors import InvalidStatisticsError
 from tasks.statistics import Statistic
 
 KINDS = ("float", "int", "bool", "string", "datetime", "object")

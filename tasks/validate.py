@@ -48,7 +48,7 @@ import numpy as np
 
 from storage.hashing import stable_hash
 from tasks.constants import CODE_VERSIONS
-from tasks.errors import ConfigError, ValidationFailed
+from core.errors import ConfigError, ValidationFailed
 
 if TYPE_CHECKING:  # pandas is imported where used: a rerun that reuses its artifact never needs it
     import pandas as pd

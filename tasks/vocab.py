@@ -84,7 +84,7 @@ def copy_files(result, metadata: dict, dest: Path, link: bool = False) -> None:
     import shutil
 
     from storage import vocab_store
-    from tasks.errors import DataError
+    from core.errors import DataError
 
     for rel in vocab_store.files(metadata):
         src = Path(result.path) / rel

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tasks.config import Config, FeatureConfig, format_validation_error
-from tasks.errors import ConfigError
+from core.errors import ConfigError
 from tasks.features.audio import AudioFeature
 from tasks.features.bag import BagFeature
 from tasks.features.base import FeatureType

@@ -19,7 +19,7 @@ from typing import Any, Iterator, Literal
 from pydantic import Field
 
 from storage.media_audio import AudioCodec, frame_count, probe_rate, samples
-from tasks.errors import ConfigError
+from core.errors import ConfigError
 from tasks.features.media import MediaFeature, MediaPreprocessing
 
 

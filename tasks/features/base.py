@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import Field
 
 from tasks.config import StrictModel
-from tasks.errors import DataError
+from core.errors import DataError
 from tasks.features.lazy_pandas import pd
 
 MISSING_STRATEGIES = ("fill_with_const", "fill_with_mode", "fill_with_mean", "fill_with_false",

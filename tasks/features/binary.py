@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tasks.errors import DataError
+from core.errors import DataError
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, first_bad, merge_counts
 from tasks.features.lazy_pandas import pd
 

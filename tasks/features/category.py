@@ -42,7 +42,7 @@ import pyarrow.compute as pc
 from pydantic import Field, model_validator
 
 from storage import string_hash
-from tasks.errors import DataError
+from core.errors import DataError
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, merge_counts
 from tasks.features.lazy_pandas import pd
 

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tasks.errors import DataError
+from core.errors import DataError
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType
 from tasks.features.lazy_pandas import pd
 from tasks.features.tokens import as_strings

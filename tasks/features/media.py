@@ -29,7 +29,7 @@ from typing import Any, Callable, ClassVar, Iterator, Literal, TypeVar
 import numpy as np
 from pydantic import Field
 
-from tasks.errors import DataError
+from core.errors import DataError
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType
 from tasks.features.lazy_pandas import pd
 

@@ -28,7 +28,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from storage.exact_sum import ExactSum
-from tasks.errors import DataError
+from core.errors import DataError
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, first_bad
 from tasks.features.lazy_pandas import pd
 from tasks.features.quantiles import QuantileSketch

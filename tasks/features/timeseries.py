@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field
 
-from tasks.errors import DataError
+from core.errors import DataError
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType
 from tasks.features.lazy_pandas import pd
 from tasks.features.tokens import (

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from tasks.errors import DataError
+from core.errors import DataError
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType
 from tasks.features.lazy_pandas import pd
 from tasks.features.timeseries import number_strings, numbers_fill_value, parse_numbers

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from storage.artifact import Artifact
-from tasks.errors import DataError
+from core.errors import DataError
 from tests.helpers import artifact_files, run, without_created_at, write_csv
 
 CONFIG = {

@@ -24,7 +24,7 @@ import pytest
 
 from storage.artifact import Artifact
 from storage.cache import StageCache
-from tasks.errors import DataError
+from core.errors import DataError
 from tests.conftest import EXAMPLE, ROOT, run_cli
 from tests.helpers import artifact_files
 

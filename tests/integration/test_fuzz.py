@@ -2,7 +2,7 @@
 
 Hypothesis generates near-valid configs (real keys, wrong and odd values, typos, nesting) and CSV
 bytes (quotes, separators, newlines, BOMs, invalid UTF-8, numbers and non-numbers). Anything other
-than a ``tasks.errors.PrepflowError`` is a bug. Example counts are tuned so both take ~60 s together.
+than a ``core.errors.PrepflowError`` is a bug. Example counts are tuned so both take ~60 s together.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tasks.errors import PrepflowError
+from core.errors import PrepflowError
 
 pytestmark = pytest.mark.integration
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.errors import ConfigError, DataError
+from core.errors import ConfigError, DataError
 from tests.helpers import run
 
 CONFIG = {

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from storage import Artifact
-from tasks.errors import ConfigError
+from core.errors import ConfigError
 from tests.helpers import run, write_csv
 
 N = 400

@@ -17,7 +17,7 @@ import pytest
 
 from storage import Artifact, Preprocessor, string_hash, vocab_store
 from tasks.config import parse_config
-from tasks.errors import ConfigError
+from core.errors import ConfigError
 from tasks.features import build_all
 from tasks.split import SPLIT_NAMES
 from tests.helpers import artifact_files, run, without_created_at, write_csv

@@ -27,7 +27,7 @@ from tasks.dag import (
     TypeMismatchError,
     build_plan,
 )
-from tasks.errors import ConfigError
+from core.errors import ConfigError
 from tests.custom_stage_helpers import ensure_example_plugin, frame
 from tests.helpers import run, write_config, write_csv
 

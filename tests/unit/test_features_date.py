@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.errors import DataError
+from core.errors import DataError
 from tests.helpers import run, write_csv
 from tests.unit.feature_helpers import feature, fit
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.errors import ConfigError
+from core.errors import ConfigError
 from tasks.features.quantiles import QuantileSketch, float_keys, keys_to_floats
 from tests.unit.feature_helpers import feature
 

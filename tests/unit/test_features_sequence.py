@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.errors import ConfigError
+from core.errors import ConfigError
 from tasks.features.tokens import NotFittedError
 from tests.unit.feature_helpers import decode_ids, expected, feature, fit, nullable_texts, ref_tokens
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.errors import DataError
+from core.errors import DataError
 from tests.unit.feature_helpers import feature, fit
 
 

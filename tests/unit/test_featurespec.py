@@ -11,7 +11,7 @@ import yaml
 
 from storage import Artifact
 from storage.featurespec import FeatureSpecInput
-from tasks.errors import ConfigError, DataError
+from core.errors import ConfigError, DataError
 from tests.helpers import run
 
 SIZES = {"train": 300, "validation": 40, "test": 60}

@@ -24,7 +24,7 @@ import pytest
 from expectations import gate_protocol, gate_server
 from tasks import frame as frame_mod
 from tasks import validate
-from tasks.errors import ConfigError
+from core.errors import ConfigError
 from tests.helpers import run, write_csv
 
 CONFIG = {

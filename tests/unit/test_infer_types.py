@@ -15,7 +15,7 @@ import yaml
 from flows.cli import main as cli_main
 from tasks import infer_types, ingest
 from tasks.config import load_config
-from tasks.errors import ConfigError, DataError
+from core.errors import ConfigError, DataError
 from tests.helpers import run, write_csv
 
 N = 1000

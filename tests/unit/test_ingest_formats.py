@@ -89,7 +89,7 @@ def test_strings_are_read_as_arrow_strings(tmp_path):
 
 
 def test_unknown_extension_is_a_clear_error(tmp_path):
-    from tasks.errors import DataError
+    from core.errors import DataError
 
     path = tmp_path / "d.txt"
     path.write_text("a\n1\n")
@@ -132,7 +132,7 @@ def test_whole_and_streamed_csv_reads_write_the_same_parts(tmp_path, monkeypatch
 @pytest.mark.parametrize("whole_read_bytes", [0, 1 << 30])
 def test_a_bad_number_is_located_by_either_csv_read(tmp_path, monkeypatch, whole_read_bytes):
     from tasks import ingest
-    from tasks.errors import DataError
+    from core.errors import DataError
 
     monkeypatch.setattr(ingest, "WHOLE_READ_BYTES", whole_read_bytes)
     path = tmp_path / "d.csv"

@@ -181,7 +181,7 @@ def test_unreadable_and_zero_length_audio_fail():
 
 
 def test_bad_options_are_config_errors():
-    from tasks.errors import ConfigError
+    from core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="num_fft_points"):
         codec(type="stft", num_fft_points=64)
@@ -190,7 +190,7 @@ def test_bad_options_are_config_errors():
 
 
 def test_the_sampling_rate_is_the_first_readable_file_of_the_fit_rows():
-    from tasks.errors import DataError
+    from core.errors import DataError
 
     config = parse_config({"input_features": [{"name": "a", "type": "audio", "preprocessing": {"type": "raw"}}]})
     feature = build_all(config)[0]

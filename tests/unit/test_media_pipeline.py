@@ -21,7 +21,7 @@ from storage.artifact import Artifact
 from storage.cache import StageCache
 from tasks.config import parse_config
 from tasks.context import RunContext
-from tasks.errors import DataError
+from core.errors import DataError
 from tasks.pipeline import STAGES, run_pipeline
 from tests.helpers import artifact_files, run, write_csv
 

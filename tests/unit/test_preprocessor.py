@@ -12,7 +12,7 @@ import torch
 import yaml
 
 from storage import Artifact, Preprocessor
-from tasks.errors import DataError
+from core.errors import DataError
 from tasks.split import SPLIT_NAMES
 from tests.helpers import run
 

@@ -11,7 +11,7 @@ from storage import Artifact, remote
 from storage.cache import StageCache
 from tasks.config import parse_config
 from tasks.context import RunContext
-from tasks.errors import DataError, IntegrityError
+from core.errors import DataError, IntegrityError
 from tasks.pipeline import run_pipeline
 from tests.helpers import write_csv
 

@@ -7,7 +7,7 @@ import errno
 import pytest
 
 from flows.resilience import is_transient_io_error, retry_on_transient_io
-from tasks.errors import ConfigError, DataError, IntegrityError, ValidationFailed
+from core.errors import ConfigError, DataError, IntegrityError, ValidationFailed
 
 
 def _raised_from(outer: Exception, cause: Exception) -> Exception:

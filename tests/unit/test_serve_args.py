@@ -8,7 +8,7 @@ import pytest
 
 from flows.cli import build_parser, main
 from flows.serve import DEFAULT_CRON, deployment_parameters, schedules
-from tasks.errors import ConfigError
+from core.errors import ConfigError
 
 
 def _args(*extra: str):

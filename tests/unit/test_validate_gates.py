@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.errors import ConfigError, ValidationFailed
+from core.errors import ConfigError, ValidationFailed
 from tests.helpers import run, write_csv
 
 ROOT = Path(__file__).resolve().parents[2]
