@@ -19,22 +19,16 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import yaml
 
-from storage.cache import verify_files
 from core.errors import DataError, IntegrityError
+from storage import remote
+from storage.artifact_files import MANIFEST, arrow_to_numpy, locate, read_feature_spec
+from storage.cache import verify_files
+from storage.fs import strip_file_scheme
+from storage.loader import BatchLoader, SplitColumns
+from storage.media import ensure_memmaps
 
-MANIFEST = "manifest.json"
-
-
-def arrow_to_numpy(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """A column as numpy; fixed-size list columns become n x d (x ...) arrays."""
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    shape = [len(arr)]
-    while pa.types.is_fixed_size_list(arr.type):
-        shape.append(arr.type.list_size)
-        arr = arr.flatten()
-    return arr.to_numpy(zero_copy_only=False).reshape(shape)
+__all__ = ["MANIFEST", "Artifact", "arrow_to_numpy"]  # arrow_to_numpy: re-exported from storage.artifact_files
 
 
 class Artifact:
@@ -45,20 +39,13 @@ class Artifact:
 
     @classmethod
     def open(cls, path: str | Path, verify: bool = False) -> "Artifact":
-        from storage import remote
-        from storage.fs import strip_file_scheme
-
         if remote.is_remote(path):
             local = remote.fetch(str(path), verify=verify)  # downloads are always checked against sha256
             art = cls.open(local, verify=False)
             art.url = str(path)
             return art
-        path = Path(strip_file_scheme(str(path)))
-        if (path / "LATEST").is_file() and not (path / MANIFEST).exists():
-            path = path / (path / "LATEST").read_text().strip()
+        path = locate(strip_file_scheme(str(path)))
         manifest_path = path / MANIFEST
-        if not manifest_path.is_file():
-            raise DataError(f"{path}: not a complete artifact (no {MANIFEST})")
         try:
             manifest = json.loads(manifest_path.read_text())
         except ValueError as exc:
@@ -92,8 +79,7 @@ class Artifact:
 
     @cached_property
     def feature_spec(self) -> dict:
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~20x faster on wide specs
-        return yaml.load((self.path / "feature_spec.yaml").read_text(), Loader=loader)
+        return read_feature_spec(self.path)
 
     def formats(self, split: str) -> list[str]:
         return list(dict.fromkeys(c["type"] for c in self.chunks(split)))
@@ -140,26 +126,26 @@ class Artifact:
                 device=None, epoch: int = 0, channels: list[str] | None = None, prefer: str = "npy",
                 shuffle_block: int = 1):
         """Batches of ``dict[channel -> torch.Tensor]`` over ``split`` (see ``storage.loader``)."""
-        from storage.loader import BatchLoader
-
         return BatchLoader(self.split_columns(split, prefer), self.feature_spec, batch_size=batch_size,
                            shuffle=shuffle, seed=seed, prefetch=prefetch, drop_last=drop_last, rank=rank,
                            world_size=world_size, pin_memory=pin_memory, device=device, epoch=epoch, channels=channels,
                            shuffle_block=shuffle_block)
 
     def torch_dataset(self, split: str, channels: list[str] | None = None, prefer: str = "npy"):
-        """A map-style ``torch.utils.data.Dataset`` over ``split`` (see ``storage.loader``)."""
-        from storage.loader import ArtifactDataset
+        """A map-style ``torch.utils.data.Dataset`` over ``split`` (see ``storage.torch_dataset``)."""
+        from storage.torch_dataset import ArtifactDataset  # imports torch (heavy, ~3 s): only when asked for
 
         return ArtifactDataset(self.split_columns(split, prefer), self.feature_spec, channels=channels)
 
     def split_columns(self, split: str, prefer: str = "npy"):
         """The split's columns as numpy arrays, opened once per artifact object (``storage.loader``)."""
-        from storage.loader import SplitColumns
-
         if split not in self.manifest["rows"]:
             raise DataError(f"{self.url}: no split {split!r}; splits are {self.splits}")
         cache = self.__dict__.setdefault("_split_columns", {})
         if (split, prefer) not in cache:
             cache[(split, prefer)] = SplitColumns(self.path, self.feature_spec, split, prefer, self.num_rows(split))
         return cache[(split, prefer)]
+
+    def ensure_memmaps(self) -> list:
+        """Build the ``lazy_cached`` media memmaps that are not complete yet (``storage.media.ensure_memmaps``)."""
+        return ensure_memmaps(self.path)

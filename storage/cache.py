@@ -25,6 +25,7 @@ import logging
 import os
 import shutil
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -65,8 +66,6 @@ def sha256_files(paths: list[str]) -> list[str]:
     file reads release the GIL), so an entry of many parts costs about its largest file per core."""
     if len(paths) < 2 or sum(os.path.getsize(p) for p in paths) < PARALLEL_HASH_BYTES:
         return [sha256_file(p) for p in paths]
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(max_workers=min(len(paths), os.cpu_count() or 1, 8)) as pool:
         return list(pool.map(sha256_file, paths))
 

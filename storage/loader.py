@@ -1,7 +1,9 @@
 """Batches of tensors from a published split: the torch side of the artifact (DESIGN section 5).
 
-``BatchLoader`` (``Artifact.batches``) yields ``dict[channel -> torch.Tensor]``; ``ArtifactDataset``
-(``Artifact.torch_dataset``) is a map-style ``torch.utils.data.Dataset`` over the same files.
+``BatchLoader`` (``Artifact.batches``) yields ``dict[channel -> torch.Tensor]``;
+``storage.torch_dataset.ArtifactDataset`` (``Artifact.torch_dataset``) is a map-style
+``torch.utils.data.Dataset`` over the same files. torch is imported where a tensor is first made
+(importing this module, or ``storage.artifact``, does not import it: ~3 s).
 
 Reading. A split's columns come from its per-feature ``.npy`` files, memory-mapped
 (``np.load(mmap_mode="r")``), or, when the artifact has no ``.npy`` files, from its Parquet shards,
@@ -44,8 +46,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from core.errors import DataError
+from storage.artifact_files import arrow_to_numpy
+from storage.media import item_specs, open_media_columns
 
 # ---- column sources ------------------------------------------------------------------------------
 
@@ -115,8 +121,6 @@ class SplitColumns:
     def _with_media(self, arrays: dict[str, np.ndarray]) -> dict:
         if not self.media:
             return arrays
-        from storage.media import open_media_columns
-
         return open_media_columns(self.root, self.media, arrays)
 
     def _open(self, names: list[str]) -> dict[str, np.ndarray]:
@@ -137,11 +141,6 @@ class SplitColumns:
                     raise DataError(f"{path}: cannot read ({exc})") from exc
                 out[name] = arr
             return out
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        from storage.artifact import arrow_to_numpy
-
         if not self.parquet:
             raise DataError(f"{self.root}: split {self.split!r} has neither .npy files nor Parquet shards")
         tables = [pq.read_table(self.root / f, columns=names, memory_map=True) for f in self.parquet]
@@ -168,8 +167,6 @@ class ChannelPlan:
 
 
 def plan_channels(feature_spec: dict, channels: list[str] | None = None) -> list[ChannelPlan]:
-    from storage.media import item_specs
-
     spec = item_specs(feature_spec)  # a lazy media column yields its decoded items, not its slots
     channel_spec: dict[str, list[str]] = feature_spec.get("channel_spec") or {}
     if channels is not None:
@@ -193,7 +190,7 @@ def plan_channels(feature_spec: dict, channels: list[str] | None = None) -> list
 
 
 def _pin_available() -> bool:
-    import torch
+    import torch  # heavy (~3 s): imported when the first tensor is made
 
     return torch.cuda.is_available()
 
@@ -205,7 +202,7 @@ def _empty(shape: tuple[int, ...], dtype: np.dtype, pin: bool):
     a fresh 10 MB batch then costs a handful of page faults instead of thousands (torch's CPU
     allocator does not, and pinned memory comes from torch's caching host allocator anyway).
     """
-    import torch
+    import torch  # heavy (~3 s): imported when the first tensor is made
 
     if pin:
         tensor = torch.from_numpy(np.empty(0, dtype=dtype)).new_empty(shape, pin_memory=True)
@@ -426,7 +423,7 @@ class BatchLoader:
     def __iter__(self) -> Iterator[dict]:
         device = self.device
         if device is not None:
-            import torch
+            import torch  # heavy (~3 s): imported when the first tensor is made
 
             device = torch.device(device)
             if device.type == "cpu":
@@ -436,48 +433,6 @@ class BatchLoader:
             yield batch if device is None else _to_device(batch, device, non_blocking)
 
 
-def _dataset_base():
-    import torch.utils.data
-
-    return torch.utils.data.Dataset
-
-
-class ArtifactDataset(_dataset_base()):
-    """A map-style torch ``Dataset`` over one split.
-
-    ``ds[i]`` is one row (``dict[channel -> tensor]`` without the batch dimension); ``ds[rows]``
-    with a sequence, array or slice of positions is a whole batch gathered in one go. For batched
-    reads through a ``DataLoader``, let the sampler yield index lists and turn off auto-batching::
-
-        DataLoader(ds, sampler=BatchSampler(RandomSampler(ds), 4096, drop_last=False), batch_size=None)
-    """
-
-    def __init__(self, columns: SplitColumns, feature_spec: dict, channels: list[str] | None = None):
-        self.columns = columns
-        self.plans = plan_channels(feature_spec, channels)
-        self._len = columns.num_rows()
-
-    def __len__(self) -> int:
-        return self._len
-
-    def __getitem__(self, item):
-        if isinstance(item, (int, np.integer)):
-            i = int(item)
-            if not -self._len <= i < self._len:
-                raise IndexError(f"row {i} out of range for a split of {self._len} rows")
-            i %= self._len
-            batch = gather(self.columns, self.plans, slice(i, i + 1))
-            return _first_row(batch)
-        if isinstance(item, slice):
-            start, stop, step = item.indices(self._len)
-            rows = np.arange(start, stop, step, dtype=np.int64)
-        else:
-            rows = np.asarray(item, dtype=np.int64).reshape(-1)
-            if rows.size and (rows.min() < -self._len or rows.max() >= self._len):
-                raise IndexError(f"row positions out of range for a split of {self._len} rows")
-            rows = np.where(rows < 0, rows + self._len, rows)
-        return gather(self.columns, self.plans, as_index(rows))
-
-
-def _first_row(batch: dict) -> dict:
-    return {k: (_first_row(v) if isinstance(v, dict) else v[0]) for k, v in batch.items()}
+def first_row(batch: dict) -> dict:
+    """Row 0 of a batch (``dict[channel -> tensor]``, nested dicts too), without the batch dimension."""
+    return {k: (first_row(v) if isinstance(v, dict) else v[0]) for k, v in batch.items()}

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from storage.media import MediaError, store_file, typed_digest
+from storage.media_io import MediaError, store_file, typed_digest
 
 FEATURE_TYPES = ("raw", "stft", "stft_phase", "group_delay", "fbank")
 WINDOWS = {"hamming": np.hamming, "hann": np.hanning, "hanning": np.hanning, "blackman": np.blackman,
@@ -192,7 +192,7 @@ class AudioCodec:
 
 def read_audio(data: bytes) -> tuple[np.ndarray, int]:
     """``(mono float64 samples, sampling rate)``; unreadable or empty audio is a ``MediaError``."""
-    import soundfile as sf
+    import soundfile as sf  # libsndfile binding: imported when audio is first read
 
     if not data:
         raise MediaError("empty file (0 bytes)")
@@ -206,7 +206,7 @@ def read_audio(data: bytes) -> tuple[np.ndarray, int]:
 
 
 def probe_rate(data: bytes) -> int:
-    import soundfile as sf
+    import soundfile as sf  # libsndfile binding: imported when audio is first read
 
     if not data:
         raise MediaError("empty file (0 bytes)")
@@ -217,7 +217,7 @@ def probe_rate(data: bytes) -> int:
 
 
 def resample(x: np.ndarray, rate_in: int, rate_out: int) -> np.ndarray:
-    from scipy.signal import resample_poly
+    from scipy.signal import resample_poly  # scipy (heavy): only when a file must be resampled
 
     g = math.gcd(rate_in, rate_out)
     return resample_poly(x, rate_out // g, rate_in // g)
@@ -243,7 +243,7 @@ def as_frames(arr: np.ndarray) -> np.ndarray:
 def store_value(cache_dir: str, feature: str, value: Any, default_rate: int | None) -> str:
     """An in-memory audio value -> its ``media-cache:`` reference: encoded bytes as they are, arrays
     and ``{"array", "sampling_rate"}`` dicts as WAV at their own sample type (lossless)."""
-    import soundfile as sf
+    import soundfile as sf  # libsndfile binding: imported when audio is first read
 
     if isinstance(value, (bytes, bytearray, memoryview)):
         data = bytes(value)

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from storage.media import MediaError, store_file, typed_digest
+from storage.media_io import MediaError, store_file, typed_digest
 
 # prepflow checks the pixel limit itself and fails the image (see ImageCodec); Pillow's warning
 # between 1x and 2x the limit would only repeat that.

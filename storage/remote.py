@@ -28,10 +28,10 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from core.errors import DataError, IntegrityError
 from storage.cache import verify_files
 from storage.fs import filesystem, is_url
 from storage.tmpdirs import TempFolder, sweep
-from core.errors import DataError, IntegrityError
 
 MANIFEST = "manifest.json"
 LATEST = "LATEST"

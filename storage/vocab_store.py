@@ -23,8 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from storage.string_hash import hash_strings
 from core.errors import IntegrityError
+from storage.string_hash import hash_strings
 
 ROW_GROUP_ROWS = 1 << 20
 

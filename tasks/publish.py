@@ -28,7 +28,8 @@ from storage.arrow_blocks import fixed_blocks
 from storage.cache import describe_files
 from storage.hashing import stable_hash
 from storage.tmpdirs import TempFile, TempFolder, sweep
-from tasks.constants import ARTIFACT_STAGES, CODE_VERSIONS, SPLIT_NAMES
+from tasks.constants import SPLIT_NAMES
+from tasks.graph import artifact_code_versions
 
 # The stage modules (tasks.encode, tasks.vocab: pandas, Dask) are imported where an artifact
 # is written, not here: a rerun that reuses the published artifact only needs its id (``reusable``).
@@ -42,7 +43,7 @@ LATEST = "LATEST"
 
 def code_versions() -> dict[str, str]:
     """Every stage's code version: a change in any stage's output gives a new artifact id."""
-    return {f"tasks.{stage}": CODE_VERSIONS[stage] for stage in ARTIFACT_STAGES}
+    return artifact_code_versions()
 
 
 def artifact_id(fingerprint: str, config_json: dict) -> str:

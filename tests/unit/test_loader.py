@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from storage.artifact import Artifact
-from storage.loader import ArtifactDataset, as_index, plan_channels, prefetched, rank_order
+from storage.loader import as_index, plan_channels, prefetched, rank_order
+from storage.torch_dataset import ArtifactDataset
 from tests.helpers import run, write_csv
 
 N = 1000

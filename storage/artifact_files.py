@@ -1,0 +1,48 @@
+"""Where a published artifact's files are and how its columns read as numpy (no loader, no codecs).
+
+The lowest artifact layer: ``storage.media`` (memmaps of lazy media columns), ``storage.loader`` and
+``storage.artifact`` build on it. ``locate`` finds the artifact folder (an output folder's ``LATEST``
+is followed) and refuses one without ``manifest.json``: an artifact without its manifest is not
+complete. ``read_feature_spec`` reads ``feature_spec.yaml``; ``arrow_to_numpy`` turns an Arrow column
+into a numpy array (fixed-size lists become n x d arrays).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import yaml
+
+from core.errors import DataError
+
+MANIFEST = "manifest.json"
+FEATURE_SPEC = "feature_spec.yaml"
+LATEST = "LATEST"
+
+
+def locate(path: str | Path) -> Path:
+    """The local artifact folder ``path`` names (``path`` itself, or the one its ``LATEST`` names)."""
+    path = Path(path)
+    if (path / LATEST).is_file() and not (path / MANIFEST).exists():
+        path = path / (path / LATEST).read_text().strip()
+    if not (path / MANIFEST).is_file():
+        raise DataError(f"{path}: not a complete artifact (no {MANIFEST})")
+    return path
+
+
+def read_feature_spec(path: Path) -> dict:
+    """The artifact's ``feature_spec.yaml`` (with libyaml's loader when present: ~20x faster on wide specs)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load((Path(path) / FEATURE_SPEC).read_text(), Loader=loader)
+
+
+def arrow_to_numpy(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A column as numpy; fixed-size list columns become n x d (x ...) arrays."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    shape = [len(arr)]
+    while pa.types.is_fixed_size_list(arr.type):
+        shape.append(arr.type.list_size)
+        arr = arr.flatten()
+    return arr.to_numpy(zero_copy_only=False).reshape(shape)
