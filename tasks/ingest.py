@@ -28,13 +28,13 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from core.code_version import module_version
+from core.errors import DataError
 from storage.fs import open_input
 from storage.hashing import hash_stream, stable_hash
-from tasks.constants import CODE_VERSIONS
-from core.errors import DataError
 
 ROW = "__row__"
-CODE_VERSION = CODE_VERSIONS["ingest"]
+CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 PART_ROWS = 1 << 18  # rows per cached Arrow IPC part
 # Local CSVs up to this size are read whole by pyarrow's multi-threaded reader (2-3x faster on two cores than
 # its streaming reader, which parses one block at a time: 336k flights rows, 39 MB, 0.11 s against 0.16-0.44 s);

@@ -20,12 +20,8 @@ import os
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import yaml
 
-from storage.arrow_blocks import fixed_blocks
-from storage.cache import describe_files
 from storage.hashing import stable_hash
 from storage.tmpdirs import TempFile, TempFolder, sweep
 from tasks.constants import SPLIT_NAMES
@@ -127,73 +123,59 @@ def channel_spec(ctx, columns: dict[str, dict]) -> dict[str, list[str]]:
 
 # ---- writers -------------------------------------------------------------------------------------
 
-def read_part(path: Path) -> pa.Table:
-    import pyarrow.feather as feather
+def _split_tasks(split_name: str, parts: list[Path], folder: Path, columns: dict[str, dict], n_rows: int,
+                 pub) -> tuple[list[dict], list]:
+    """A split's ``source_spec`` chunks and the Dask tasks that write its row files (each returns the
+    description of the files it wrote, ``tasks.publish_shards``). Nothing here reads a row."""
+    from dask import delayed
 
-    return feather.read_table(str(path), memory_map=True)
+    from tasks import publish_shards as shards
 
-
-def _row_blocks(parts: list[Path], block_rows: int):
-    """The rows of ``parts`` in tables of exactly ``block_rows`` rows (the last may be short): every row
-    group and shard boundary depends only on row counts, never on the number of encode partitions."""
-    return fixed_blocks((read_part(p) for p in parts), block_rows)
-
-
-def _write_parquet(parts: list[Path], folder: Path, shard_rows: int, row_group_rows: int) -> list[str]:
-    """Shards of ``shard_rows`` rows, row groups of ``row_group_rows`` rows, zstd."""
-    files: list[str] = []
-    writer = None
-    shard_fill = 0
-    block = min(row_group_rows, shard_rows)
-    for table in _row_blocks(parts, block):
-        while table.num_rows:
-            if writer is None or shard_fill == shard_rows:
-                if writer is not None:
-                    writer.close()
-                files.append(f"part-{len(files):05d}.parquet")
-                writer = pq.ParquetWriter(folder / files[-1], table.schema, compression="zstd")
-                shard_fill = 0
-            take = min(shard_rows - shard_fill, table.num_rows)
-            writer.write_table(table.slice(0, take), row_group_size=row_group_rows)
-            shard_fill += take
-            table = table.slice(take)
-    if writer is not None:
-        writer.close()
-    elif parts:  # an empty split: one empty shard that still carries the schema
-        pq.write_table(read_part(parts[0]).schema.empty_table(), folder / "part-00000.parquet",
-                       compression="zstd")
-        files.append("part-00000.parquet")
-    return files
-
-
-def _write_npy(parts: list[Path], folder: Path, columns: dict[str, dict], n_rows: int) -> dict[str, str]:
-    files = {}
-    handles = {}
-    for name, spec in columns.items():
-        dtype = np.dtype(spec["dtype"].removeprefix("torch."))
-        path = folder / f"{name}.npy"
-        fh = open(path, "wb")
-        np.lib.format.write_array_header_1_0(
-            fh, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
-                 "shape": (n_rows, *spec["shape"])})
-        handles[name] = (fh, dtype)
-        files[name] = f"{name}.npy"
-    try:
-        for part in parts:
-            table = read_part(part)
-            for name, (fh, dtype) in handles.items():
-                col = table.column(name).combine_chunks()
-                flat = col
-                while pa.types.is_fixed_size_list(flat.type):
-                    flat = flat.flatten()
-                fh.write(np.ascontiguousarray(flat.to_numpy(zero_copy_only=False).astype(dtype)).tobytes())
-    finally:
-        for fh, _ in handles.values():
-            fh.close()
-    return files
+    chunks: list[dict] = []
+    tasks: list = []
+    if not parts:
+        return chunks, tasks
+    sizes = shards.part_sizes(parts)
+    if "parquet" in pub.formats:
+        plan = shards.shard_plan(n_rows, pub.shard_rows, pub.row_group_rows)
+        names = [f"part-{k:05d}.parquet" for k in range(max(len(plan), 1))]
+        for name, groups in zip(names, plan, strict=False):
+            tasks.append(delayed(shards.write_parquet_shard, pure=False)(
+                [shards.pieces(parts, sizes, lo, hi) for lo, hi in groups], str(folder / name),
+                f"{split_name}/{name}"))
+        if not plan:  # an empty split: one empty shard that still carries the schema
+            tasks.append(delayed(shards.write_empty_shard, pure=False)(
+                str(parts[0]), str(folder / names[0]), f"{split_name}/{names[0]}"))
+        chunks.append({"type": "parquet", "features": list(columns),
+                       "files": [f"{split_name}/{f}" for f in names]})
+    if "npy" in pub.formats:
+        targets = {}
+        for name, spec in columns.items():
+            dtype = shards.npy_dtype(spec)
+            path = folder / f"{name}.npy"
+            start = shards.create_npy(path, dtype, (n_rows, *spec["shape"]))
+            row_bytes = dtype.itemsize * int(np.prod(spec["shape"], dtype=np.int64))
+            targets[name] = (str(path), dtype.str, start, row_bytes)
+        offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).tolist()
+        writes = [delayed(shards.write_npy_rows, pure=False)(str(part), offsets[i], targets)
+                  for i, (part, size) in enumerate(zip(parts, sizes, strict=True)) if size]
+        for name in columns:
+            tasks.append(delayed(shards.hash_file, pure=False)(targets[name][0], f"{split_name}/{name}.npy", writes))
+            chunks.append({"type": "npy", "features": [name], "files": [f"{split_name}/{name}.npy"]})
+    return chunks, tasks
 
 
 # ---- publish -------------------------------------------------------------------------------------
+
+def _describe_rest(staging: Path, described: dict[str, dict]) -> dict[str, dict]:
+    """Every staged file's description: the row files' from their writers, the small rest hashed here."""
+    from storage.cache import list_files, sha256_files
+
+    rest = [rel for rel in list_files(staging) if rel not in described]
+    digests = sha256_files([str(staging / rel) for rel in rest])
+    files = {rel: {"sha256": d, "bytes": (staging / rel).stat().st_size} for rel, d in zip(rest, digests, strict=True)}
+    return dict(sorted({**described, **files}.items()))
+
 
 def find_existing(output: Path, art_id: str) -> Path | None:
     path = output / art_id
@@ -256,30 +238,23 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
     staging_folder = TempFolder(output, f".tmp-{art_id}-")  # locked beside it until close()
     staging = staging_folder.path
     try:
-        from tasks import media_cache  # lazy media: the split's media tables (slot -> source)
+        from tasks import frame, media_cache  # media_cache: a lazy media split's tables (slot -> source)
 
-        def write_split(split_name: str) -> list[dict]:
-            folder = staging / split_name
-            folder.mkdir()
-            parts = encode_mod.split_parts(encoded, split_name)
-            chunks = []
-            if "parquet" in pub.formats:
-                files = _write_parquet(parts, folder, pub.shard_rows, pub.row_group_rows)
-                chunks.append({"type": "parquet", "features": list(columns),
-                               "files": [f"{split_name}/{f}" for f in files]})
-            if "npy" in pub.formats:
-                npy = _write_npy(parts, folder, columns, rows[split_name])
-                for name, file in npy.items():
-                    chunks.append({"type": "npy", "features": [name], "files": [f"{split_name}/{file}"]})
-            chunks.extend(media_cache.publish_split(encoded, split_name, folder))
-            return chunks
-
-        # The splits' files are independent: written on parallel threads (Parquet encoding and zstd release
-        # the GIL), each file by one thread, so the bytes are the same as written one after the other.
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=len(SPLIT_NAMES)) as pool:
-            source_spec: dict[str, list] = dict(zip(SPLIT_NAMES, pool.map(write_split, SPLIT_NAMES), strict=True))
+        # Every split's row files are written by Dask tasks (the workers of a cluster), each shard or
+        # part by one task: the flow process plans row ranges and gathers the files' descriptions.
+        source_spec: dict[str, list] = {}
+        tasks: list = []
+        for split_name in SPLIT_NAMES:
+            (staging / split_name).mkdir()
+            chunks, split_tasks = _split_tasks(split_name, encode_mod.split_parts(encoded, split_name),
+                                               staging / split_name, columns, rows[split_name], pub)
+            source_spec[split_name] = chunks
+            tasks.extend(split_tasks)
+        described: dict[str, dict] = {}
+        for files in frame.compute(tasks):
+            described.update(files)
+        for split_name in SPLIT_NAMES:
+            source_spec[split_name].extend(media_cache.publish_split(encoded, split_name, staging / split_name))
         (staging / vocab.METADATA_FILE).write_text(
             json.dumps(metadata, sort_keys=True, ensure_ascii=False))
         vocab.copy_files(fitted, metadata, staging)  # Parquet vocabularies beside the metadata (in the manifest)
@@ -301,7 +276,7 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
             "created_at": created_at(),
             "rows": rows,
             "config": config_json,
-            "files": describe_files(staging),
+            "files": _describe_rest(staging, described),
             "statistics": stage_stats,
             "validation": validation or {},
         }

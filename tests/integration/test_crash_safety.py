@@ -78,10 +78,11 @@ def invalid_entries(cache: Path) -> list[str]:
     return bad
 
 
-@pytest.mark.parametrize("stage", ["ingest", "encode", "publish"])
-def test_sigkill_mid_stage_then_rerun_reuses_finished_stages(stage, reference, tmp_path):
+@pytest.mark.parametrize(("stage", "pause"), [("ingest", "ingest"), ("encode", "encode"), ("publish", "publish"),
+                                              ("publish", "publish_shard")])  # a shard's writer task, half-way
+def test_sigkill_mid_stage_then_rerun_reuses_finished_stages(stage, pause, reference, tmp_path):
     marker = tmp_path / "paused"
-    proc = _popen(_args(tmp_path), {"PREPFLOW_TEST_PAUSE_AT": stage, "PREPFLOW_TEST_PAUSE_FILE": str(marker)})
+    proc = _popen(_args(tmp_path), {"PREPFLOW_TEST_PAUSE_AT": pause, "PREPFLOW_TEST_PAUSE_FILE": str(marker)})
     try:
         deadline = time.monotonic() + 180
         while not marker.exists():

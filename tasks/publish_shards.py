@@ -1,0 +1,147 @@
+"""The artifact's row files, written by Dask tasks (on the workers of a cluster) from encode's parts.
+
+The flow process only plans: it reads each encoded part's row count (the IPC footer, no data),
+cuts every split into the same fixed shards and row groups as a single writer would (shard
+``k`` holds rows ``[k * shard_rows, (k + 1) * shard_rows)``, row groups start at multiples of
+``min(row_group_rows, shard_rows)``), and hands each task the pieces of the parts it needs. Each
+task returns the small description of what it wrote (``{relative path: {"sha256", "bytes"}}``), from
+which publish assembles the manifest. So the flow process never holds a row, and the bytes depend
+only on data + config, never on the number of encode partitions, tasks or workers.
+
+* Parquet: one task per shard (``write_parquet_shard``): zstd, one row group per planned range.
+* ``.npy``: the flow process creates each column's file with its header at full size (sparse);
+  one task per encoded part writes that part's rows of every column at their offset
+  (``write_npy_rows``), then one task per file hashes it (``hash_file``).
+
+Each writer is a function of one shard's pieces (or one part), so another output format can add
+its own per-shard writer beside these.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from tasks.context import pause_point
+
+Piece = tuple[str, int, int]  # (encoded part path, first row, stop row) inside that part
+
+
+def part_sizes(parts: list[Path]) -> list[int]:
+    from tasks.frame import ipc_num_rows
+
+    return [ipc_num_rows(str(p)) for p in parts]
+
+
+def pieces(parts: list[Path], sizes: list[int], lo: int, hi: int) -> list[Piece]:
+    """Rows ``[lo, hi)`` of the concatenated parts as (part, start, stop) pieces in row order."""
+    out: list[Piece] = []
+    offset = 0
+    for part, size in zip(parts, sizes, strict=True):
+        a, b = max(lo, offset), min(hi, offset + size)
+        if a < b:
+            out.append((str(part), a - offset, b - offset))
+        offset += size
+    return out
+
+
+def shard_plan(n_rows: int, shard_rows: int, row_group_rows: int) -> list[list[tuple[int, int]]]:
+    """Per shard, its row groups as global ``(lo, hi)`` row ranges: shards of ``shard_rows`` rows, row
+    groups cut at multiples of ``min(row_group_rows, shard_rows)`` and at shard ends."""
+    block = min(row_group_rows, shard_rows)
+    plan = []
+    for s_lo in range(0, n_rows, shard_rows):
+        s_hi = min(s_lo + shard_rows, n_rows)
+        cuts = sorted({s_lo, s_hi, *range((s_lo // block + 1) * block, s_hi, block)})
+        plan.append(list(zip(cuts[:-1], cuts[1:], strict=True)))
+    return plan
+
+
+def read_pieces(group: list[Piece]) -> pa.Table:
+    """The rows of ``group`` as one table with one chunk per column (what a row group is written from)."""
+    import pyarrow.feather as feather
+
+    tables = [feather.read_table(path, memory_map=True).slice(a, b - a) for path, a, b in group]
+    return pa.concat_tables(tables).combine_chunks()
+
+
+def describe(path: Path, rel: str) -> dict[str, dict]:
+    with open(path, "rb") as fh:
+        digest = hashlib.file_digest(fh, "sha256").hexdigest()
+    return {rel: {"sha256": digest, "bytes": path.stat().st_size}}
+
+
+def write_parquet_shard(groups: list[list[Piece]], path: str, rel: str) -> dict[str, dict]:
+    """One Parquet shard (zstd) with one row group per entry of ``groups``; its description."""
+    import pyarrow.parquet as pq
+
+    writer = None
+    try:
+        for group in groups:
+            table = read_pieces(group)
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+            writer.write_table(table, row_group_size=max(table.num_rows, 1))
+            pause_point("publish_shard")  # crash tests: a shard half-written, on a Dask worker thread
+    finally:
+        if writer is not None:
+            writer.close()
+    return describe(Path(path), rel)
+
+
+def write_empty_shard(schema_part: str, path: str, rel: str) -> dict[str, dict]:
+    """An empty split's one shard: no rows, the encoded parts' schema."""
+    import pyarrow.ipc as ipc
+    import pyarrow.parquet as pq
+
+    with ipc.open_file(schema_part) as reader:
+        schema = reader.schema
+    pq.write_table(schema.empty_table(), path, compression="zstd")
+    return describe(Path(path), rel)
+
+
+def npy_dtype(spec: dict) -> np.dtype:
+    return np.dtype(spec["dtype"].removeprefix("torch."))
+
+
+def create_npy(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> int:
+    """The file with its ``.npy`` header (format 1.0) and room for every row (sparse until written);
+    returns the header's length (where row 0 starts)."""
+    with open(path, "wb") as fh:
+        np.lib.format.write_array_header_1_0(
+            fh, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape})
+        start = fh.tell()
+        fh.truncate(start + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+    return start
+
+
+def write_npy_rows(part: str, first_row: int, targets: dict[str, tuple[str, str, int, int]]) -> int:
+    """Write every column of one encoded part at row ``first_row`` of its ``.npy`` file. ``targets``:
+    column -> (file, dtype, header length, bytes per row). Returns the rows written."""
+    import pyarrow.feather as feather
+
+    table = feather.read_table(part, memory_map=True)
+    for name, (path, dtype, start, row_bytes) in targets.items():
+        flat = table.column(name).combine_chunks()
+        while pa.types.is_fixed_size_list(flat.type):
+            flat = flat.flatten()
+        data = np.ascontiguousarray(flat.to_numpy(zero_copy_only=False).astype(dtype, copy=False))
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            view = memoryview(data).cast("B")
+            offset = start + first_row * row_bytes
+            while view:
+                written = os.pwrite(fd, view, offset)
+                view, offset = view[written:], offset + written
+        finally:
+            os.close(fd)
+    return table.num_rows
+
+
+def hash_file(path: str, rel: str, after=None) -> dict[str, dict]:
+    """A file's description, once ``after`` (the tasks that write it) is done."""
+    return describe(Path(path), rel)
