@@ -1,10 +1,15 @@
-"""The main Prefect flow: ``preprocess`` chains the stage tasks over Dask.
+"""The Prefect runner of the stage graph: ``preprocess`` runs each node of ``tasks.graph`` as a task.
 
-Each task is a thin wrapper around a pure stage function in ``tasks/`` (which does its own
-content-addressed caching). Tasks pass ``StageResult`` dicts (keys and paths), never Dask
-collections. A stage served from the cache finishes in a ``Completed`` state named ``Cached``, so
-the Prefect UI shows reused stages as Cached. Prefect's own result caching is off: our keys hash
-file *content*, Prefect's would hash a path's string and hit a stale entry after a rewrite.
+The flow parses the config once (a path is read here, a mapping validated) and hands every task the
+normalized config as a value with its hash, never a path: editing the YAML during a run changes
+nothing in it. Each task is a thin wrapper around the node's stage function, which does its own
+content-addressed caching; tasks pass ``StageResult`` dicts (keys and paths), never Dask collections,
+and a task's parents are exactly the results its stage reads, so the UI's graph shows the real data
+dependencies. A stage served from the cache finishes in a ``Completed`` state named ``Cached`` whose
+cache key is prepflow's. Prefect's own result caching is off: prepflow's keys hash file *content*.
+
+``tasks.pipeline.run_pipeline`` is the in-process runner of the same graph;
+``tests/contract/test_runners_agree.py`` checks that both publish the same bytes.
 """
 
 from __future__ import annotations
@@ -15,15 +20,20 @@ import time
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
+from prefect.client.schemas.objects import StateDetails
 from prefect.states import Completed, State
 
+from core.errors import ConfigError
 from flows.resilience import retry_options
 from storage.cache import StageCache
-from tasks import balance, custom_stages, encode, fill_missing, infer_types, ingest, media_cache, split, vocab
-from tasks.config import load_config
-from tasks.context import RunContext, StageResult, timed
-from core.errors import ConfigError
-from tasks.pipeline import PipelineResult, publish_stage
+from storage.hashing import stable_hash
+from tasks import custom_stages, infer_types, steps, validate
+from tasks.config import Config
+from tasks.config_loader import load_config, parse_config
+from tasks.context import RunContext, StageResult
+from tasks.graph import Node, expand
+from tasks.pipeline import PipelineResult
+from tasks.publish import normalized_config
 
 # Transient I/O (S3, network filesystems) is retried with exponential backoff; prepflow's own errors
 # and other failures are not (flows/resilience.py).
@@ -31,10 +41,32 @@ TASK_OPTS = {"persist_result": False, "cache_policy": None, **retry_options()}
 DASK_CONNECT_TIMEOUT = os.environ.get("PREPFLOW_DASK_CONNECT_TIMEOUT", "30s")
 
 
+def config_value(config: str | os.PathLike | dict | Config) -> Config:
+    """The run's config, parsed and validated once: from a file path, a mapping or a ``Config``."""
+    if isinstance(config, Config):
+        return config.model_copy(deep=True)
+    if isinstance(config, dict):
+        return parse_config(config, "config")
+    return load_config(config)
+
+
+def _params(config: Config, dataset: str, output: str, cache_dir: str, npartitions: int | None) -> dict:
+    """What every task receives: the normalized config (a value) and its hash, and the run's options."""
+    config_json = normalized_config(config)
+    return {"config": config_json, "config_hash": stable_hash(config_json, 16), "dataset": dataset,
+            "output": output, "cache_dir": cache_dir, "npartitions": npartitions}
+
+
+def _ctx(params: dict) -> RunContext:
+    return RunContext(config_value(params["config"]), params["dataset"], StageCache(params["cache_dir"]),
+                      params.get("npartitions"), params["output"])
+
+
 def _state(result: StageResult):
     data = result.to_json()
     if result.cached:
-        return Completed(data=data, name="Cached", message=f"{result.stage}: reused cache entry {result.key}")
+        return Completed(data=data, name="Cached", message=f"{result.stage}: reused cache entry {result.key}",
+                         state_details=StateDetails(cache_key=f"prepflow:{result.stage}:{result.key}"))
     return data
 
 
@@ -43,91 +75,39 @@ def _data(value):
     return value.result() if isinstance(value, State) else value
 
 
-def _ctx(params: dict) -> RunContext:
-    ctx = RunContext(load_config(params["config"]), params["dataset"], StageCache(params["cache_dir"]),
-                     params.get("npartitions"), params["output"])
-    if params.get("inferred_types"):  # stages after infer_types see every feature typed
-        infer_types.apply(ctx, params["inferred_types"])
-    return ctx
-
-
-@task(name="ingest", **TASK_OPTS)
-def ingest_task(params: dict):
-    return _state(timed(lambda: ingest.run(_ctx(params))))  # fingerprinting included
-
-
-def _stage_task(name: str, fn):
-    @task(name=name, **TASK_OPTS)
-    def run(params: dict, *parents: dict):
-        return _state(timed(lambda: fn(_ctx(params), *[StageResult.from_json(p) for p in parents])))
-
-    return run
-
-
-infer_types_task = _stage_task("infer_types", infer_types.run)
-split_task = _stage_task("split", split.run)
-fill_missing_task = _stage_task("fill_missing", fill_missing.run)
-balance_task = _stage_task("balance", balance.run)
-vocab_task = _stage_task("vocab", vocab.run)
-encode_task = _stage_task("encode", encode.run)
-media_cache_task = _stage_task("media_cache", media_cache.run)
-
-
-@task(name="custom_stage", **TASK_OPTS)
-def custom_stage_task(params: dict, index: int, *parents: dict):
-    """The cached step of the ``index``-th custom stage (tasks/custom_stages.py); runs are named after it."""
-    return _state(timed(lambda: custom_stages.run(_ctx(params), index, *[StageResult.from_json(p) for p in parents])))
-
-
-def _gate_task(name: str, stage: str):
-    """A data-quality gate: its results go to the Prefect UI, then a failing ``fail`` gate raises
-    ``ValidationFailed`` and the flow stops before publish."""
-
-    @task(name=name, **TASK_OPTS)
-    def run(params: dict, *parents: dict):
+@task(name="stage", **TASK_OPTS)
+def stage_task(params: dict, node: dict, *parents: dict):
+    """One node of the graph (``node``: its fields); the run is named after the stage."""
+    step = Node(**{**node, "parents": tuple(node["parents"]), "args": tuple(node["args"])})
+    ctx = _ctx(params)
+    start = time.perf_counter()
+    result = step.resolve()(ctx, *step.args, *[StageResult.from_json(p) for p in parents])
+    result.seconds = time.perf_counter() - start  # the whole stage call, first imports included
+    if step.gate:  # results to the UI first, then a failing `fail` gate raises and stops the flow
         from flows.reporting import validation_artifact
-        from tasks import validate
 
-        start = time.perf_counter()
-        ctx = _ctx(params)
-        result = getattr(validate, stage)(ctx, *[StageResult.from_json(p) for p in parents])
-        result.seconds = time.perf_counter() - start  # the whole gate, not only its cached step
         validation_artifact([validate.load(result)])
         validate.enforce(ctx, result)
-        return _state(result)
-
-    return run
-
-
-validate_raw_task = _gate_task("validate_raw", "run_raw")
-validate_encoded_task = _gate_task("validate_encoded", "run_encoded")
-
-
-@task(name="publish", **TASK_OPTS)
-def publish_task(params: dict, results: list[dict]):
-    start = time.perf_counter()
-    art, pub = publish_stage(_ctx(params), [StageResult.from_json(r) for r in results])
-    pub.seconds = time.perf_counter() - start
-    data = {"artifact": art, "stage": pub.to_json()}
-    return Completed(data=data, name="Cached", message="artifact already published") if pub.cached else data
+    return _state(result)
 
 
 @task(name="report", **TASK_OPTS)
 def report_task(summary: dict) -> str | None:
     """The HTML data report beside the artifact (tasks/report.py) with this run's stage timings, and a
-    Prefect markdown artifact that points to it. A report that cannot be built is a warning, not a
-    failed run: the artifact is published either way."""
+    Prefect markdown artifact that points to it, for every run, all-cached ones included. A report that
+    cannot be built is a warning, not a failed run: the artifact is published either way."""
     from flows.reporting import report_artifact
     from tasks import report
 
     existing = Path(summary["artifact_path"]).parent / (summary["artifact_id"] + report.REPORT_SUFFIX)
     if "://" not in summary["artifact_path"] and existing.is_file() and all(s["cached"] for s in summary["stages"]):
-        return Completed(data=str(existing), name="Cached", message="report of the reused artifact kept")
-    try:
-        location = report.write_report(summary["artifact_path"], summary)
-    except Exception as exc:  # logged with its traceback; the run's product is the artifact
-        get_run_logger().warning("report not written: %s: %s", type(exc).__name__, exc, exc_info=True)
-        return None
+        location = str(existing)  # the reused artifact's report is kept as it is
+    else:
+        try:
+            location = report.write_report(summary["artifact_path"], summary)
+        except Exception as exc:  # logged with its traceback; the run's product is the artifact
+            get_run_logger().warning("report not written: %s: %s", type(exc).__name__, exc, exc_info=True)
+            return None
     report_artifact(location, summary)
     return location
 
@@ -150,38 +130,30 @@ def _shared_path(path: str) -> str:
     return path if "://" in str(path) else os.path.abspath(path)
 
 
-@flow(name="preprocess", log_prints=True)
-def preprocess(config: str, dataset: str, output: str = "artifacts", cache_dir: str = ".prepflow-cache",
-               npartitions: int | None = None, dask_address: str | None = None) -> dict:
-    """Preprocess ``dataset`` with ``config`` into a GPU-ready artifact under ``output``."""
-    params = {"config": config, "dataset": dataset, "output": output, "cache_dir": _shared_path(cache_dir),
-              "npartitions": npartitions}
-    from tasks import validate
+def _node_json(node: Node) -> dict:
+    return {"name": node.name, "function": node.function, "parents": list(node.parents),
+            "versioned_by": node.versioned_by, "args": list(node.args), "gate": node.gate,
+            "retypes": node.retypes, "in_artifact": node.in_artifact}
 
-    validate.check_config(load_config(config))  # fail on a bad config or suite before anything runs
-    custom_stages.check(load_config(config), dataset)  # and on a malformed custom-stage DAG
-    validate.preload(load_config(config), local=False if dask_address else None)  # GX's import overlaps ingest
+
+@flow(name="preprocess", log_prints=True)
+def preprocess(config: str | dict, dataset: str, output: str = "artifacts", cache_dir: str = ".prepflow-cache",
+               npartitions: int | None = None, dask_address: str | None = None) -> dict:
+    """Preprocess ``dataset`` with ``config`` (a path, or the config as a mapping) into a GPU-ready
+    artifact under ``output``."""
+    ctx = RunContext(config_value(config), dataset, StageCache(_shared_path(cache_dir)), npartitions, output)
+    steps.preflight(ctx)  # a bad config, suite or custom-stage DAG fails before any task runs
+    params = _params(ctx.config, dataset, output, _shared_path(cache_dir), npartitions)
+    results: dict[str, dict] = {}
     with _dask_client(dask_address):
-        ing = ingest_task(params)
-        inf = _data(infer_types_task(params, ing))
-        params = {**params, "inferred_types": inf["path"]}
-        raw = validate_raw_task(params, ing)
-        spl = split_task(params, ing)
-        mis = fill_missing_task(params, ing, spl)
-        cus = []  # one task per custom stage; the last one's states and plan feed the stages after it
-        for i, name in enumerate(custom_stages.names(load_config(config))):
-            cus.append(custom_stage_task.with_options(name=name)(params, i, ing, spl, cus[-1] if cus else mis))
-        fil = cus[-1] if cus else mis
-        bal = balance_task(params, ing, spl, fil)
-        fit = vocab_task(params, ing, spl, fil)
-        enc = encode_task(params, ing, spl, fil, bal, fit)
-        med = media_cache_task(params, fit, enc)
-        fit_out, enc_out = media_cache.outputs(*(StageResult.from_json(_data(r)) for r in (med, fit, enc)))
-        encv = validate_encoded_task(params, spl, bal, fit_out.to_json(), enc_out.to_json())
-        results = [_data(r) for r in (ing, inf, raw, spl, mis, *cus, bal, fit, enc, med, encv)]
-        pub = _data(publish_task(params, results))
-    stages = [StageResult.from_json(r) for r in results] + [StageResult.from_json(pub["stage"])]
-    summary = PipelineResult(pub["artifact"], stages).summary()
+        for node in expand(custom_stages.names(ctx.config)):
+            run = stage_task.with_options(name=node.name)
+            results[node.name] = _data(run(params, _node_json(node), *(results[p] for p in node.parents)))
+            if node.retypes:  # later tasks get the typed config, as a value
+                ctx = infer_types.apply(ctx, StageResult.from_json(results[node.name]))
+                params = _params(ctx.config, dataset, output, params["cache_dir"], npartitions)
+    stages = [StageResult.from_json(r) for r in results.values()]
+    summary = PipelineResult(results["publish"]["artifact"], stages).summary()
     from flows.reporting import statistics_artifact
 
     statistics_artifact(stages)

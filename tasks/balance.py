@@ -18,14 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
+from core.code_version import module_version
+from core.errors import ConfigError
 from tasks import fill_missing, frame
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
-from tasks.constants import CODE_VERSIONS
-from core.errors import ConfigError
 from tasks.statistics import Statistics
 
-CODE_VERSION = CODE_VERSIONS["balance"]
+CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 
 
 def label_feature(ctx) -> str:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from core.code_version import class_version
 from storage.cache import StageCache, cache_key
 from tasks import progress
 from tasks.config import Config
@@ -36,6 +37,10 @@ class RunContext:
                                                "output_features": [f for f in self.config.output_features if f.type]})
         self.features: list[FeatureType] = build_all(typed)
 
+    def with_config(self, config: Config) -> "RunContext":
+        """The same run with another config (the typed one, after infer_types); ``self`` is unchanged."""
+        return replace(self, config=config)
+
     def feature(self, name: str) -> FeatureType:
         return next(f for f in self.features if f.name == name)
 
@@ -44,10 +49,16 @@ class RunContext:
         from tasks.plugins import feature_code
 
         chosen = [f for f in self.config.features if names is None or f.name in names]
+        built = {f.name: f for f in self.features}
+        # the feature type's code: a built-in type's modules (core.code_version), a custom type's source
         return [{"name": f.name, "type": f.type, "column": f.source_column, "preprocessing": f.preprocessing,
                  "output": self.config.is_output(f.name),
-                 **({"code": code} if (code := feature_code(f.type)) else {})}  # a custom type's code
+                 **({"code": code} if (code := feature_code(f.type) or _builtin_code(built.get(f.name))) else {})}
                 for f in chosen]
+
+
+def _builtin_code(feature: FeatureType | None) -> str | None:
+    return class_version(type(feature)) if feature is not None else None
 
 
 @dataclass
@@ -58,10 +69,12 @@ class StageResult:
     cached: bool
     seconds: float = 0.0
     statistics: dict = field(default_factory=dict)
+    artifact: dict | None = None  # publish only: artifact_path, artifact_id, rows, reused
 
     def to_json(self) -> dict:
         return {"stage": self.stage, "key": self.key, "path": self.path, "cached": self.cached,
-                "seconds": round(self.seconds, 4), "statistics": self.statistics}
+                "seconds": round(self.seconds, 4), "statistics": self.statistics,
+                **({"artifact": self.artifact} if self.artifact is not None else {})}
 
     @classmethod
     def from_json(cls, data: dict) -> "StageResult":

@@ -34,17 +34,17 @@ import numpy as np
 import pandas as pd
 from dask import delayed
 
+from core.code_version import module_version
+from core.errors import DataError, InvalidStatisticsError, InvalidTransformOutputError, TypeMismatchError
 from tasks import frame
 from tasks import ingest as ingest_mod
-from tasks.constants import CODE_VERSIONS
 from tasks.dag import PlannedStage, StagePlan, build_plan
-from core.errors import DataError, InvalidStatisticsError, InvalidTransformOutputError, TypeMismatchError
 from tasks.features.base import FeatureType
 from tasks.ingest import ROW
 from tasks.stage import compatible, empty_column, named_statistics, series_kind, spec_kind, worker_copy
 from tasks.statistics import Statistics
 
-CODE_VERSION = CODE_VERSIONS["custom_stage"]
+CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 STATES_KEY = "__custom_stages__"  # in missing.json: the stage plan with fitted states
 STAGE_FILE = "stage.json"
 

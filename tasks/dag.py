@@ -1,6 +1,6 @@
 """The custom stages' DAG: built from ``config.stages`` and validated before any data is read.
 
-Built-in stages run in a fixed order (``tasks.pipeline.STAGES``). A custom stage is placed by
+Built-in stages run in a fixed order (``tasks.graph.STAGES``). A custom stage is placed by
 ``after:``, a built-in stage or another custom stage, and runs inside the per-partition preparation
 that every later stage shares (``tasks.custom_stages``), in one of two phases:
 
@@ -42,14 +42,14 @@ from core.errors import (
     NotConnectedError,
     TypeMismatchError,
 )
+from tasks.graph import STAGES
 from tasks.stage import FEATURE_KINDS, Stage, compatible, feature_accepts, spec_kind
 
 __all__ = ["BadInputOrOutputError", "BadTopologyError", "DuplicateNameError", "InvalidDAGError",
            "InvalidStatisticsError", "InvalidTransformOutputError", "InvalidTypeSignatureError",
            "NotConnectedError", "TypeMismatchError", "PlannedStage", "StagePlan", "build_plan"]
 
-BUILTIN_STAGES = ("ingest", "infer_types", "validate_raw", "split", "fill_missing", "balance", "vocab", "encode",
-                  "media_cache", "validate_encoded", "publish")
+BUILTIN_STAGES = STAGES
 RAW_ANCHORS = ("ingest", "infer_types", "validate_raw", "split")
 FILLED_ANCHORS = ("fill_missing", "balance")
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")

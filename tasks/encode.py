@@ -14,16 +14,16 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from core.code_version import module_version
 from tasks import balance as balance_mod
 from tasks import feature_stats, fill_missing, frame, vocab
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
-from tasks.constants import CODE_VERSIONS
 from tasks.ingest import write_ipc
 from tasks.split import SPLIT_NAMES
 from tasks.statistics import Statistics
 
-CODE_VERSION = CODE_VERSIONS["encode"]
+CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 
 
 def to_arrow(values: np.ndarray) -> pa.Array:

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
+from core.code_version import module_version
 from tasks import frame
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
-from tasks.constants import CODE_VERSIONS
 from tasks.statistics import Statistics
 
-CODE_VERSION = CODE_VERSIONS["fill_missing"]
+CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 
 
 def _partial(pdf, features, assign, fit_on):

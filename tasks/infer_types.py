@@ -65,11 +65,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage import media
-from tasks.constants import CODE_VERSIONS
+from core.code_version import module_version
 from core.errors import ConfigError, DataError
+from storage import media
 
-CODE_VERSION = CODE_VERSIONS["infer_types"]
+CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 TYPES_FILE = "types.json"
 TYPES = ("binary", "number", "category", "text", "date", "image", "audio", "set", "vector", "timeseries")
 
@@ -738,13 +738,16 @@ def load(result_or_path) -> dict[str, dict]:
     return json.loads((path / TYPES_FILE).read_text())["features"]
 
 
-def apply(ctx, result_or_path) -> None:
-    """Give the run's untyped features their inferred types; rebuild the feature objects."""
-    from tasks.features import build_all, resolve_preprocessing
+def apply(ctx, result_or_path):
+    """The run's context with a new config in which every untyped feature has its inferred type (the
+    given context and its config are unchanged)."""
+    from tasks.features import resolve_preprocessing
 
     decisions = load(result_or_path)
-    changed = False
-    for f in ctx.config.features:
+    if all(f.type is not None for f in ctx.config.features):
+        return ctx
+    config = ctx.config.model_copy(deep=True)
+    for f in config.features:
         if f.type is not None:
             continue
         item = decisions.get(f.name)
@@ -755,7 +758,5 @@ def apply(ctx, result_or_path) -> None:
                             f"exclude it: {item['reason'].removeprefix('excluded: ')}; give it a 'type' in the "
                             "config or remove it")
         f.type = item["type"]
-        changed = True
-    if changed:
-        resolve_preprocessing(ctx.config, "inferred config")
-        ctx.features = build_all(ctx.config)
+    resolve_preprocessing(config, "inferred config")
+    return ctx.with_config(config)

@@ -44,16 +44,16 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from core.code_version import module_version
+from core.errors import DataError
 from storage import media
 from tasks import progress, vocab
-from tasks.constants import CODE_VERSIONS
 from tasks.context import StageResult, run_cached
-from core.errors import DataError
 from tasks.features.media import MediaFeature
 from tasks.split import SPLIT_NAMES
 from tasks.statistics import Statistics, decode_failures, sequence_lengths
 
-CODE_VERSION = CODE_VERSIONS["media_cache"]
+CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 STATE_FILE = "media_cache.json"
 CHUNK_ROWS = 2048  # rows per rewritten part: bounds memory in eager mode
 

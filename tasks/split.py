@@ -32,10 +32,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tasks.constants import CODE_VERSIONS, SPLIT_NAMES
+from core.code_version import module_version
 from core.errors import ConfigError, DataError
+from tasks.constants import SPLIT_NAMES
 
-CODE_VERSION = CODE_VERSIONS["split"]
+CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 FIXED_VALUES = {"0": 0, "1": 1, "2": 2, "train": 0, "training": 0, "validation": 1, "val": 1, "valid": 1,
                 "vali": 1, "dev": 1, "test": 2, "testing": 2}
 

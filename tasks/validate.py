@@ -46,14 +46,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from storage.hashing import stable_hash
-from tasks.constants import CODE_VERSIONS
+from core.code_version import module_version
 from core.errors import ConfigError, ValidationFailed
+from storage.hashing import stable_hash
 
 if TYPE_CHECKING:  # pandas is imported where used: a rerun that reuses its artifact never needs it
     import pandas as pd
 
-CODE_VERSION = CODE_VERSIONS["validate"]
+CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 RESULTS_FILE = "validation.json"
 # Rows per validation partition when --npartitions is not given: GX's fixed cost per partition and
 # metric is ~10-30 ms, so partitions much smaller than this cost more than they parallelize.
@@ -640,7 +640,7 @@ def validate_dataset(dataset: str, configs: list[str] = (), suites: list[str] = 
         ctx = RunContext(config, dataset, StageCache(cache_dir), npartitions)
         ing = ingest.run(ctx)
         if label != "--suite":
-            infer_types.apply(ctx, infer_types.run(ctx, ing))
+            ctx = infer_types.apply(ctx, infer_types.run(ctx, ing))
         gate = load(run_raw(ctx, ing))
         gates.append({**gate, "config": label, "on_failure": config.validation.on_failure})
     success = all(g["success"] or g["on_failure"] == "warn" for g in gates)

@@ -12,13 +12,13 @@ import json
 from functools import reduce
 from pathlib import Path
 
+from core.code_version import module_version
 from tasks import category_vocab, custom_stages, fill_missing, frame
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
-from tasks.constants import CODE_VERSIONS
 from tasks.statistics import Statistics
 
-CODE_VERSION = CODE_VERSIONS["vocab"]
+CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 METADATA_FILE = "training_set_metadata.json"
 
 
@@ -83,8 +83,8 @@ def copy_files(result, metadata: dict, dest: Path, link: bool = False) -> None:
     import os
     import shutil
 
-    from storage import vocab_store
     from core.errors import DataError
+    from storage import vocab_store
 
     for rel in vocab_store.files(metadata):
         src = Path(result.path) / rel

@@ -1,0 +1,114 @@
+"""Code versions derived from source, so a stage's cache entries follow its code without hand-kept bumps.
+
+``module_version("tasks.encode")`` hashes the module's syntax tree together with the trees of the
+prepflow modules it imports directly (anywhere in its body, imports inside functions included):
+``tasks.encode`` with ``tasks.frame``, ``tasks.statistics``, ... The trees are compared without comments
+and docstrings, as Hamilton compares function source: rewording a docstring or a comment keeps every
+cache entry; changing an expression in the stage or in a helper it imports recomputes that stage on the
+next run. ``class_version(cls)`` does the same for a feature type: the modules of its classes (its MRO)
+and what they import directly.
+
+Why one level and not the transitive closure: the stage modules share the run context, the feature
+registry and storage, so the closure of every stage is nearly the whole code base, and any edit anywhere
+would recompute every stage, ingest of a terabyte included. A helper two imports away from a stage that
+changes what the stage writes is the case for the salt below.
+
+The files are parsed, never imported, so computing a version costs no heavy import (a rerun of a
+published artifact computes the artifact id from these versions before deciding to do anything).
+
+Deliberate invalidation without a code change (a library upgrade that changes output, say): a module
+may define ``CACHE_SALT = "..."``; the constant is part of the tree, so editing it changes the version.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# the packages whose code decides what a stage writes; flows (orchestration, CLI) never does
+PACKAGES = ("core", "tasks", "storage", "expectations")
+
+
+def _file(module: str) -> Path | None:
+    if module.split(".")[0] not in PACKAGES:
+        return None
+    base = ROOT.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _strip_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def _imported(module: str, tree: ast.AST, is_package: bool) -> set[str]:
+    """The prepflow modules ``module`` imports anywhere in its body."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative import: resolve against this module's package
+                parts = module.split(".") if is_package else module.split(".")[:-1]
+                parts = parts[: len(parts) - (node.level - 1)]
+                base = ".".join([*parts, node.module] if node.module else parts)
+            else:
+                base = node.module or ""
+            names = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        for name in names:
+            while name and _file(name) is None and "." in name:  # `import a.b.c` names a.b.c, a.b and a
+                name = name.rsplit(".", 1)[0]
+            if name and _file(name) is not None:
+                found.add(name)
+                parts = name.split(".")  # importing a.b.c runs a/__init__ and a/b/__init__ too
+                found.update(p for p in (".".join(parts[:i]) for i in range(1, len(parts))) if _file(p))
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(module: str) -> tuple[str, frozenset[str]]:
+    """(sha256 of the module's tree without docstrings, the prepflow modules it imports)."""
+    path = _file(module)
+    if path is None:
+        raise ValueError(f"{module}: not a prepflow module under {ROOT}")
+    tree = _strip_docstrings(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+    digest = hashlib.sha256(ast.dump(tree, annotate_fields=False).encode()).hexdigest()
+    return digest, frozenset(_imported(module, tree, path.name == "__init__.py"))
+
+
+def hashed_modules(*modules: str) -> list[str]:
+    """The modules whose trees a version covers: ``modules`` and what each imports directly, sorted."""
+    return sorted({*modules, *(m for module in modules for m in _parsed(module)[1])})
+
+
+def _version(modules: list[str]) -> str:
+    h = hashlib.sha256()
+    for name in modules:
+        h.update(f"{name}\0{_parsed(name)[0]}\0".encode())
+    return h.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=None)
+def module_version(module: str) -> str:
+    """A 16-hex-digit version of ``module``'s code and of the modules it imports directly."""
+    return _version(hashed_modules(module))
+
+
+def class_version(cls: type) -> str | None:
+    """The version of a class's code: its MRO's prepflow modules and their direct imports (None for a
+    class defined outside prepflow's packages, e.g. a plugin, which is hashed by its own source)."""
+    modules = [c.__module__ for c in cls.__mro__ if _file(c.__module__) is not None]
+    return _version(hashed_modules(*modules)) if modules else None

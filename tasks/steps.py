@@ -1,0 +1,49 @@
+"""The graph's steps that combine several stage modules (``tasks.graph`` names them): the checks made
+before any data is read, the encoded gate (on media_cache's entry when it rewrote the parts) and publish
+(which reads every stage's result)."""
+
+from __future__ import annotations
+
+import time
+
+from tasks import custom_stages, ingest, media_cache, validate
+from tasks import publish as publish_mod
+from tasks.context import RunContext, StageResult
+from tasks.statistics import Statistics
+
+
+def preflight(ctx: RunContext) -> None:
+    """Everything that can be known wrong before a byte of data is read: every suite the config names
+    loads, and the custom stages' DAG is valid."""
+    validate.check_config(ctx.config)
+    custom_stages.check(ctx.config, ctx.dataset)
+
+
+def validate_encoded(ctx: RunContext, split, balance, fitted, encoded, media) -> StageResult:
+    return validate.run_encoded(ctx, split, balance, *media_cache.outputs(media, fitted, encoded))
+
+
+def merged_statistics(results: list[StageResult]) -> dict:
+    total = Statistics()
+    for r in results:
+        total = total.merge(Statistics.from_json(r.statistics))
+    return total.to_json()
+
+
+def publish(ctx: RunContext, *results: StageResult) -> StageResult:
+    """Write the artifact (``tasks.publish``). Its result's ``key`` is the artifact id, ``path`` the
+    artifact's folder, ``artifact`` what ``tasks.publish.run`` returned (ids, paths, rows per split)."""
+    start = time.perf_counter()
+    by_stage = {r.stage: r for r in results}
+    fingerprint = ingest.fingerprint_of(by_stage["ingest"])
+    fit, enc, med = by_stage["vocab"], by_stage["encode"], by_stage.get("media_cache")
+    if med is not None:  # decoded media: its entry replaces encode's and vocab's; content joins the id
+        fingerprint = media_cache.fingerprint(med, fingerprint)
+        fit, enc = media_cache.outputs(med, fit, enc)
+    art = publish_mod.run(ctx, fingerprint, enc, fit, merged_statistics(list(results)),
+                      validation=validate.manifest_entry(list(results)))
+    media_cache.ensure_memmaps(ctx, art)
+    result = StageResult("publish", art["artifact_id"], art["artifact_path"], art["reused"],
+                         time.perf_counter() - start)
+    result.artifact = art
+    return result
