@@ -15,11 +15,14 @@ the stage's other per-partition work (each partition is prepared once):
    when asked), at most the local top ``most_common`` are kept; the survivors are written to an
    Arrow file in the stage's folder, so they leave the worker's memory, and only small totals
    travel back;
-4. on the client, ``finalize``: the global order (frequency desc, ties by value asc) and the top
+4. per feature, one task (``finalize_feature``, on a worker of a cluster): that feature's slices of
+   every reducer's file, the global order (frequency desc, ties by value asc) and the top
    ``most_common``, over Arrow arrays; a vocabulary of more than ``category.INLINE_MAX`` ids is
-   written as ``vocab/<feature>.parquet`` (``storage.vocab_store``).
+   written as ``vocab/<feature>.parquet`` (``storage.vocab_store``) by that task. The flow process
+   (``finalize``) only gathers the features' metadata and names the files: it never holds every
+   distinct value (a feature's inline vocabulary, at most ``INLINE_MAX`` ids, is part of its metadata).
 
-Only values that can still enter the vocabulary reach the client. Every step is exact integer
+Only values that can still enter the vocabulary reach step 4. Every step is exact integer
 counting and a total order, so the vocabulary does not depend on the partitioning, S or the
 scheduler. The candidate files need a folder the workers and the client share, as the stage cache
 already is.
@@ -71,22 +74,25 @@ def partition_counts(prepared, features: list[CategoryFeature], fit_on: str) -> 
 
 def reduce_partition(df: pd.DataFrame, features: list[CategoryFeature], folder: str, index: int) -> dict:
     """One shuffle output partition -> its candidates, written to ``folder`` (Arrow IPC) so that they
-    leave the worker's memory; returns the path and, per feature, ``(total, unk, oov)``."""
+    leave the worker's memory; returns the path and, per feature, ``(total, unk, oov)`` and its rows'
+    ``(start, length)`` in the file."""
     from tasks.ingest import write_ipc
 
     feature_ids, values, counts = sum_by_key(df[FEATURE].to_numpy(np.int64), as_strings(df[VALUE]),
                                              df[COUNT].to_numpy(np.int64))
-    pieces, stats = [], {}
+    pieces, stats, slices, start = [], {}, {}, 0
     for i, f in enumerate(features):
         mask = feature_ids == i
         cand = Candidates.reduce(values.filter(pa.array(mask)), counts[mask], f.options, ordered=False)
         stats[i] = (cand.total, cand.unk, cand.oov)
+        slices[i] = (start, len(cand.values))  # feature i's rows of the file
+        start += len(cand.values)
         pieces.append(pa.table({FEATURE: pa.array(np.full(len(cand.values), i, np.int32)), VALUE: cand.values,
                                 COUNT: pa.array(cand.counts, pa.int64())}))
     path = Path(folder) / f"candidates-{index:05d}.arrow"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_ipc(pa.concat_tables(pieces), path)
-    return {"path": str(path), "stats": stats}
+    return {"path": str(path), "stats": stats, "slices": slices}
 
 
 def sum_by_key(features: np.ndarray, values: pa.Array, counts: np.ndarray) -> tuple[np.ndarray, pa.Array, np.ndarray]:
@@ -158,36 +164,52 @@ def file_name(feature: str, taken: set[str]) -> str:
     return f"{VOCAB_DIR}/{slug}.parquet"
 
 
-def finalize(features: list[CategoryFeature], reduced: list[dict], out: Path) -> dict[str, dict]:
-    """Feature name -> metadata, from the reducers' candidates; large vocabularies go to ``out/vocab/``.
-    The candidate files are read here (memory-mapped) and deleted."""
+def _empty_candidates() -> pa.Table:
+    return pa.table({VALUE: pa.array([], pa.string()), COUNT: pa.array([], pa.int64())})
+
+
+def finalize_feature(f: CategoryFeature, index: int, reduced: list[dict], out: str) -> dict:
+    """One feature's metadata from its slices of the reducers' candidate files (a Dask task): the global
+    order and top ``most_common``; a large vocabulary is written to ``out/vocab/.feature-<index>.parquet``
+    (``finalize`` gives it its name)."""
     import pyarrow.feather as feather
 
     from storage import vocab_store
 
+    tables = []
+    for r in reduced:
+        start, length = r["slices"][index]
+        if length:
+            tables.append(feather.read_table(r["path"], columns=[VALUE, COUNT], memory_map=True).slice(start, length))
+    stats = [r["stats"][index] for r in reduced]
+    cand = Candidates.top(pa.concat_tables(tables) if tables else _empty_candidates(),
+                          sum(s[0] for s in stats), sum(s[1] for s in stats),
+                          sum_buckets([s[2] for s in stats], f.options.num_oov_buckets), f.options)
+
+    def store(values, counts):
+        rel = f"{VOCAB_DIR}/.feature-{index:05d}.parquet"
+        return {"path": rel, **vocab_store.write(Path(out) / rel, values, counts)}
+
+    return f.vocabulary_metadata(cand, store)
+
+
+def finalize(features: list[CategoryFeature], reduced: list[dict], out: Path) -> dict[str, dict]:
+    """Feature name -> metadata, one ``finalize_feature`` task per feature; large vocabularies go to
+    ``out/vocab/`` (named here, in feature order). The candidate files are deleted afterwards."""
+    from dask import delayed
+
     if not features:
         return {}
-    tables = [feather.read_table(r["path"], memory_map=True) for r in reduced]
-    table = pa.concat_tables(tables) if tables else pa.table({FEATURE: pa.array([], pa.int32()),
-                                                              VALUE: pa.array([], pa.string()),
-                                                              COUNT: pa.array([], pa.int64())})
-    feature_ids = table.column(FEATURE).to_numpy()
+    r = frame.shared(reduced)
+    metas = frame.compute([delayed(finalize_feature, pure=False)(f, i, r, str(out)) for i, f in enumerate(features)])
     taken: set[str] = set()
     metadata = {}
-    for i, f in enumerate(features):
-        mask = pa.array(feature_ids == i)
-        stats = [r["stats"][i] for r in reduced]
-        cand = Candidates.top(pa.table({"value": table.column(VALUE).filter(mask),
-                                        "count": table.column(COUNT).filter(mask)}),
-                              sum(s[0] for s in stats), sum(s[1] for s in stats),
-                              sum_buckets([s[2] for s in stats], f.options.num_oov_buckets), f.options)
-
-        def store(values, counts, name=f.name):
-            rel = file_name(name, taken)
-            return {"path": rel, **vocab_store.write(out / rel, values, counts)}
-
-        metadata[f.name] = f.vocabulary_metadata(cand, store)
-    del table, tables
+    for f, meta in zip(features, metas, strict=True):
+        if "vocab_file" in meta:  # the file's name: a slug of the feature's, unique (in feature order)
+            rel = file_name(f.name, taken)
+            (out / meta["vocab_file"]["path"]).replace(out / rel)
+            meta["vocab_file"] = {**meta["vocab_file"], "path": rel}
+        metadata[f.name] = meta
     for r in reduced:
         Path(r["path"]).unlink(missing_ok=True)
     for folder in {Path(r["path"]).parent for r in reduced}:
