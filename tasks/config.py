@@ -100,8 +100,17 @@ class BalanceConfig(StrictModel):
         return self
 
 
+class CsvOptions(StrictModel):
+    """How CSV/TSV datasets are read; what is not given is sniffed from the file (tasks/csv_dialect.py)."""
+
+    delimiter: str | None = Field(default=None, min_length=1, max_length=1, pattern=r'^[^"\r\n]$',
+                                  description="the field delimiter (one character, e.g. ';' or a tab); "
+                                              "default: sniffed among , tab ; |")
+
+
 class GlobalPreprocessing(StrictModel):
     split: SplitConfig = Field(default_factory=SplitConfig)
+    csv: CsvOptions | None = None  # None (not an empty model): configs without it keep their artifact ids
     balance: BalanceConfig = Field(default_factory=BalanceConfig)
     # Ludwig spells the balance options directly under preprocessing; both are accepted.
     oversample_minority: float | None = Field(default=None, gt=0, le=1)

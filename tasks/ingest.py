@@ -15,9 +15,9 @@ the error names the file, line and column.
 
 from __future__ import annotations
 
-import codecs
 import csv
 import io
+import itertools
 import json
 import os
 from dataclasses import dataclass
@@ -31,9 +31,12 @@ import pyarrow.parquet as pq
 from core.code_version import module_version
 from core.errors import DataError
 from storage.fs import open_input
-from storage.hashing import hash_stream, stable_hash
+from storage.hashing import hash_stream
+from tasks import csv_dialect, ingest_parts
+from tasks.ingest_common import ROW, normalize_batch, write_ipc
+from tasks.ingest_common import check_columns as _check_columns
+from tasks.ingest_common import reject_infinities as _reject_infinities
 
-ROW = "__row__"
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 PART_ROWS = 1 << 18  # rows per cached Arrow IPC part
 # Local CSVs up to this size are read whole by pyarrow's multi-threaded reader (2-3x faster on two cores than
@@ -49,14 +52,22 @@ class IngestSpec:
 
     columns: dict[str, str]  # column -> "string" | "float64"
     format: str
+    delimiter: str | None = None  # CSV/TSV: the config's preprocessing.csv.delimiter (None: sniffed)
 
     def slice(self) -> dict:
-        return {"columns": dict(sorted(self.columns.items())), "format": self.format}
+        out = {"columns": dict(sorted(self.columns.items())), "format": self.format}
+        return out if self.delimiter is None else {**out, "delimiter": self.delimiter}
 
 
 def detect_format(path: str) -> str:
+    if ingest_parts.is_multi(path):  # a folder or glob: the one format of its files
+        formats = {detect_format(f) for f in ingest_parts.dataset_files(path)}
+        if len(formats) > 1:
+            raise DataError(f"{path}: the files have different formats ({', '.join(sorted(formats))}); "
+                            "a folder or pattern must hold one format")
+        return formats.pop()
     name = str(path).lower().split("?")[0]
-    for suffix in (".gz", ".bz2", ".zst", ".xz"):
+    for suffix in (".gz", ".gzip", ".bz2", ".zst", ".zstd", ".xz"):
         name = name.removesuffix(suffix)
     ext = os.path.splitext(name)[1].lstrip(".")
     mapping = {"csv": "csv", "tsv": "tsv", "tab": "tsv", "json": "json", "jsonl": "jsonl", "ndjson": "jsonl",
@@ -96,13 +107,8 @@ def fingerprint(path: str) -> str:
     """sha256 of the dataset's bytes (a directory: of its sorted files' names and bytes)."""
     import time
 
-    p = Path(path)
-    if p.is_dir():
-        parts = []
-        for f in sorted(x for x in p.rglob("*") if x.is_file()):
-            with open(f, "rb") as fh:
-                parts.append([f.relative_to(p).as_posix(), hash_stream(fh)])
-        return stable_hash(parts, length=64)
+    if ingest_parts.is_multi(path):  # a folder or glob: each file hashed by a Dask task
+        return ingest_parts.fingerprint(path)
     key, now = _file_key(path), time.time()
     hit = _memo.get(key) if key is not None else None
     if hit is not None and now - hit[0] < MEMO_SECONDS:
@@ -118,43 +124,14 @@ def fingerprint(path: str) -> str:
 
 # ---- readers: each yields pyarrow RecordBatches with exactly the requested columns -------------
 
-def _check_columns(path: str, available: list[str], wanted: dict[str, str]) -> None:
-    dupes = sorted({c for c in available if available.count(c) > 1})
-    if dupes:
-        raise DataError(f"{path}: duplicate column names {dupes}; every column needs a unique name")
-    missing = [c for c in wanted if c not in available]
-    if missing:
-        import difflib
-
-        hints = []
-        for c in missing:
-            close = difflib.get_close_matches(c, available, n=1)
-            hints.append(f"'{c}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
-        raise DataError(f"{path}: column(s) {', '.join(hints)} named in the config are not in the dataset; "
-                        f"its columns are {available}")
-
-
 def _pa_type(kind: str) -> pa.DataType:
     return pa.float64() if kind == "float64" else pa.string()
 
 
-def _read_csv(path: str, spec: IngestSpec, delimiter: str):
-    with open_input(path) as fh:
-        head = fh.read(1 << 16)
-    if not head.strip():
-        raise DataError(f"{path}: the file is empty; expected a header line and data rows")
-    if head.startswith(codecs.BOM_UTF8):
-        head = head[3:]
-    first = head.split(b"\n", 1)[0].rstrip(b"\r")
-    try:
-        header_line = first.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: line 1 (header): not UTF-8 (byte 0x{first[exc.start]:02x} at offset "
-                        f"{exc.start}); re-save the file as UTF-8") from None
-    try:
-        available = next(csv.reader([header_line], delimiter=delimiter), [])
-    except csv.Error as exc:  # e.g. a bare carriage return: old Mac line endings
-        raise DataError(f"{path}: line 1 (header): malformed CSV ({exc})") from None
+def _read_csv(path: str, spec: IngestSpec, delimiter: str | None = None):
+    """CSV/TSV through pyarrow's reader, in the dialect ``tasks.csv_dialect`` finds in the file (``delimiter``:
+    the config's override): the delimiter, the row terminator (a CR inside an LF file is data), compression."""
+    available, dialect = csv_dialect.header(path, spec.format, delimiter)
     _check_columns(path, available, spec.columns)
     convert = pacsv.ConvertOptions(
         column_types={c: _pa_type(k) for c, k in spec.columns.items()},
@@ -162,8 +139,13 @@ def _read_csv(path: str, spec: IngestSpec, delimiter: str):
         strings_can_be_null=True,
         null_values=["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"],
     )
-    parse = pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True)
+    parse = pacsv.ParseOptions(delimiter=dialect.delimiter, quote_char=dialect.quote, newlines_in_values=True)
     try:
+        if csv_dialect.needs_escape(path, dialect):  # pyarrow would end a row at a CR (LF) that is data
+            data, escape = csv_dialect.escaped_bytes(path, dialect)
+            table = pacsv.read_csv(pa.BufferReader(data), parse_options=parse, convert_options=convert)
+            yield csv_dialect.unescape(table, escape, dialect.data_char)
+            return
         with _native_input(path) as fh:
             if isinstance(fh, pa.OSFile) and fh.size() <= WHOLE_READ_BYTES:  # a local file: every core parses
                 yield pacsv.read_csv(fh, parse_options=parse, convert_options=convert)
@@ -173,33 +155,30 @@ def _read_csv(path: str, spec: IngestSpec, delimiter: str):
             for batch in reader:
                 yield batch
     except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
-        raise _locate_csv_problem(path, delimiter, spec, str(exc)) from None
+        raise _locate_csv_problem(path, dialect, spec, str(exc)) from None
 
 
 def _native_input(path: str):
-    """A local file as an Arrow native file: the CSV reader's threads read it without taking the GIL
-    (through a Python file object every read does, and Prefect's threads hold it now and then)."""
-    from storage.fs import is_url, strip_file_scheme
-
-    if not is_url(path) or str(path).startswith("file://"):
-        try:
-            return pa.OSFile(strip_file_scheme(str(path)))
-        except OSError:
-            pass  # open_input raises the error that names the problem
-    return open_input(path)
+    """The file's decompressed bytes; a plain local file as an Arrow native file: the CSV reader's threads
+    read it without taking the GIL (through a Python file object every read does, and Prefect's threads
+    hold it now and then)."""
+    return csv_dialect.open_stream(path)
 
 
-def _locate_csv_problem(path: str, delimiter: str, spec: IngestSpec, arrow_message: str) -> DataError:
-    """Slow path: find the line and column pyarrow choked on."""
-    with open_input(path) as fh:
-        raw = fh.read()
+def _locate_csv_problem(path: str, dialect, spec: IngestSpec, arrow_message: str) -> DataError:
+    """Slow path: find the line and column pyarrow choked on; the message says how the file was read."""
+    with csv_dialect.open_stream(path) as fh:
+        raw = bytes(fh.read())
+    how = dialect.describe()
     try:
-        text = raw.decode("utf-8-sig")
+        raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
+        line = raw[: exc.start].count(b"\r" if dialect.terminator == "\r" else b"\n") + 1
         return DataError(f"{path}: line {line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
                          "re-save the file as UTF-8")
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    text = "\n".join(csv_dialect.sample_rows(raw, dialect.terminator, limit=1 << 62))
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=dialect.delimiter, quotechar=dialect.quote,
+                        strict=True)
     try:
         header = next(reader)
         for record in reader:
@@ -208,7 +187,7 @@ def _locate_csv_problem(path: str, delimiter: str, spec: IngestSpec, arrow_messa
                 continue
             if len(record) != len(header):
                 return DataError(f"{path}: line {line}: expected {len(header)} fields, got {len(record)} "
-                                 f"(ragged row or an unbalanced quote)")
+                                 f"(ragged row or an unbalanced quote; {how})")
             for col, kind in spec.columns.items():
                 if kind != "float64":
                     continue
@@ -220,10 +199,10 @@ def _locate_csv_problem(path: str, delimiter: str, spec: IngestSpec, arrow_messa
                 except ValueError:
                     return DataError(f"{path}: line {line}, column '{col}': expected a number, got {value!r}")
     except csv.Error as exc:
-        return DataError(f"{path}: line {reader.line_num}: malformed CSV ({exc})")
+        return DataError(f"{path}: line {reader.line_num}: malformed CSV ({exc}; {how})")
     if text.count('"') % 2:
-        return DataError(f"{path}: unbalanced quote character (\") somewhere in the file")
-    return DataError(f"{path}: cannot parse as CSV: {arrow_message}")
+        return DataError(f"{path}: unbalanced quote character (\") somewhere in the file ({how})")
+    return DataError(f"{path}: cannot parse as CSV ({how}): {arrow_message}")
 
 
 def _read_jsonl(path: str, spec: IngestSpec):
@@ -335,44 +314,9 @@ def _read_excel(path: str, spec: IngestSpec):
 def read_batches(path: str, spec: IngestSpec):
     fmt = spec.format
     if fmt in ("csv", "tsv"):
-        return _read_csv(path, spec, "," if fmt == "csv" else "\t")
+        return _read_csv(path, spec, spec.delimiter)
     return {"json": _read_json, "jsonl": _read_jsonl, "parquet": _read_parquet, "feather": _read_feather,
             "excel": _read_excel}[fmt](path, spec)
-
-
-def normalize_batch(batch: pa.RecordBatch | pa.Table, spec: IngestSpec) -> pa.Table:
-    """Strings stay strings; everything else keeps the type its format gave it (cast later)."""
-    table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
-    cols = []
-    for name in spec.columns:
-        col = table.column(name)
-        if pa.types.is_large_string(col.type) or pa.types.is_string_view(col.type):
-            col = col.cast(pa.string())
-        if pa.types.is_dictionary(col.type):
-            col = col.cast(col.type.value_type)
-        cols.append(col)
-    return pa.Table.from_arrays(cols, names=list(spec.columns))
-
-
-def write_ipc(table: pa.Table, path: Path) -> None:
-    """Cache files are uncompressed Arrow IPC: ~10x faster to write and read back than Parquet here
-    (measured on the 336k-row flights table), and memory-mappable. Parquet is for artifacts."""
-    import pyarrow.feather as feather
-
-    feather.write_feather(table, str(path), compression="uncompressed")
-
-
-def _reject_infinities(table: pa.Table, spec: IngestSpec, first_row: int, path: str) -> None:
-    import pyarrow.compute as pc
-
-    for name, kind in spec.columns.items():
-        col = table.column(name)
-        if kind == "float64" and pa.types.is_floating(col.type):
-            bad = pc.fill_null(pc.is_inf(col), False)
-            if pc.any(bad).as_py():
-                i = pc.index(bad, True).as_py()
-                raise DataError(f"{path}: row {first_row + i + 1}, column '{name}': got {col[i].as_py()}; "
-                                "infinities are not allowed in number columns")
 
 
 def write_parts(batches, spec: IngestSpec, out_dir: Path, path: str) -> int:
@@ -424,7 +368,9 @@ def ingest_spec(ctx) -> IngestSpec:
         available = [str(c) for c in ctx.dataset.columns] if in_memory else validate.dataset_columns(ctx.dataset)
         for column, kind in validate.extra_raw_columns(ctx.config, available).items():
             columns.setdefault(column, kind)
-    return IngestSpec(columns=columns, format="dataframe" if in_memory else detect_format(ctx.dataset))
+    csv_options = ctx.config.preprocessing.csv
+    return IngestSpec(columns=columns, format="dataframe" if in_memory else detect_format(ctx.dataset),
+                      delimiter=csv_options.delimiter if csv_options else None)
 
 
 def run(ctx, fingerprint_hex: str | None = None):
@@ -439,7 +385,12 @@ def run(ctx, fingerprint_hex: str | None = None):
     fp = fingerprint_hex or fingerprint(ctx.dataset)
 
     def compute(out: Path) -> Statistics:
-        rows = write_parts(read_batches(ctx.dataset, spec), spec, out / "data", ctx.dataset)
+        if ingest_parts.handles(spec):  # Parquet (a file, folder or glob): row groups read by Dask tasks
+            rows = ingest_parts.write_parts(ctx.dataset, spec, out / "data", PART_ROWS)
+        else:  # the other formats in this process, a folder's or glob's files one after the other
+            files = ingest_parts.dataset_files(ctx.dataset)
+            rows = write_parts(itertools.chain.from_iterable(read_batches(f, spec) for f in files), spec,
+                               out / "data", ctx.dataset)
         (out / "ingest.json").write_text(json.dumps({"fingerprint": fp, "rows": rows, "spec": spec.slice()}))
         stats = Statistics()
         stats.counter("ingest.rows_out", rows)
