@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from storage import Artifact  # noqa: E402
 from storage.cache import StageCache  # noqa: E402
-from tasks.config import parse_config  # noqa: E402
+from tasks.config_loader import parse_config  # noqa: E402
 from tasks.context import RunContext  # noqa: E402
 from tasks.pipeline import run_pipeline  # noqa: E402
 

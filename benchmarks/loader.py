@@ -57,7 +57,7 @@ def build(workdir: Path, rows: int, seed: int = 0) -> Path:
 
     from storage.cache import StageCache
     from tasks import publish, vocab
-    from tasks.config import parse_config
+    from tasks.config_loader import parse_config
     from tasks.context import RunContext
 
     out = workdir / f"artifacts-{rows}"

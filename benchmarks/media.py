@@ -114,7 +114,7 @@ def config(mode: str) -> dict:
 
 def pipeline(csv: Path, workdir: Path, mode: str) -> tuple[dict, dict]:
     from storage.cache import StageCache
-    from tasks.config import parse_config
+    from tasks.config_loader import parse_config
     from tasks.context import RunContext
     from tasks.pipeline import run_pipeline
 

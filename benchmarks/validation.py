@@ -99,7 +99,7 @@ def one_process(dataset: str, suite: str, generated: bool, workdir: str, repeat:
     seconds (all threads), recorded around ``run_cached``."""
     import tasks.context as context
     from storage.cache import StageCache
-    from tasks.config import parse_config
+    from tasks.config_loader import parse_config
     from tasks.context import RunContext
     from tasks.pipeline import run_pipeline
 

@@ -143,7 +143,7 @@ def _no_heartbeat_for_local_runs():
 
 @command("run", _setup_run)
 def cmd_run(args: argparse.Namespace) -> int:
-    from tasks.config import load_config
+    from tasks.config_loader import load_config
 
     if args.npartitions is not None and args.npartitions < 1:
         raise ConfigError(f"--npartitions must be at least 1, got {args.npartitions}")
@@ -331,7 +331,7 @@ def _setup_infer(p: argparse.ArgumentParser) -> None:
 @command("infer", _setup_infer)
 def cmd_infer(args: argparse.Namespace) -> int:
     """Print a config (YAML) with a type per column and a comment saying why (tasks/infer_types.py)."""
-    from tasks.config import load_config
+    from tasks.config_loader import load_config
     from tasks.infer_types import infer_dataset, render_config
 
     if args.npartitions is not None and args.npartitions < 1:

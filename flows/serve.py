@@ -20,14 +20,13 @@ import os
 import threading
 
 from core.errors import ConfigError
+from flows.flow_parameters import add_flow_parameters
 
 DEFAULT_CRON = "0 2 * * *"
 DEFAULT_NAME = "nightly"
 
 
 def setup_parser(p: argparse.ArgumentParser) -> None:
-    from flows.cli import add_flow_parameters
-
     add_flow_parameters(p)
     p.add_argument("--name", default=DEFAULT_NAME,
                    help=f"deployment name; the UI shows preprocess/NAME (default {DEFAULT_NAME})")
@@ -75,9 +74,9 @@ def schedules(cron: str, timezone: str) -> list:
 
 def _keep_local_server_alive(interval: float = 60.0) -> None:
     """The local server exits after PREPFLOW_SERVER_IDLE_SECONDS without activity; serving is activity."""
-    from flows.local_server import home
+    from flows.local_server import state_dir
 
-    activity = home() / "server.activity"
+    activity = state_dir() / "server.activity"
 
     def touch() -> None:
         while True:
@@ -91,7 +90,7 @@ def _keep_local_server_alive(interval: float = 60.0) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from tasks.config import load_config
+    from tasks.config_loader import load_config
 
     if args.npartitions is not None and args.npartitions < 1:
         raise ConfigError(f"--npartitions must be at least 1, got {args.npartitions}")

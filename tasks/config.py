@@ -16,14 +16,10 @@ uses only supported preprocessing options runs unchanged.
 from __future__ import annotations
 
 import difflib
-import functools
-from pathlib import Path
+import typing
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-
-from core.errors import ConfigError
 
 LUDWIG_MODEL_SECTIONS = ("combiner", "trainer", "hyperopt", "backend", "ludwig_version", "model_type")
 LUDWIG_FEATURE_KEYS = ("encoder", "decoder", "loss", "tied", "dependencies", "reduce_input",
@@ -148,7 +144,7 @@ class ValidationConfig(StrictModel):
 
 
 class PublishConfig(StrictModel):
-    formats: list[Literal["parquet", "npy"]] = Field(default_factory=lambda: ["parquet"])
+    formats: list[Literal["parquet", "npy", "split_binary"]] = Field(default_factory=lambda: ["parquet"])
     channels: dict[str, list[str]] | None = None
     shard_rows: int = Field(default=1_000_000, gt=0)
     row_group_rows: int = Field(default=65_536, gt=0)
@@ -157,7 +153,7 @@ class PublishConfig(StrictModel):
     @classmethod
     def _formats(cls, value: list[str]) -> list[str]:
         if not value:
-            raise ValueError("must name at least one format (parquet, npy)")
+            raise ValueError("must name at least one format (parquet, npy, split_binary)")
         return sorted(set(value), key=value.index)
 
 
@@ -249,8 +245,6 @@ def _known_fields(model: type[BaseModel], loc: tuple) -> list[str]:
 
 
 def _model_of(annotation: Any) -> Any:
-    import typing
-
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in typing.get_args(annotation):
@@ -268,8 +262,13 @@ def suggest(word: str, choices: list[str]) -> str:
 
 def format_validation_error(exc: ValidationError, model: type[BaseModel], prefix: str = "",
                             owner: str | None = None) -> str:
+    return format_errors(exc.errors(), model, prefix, owner)
+
+
+def format_errors(errors: list, model: type[BaseModel], prefix: str = "", owner: str | None = None) -> str:
+    """pydantic error dicts as lines ``<prefix><key path>: <what is wrong>``."""
     lines = []
-    for err in exc.errors():
+    for err in errors:
         loc = tuple(err["loc"])
         path = prefix + _loc_to_path(loc)
         if err["type"] == "extra_forbidden":
@@ -284,44 +283,6 @@ def format_validation_error(exc: ValidationError, model: type[BaseModel], prefix
             msg = err["msg"].removeprefix("Value error, ")
             lines.append(f"{path}: {msg} (got {err.get('input')!r})" if loc else msg)
     return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------------------
-# Loading
-
-
-def parse_config(data: Any, source: str = "config") -> Config:
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping with 'input_features', got {type(data).__name__}")
-    try:
-        config = Config.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(f"{source}: invalid config\n{format_validation_error(exc, Config)}") from None
-    from tasks.features import resolve_preprocessing
-
-    resolve_preprocessing(config, source)
-    return config
-
-
-def load_config(path: str | Path) -> Config:
-    """Parse and validate a config file (a fresh copy; parsing is cached by file content)."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    return _parse_text(text, str(path)).model_copy(deep=True)
-
-
-@functools.lru_cache(maxsize=32)
-def _parse_text(text: str, source: str) -> Config:
-    try:
-        data = yaml.safe_load(text)  # safe: tags like !!python/object are rejected
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
-    return parse_config(data, source)
 
 
 def json_schema() -> dict:

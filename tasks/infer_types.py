@@ -68,12 +68,14 @@ import pyarrow.compute as pc
 from core.code_version import module_version
 from core.errors import ConfigError, DataError
 from storage import media
+from tasks import csv_dialect
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 TYPES_FILE = "types.json"
 TYPES = ("binary", "number", "category", "text", "date", "image", "audio", "set", "vector", "timeseries")
 
 VALUE_CAP = 10_000  # exact value counts up to this many distinct values per column
+EXACT_DISTINCT_CAP = 4_000_000  # distinct counts exact (a set of 64-bit value hashes, 8 bytes each) up to this
 TOKEN_CAP = 2_000  # exact token counts (for set detection) up to this many distinct tokens
 HLL_P = 14  # 16384 registers: ~0.8% standard error
 SET_MAX_TOKENS = 20  # values with more tokens are not set members
@@ -89,6 +91,18 @@ TRUE_STRS = {"yes", "y", "true", "t", "1", "1.0", "on"}
 FALSE_STRS = {"no", "n", "false", "f", "0", "0.0", "off"}
 CODE_NAME = re.compile(r"zip|postal|postcode|code|class|categ|status|kind|group|type", re.IGNORECASE)
 ID_NAME = re.compile(r"(?i:(?:^|[^a-z])(?:id|uuid|guid|key|index|idx)$|^id[^a-z])|[a-z](?:Id|ID)$")
+# numbers that name things: flight_number, FlightNum, invoice_no, order_nr (a prefix, num_rooms, is a count)
+NUMBER_NAME = re.compile(r"(?i:(?:^|[^a-z])(?:number|num|no|nr|nbr)$)|[a-z](?:Number|Num|No|Nr|NUM|NO)$")
+TIME_NAME = re.compile(r"(?i:time|date|epoch|created|updated|modified|(?:^|[^a-z])(?:ts|at|when)$)|[a-z](?:At|TS)$")
+EPOCH_SECONDS = (315_532_800, 4_102_444_800)  # 1980-01-01 .. 2100-01-01 UTC as epoch seconds
+SET_DELIMITERS = {"|": {"tokenizer": "regex", "pattern": r"\s*\|\s*"}, ";": {"tokenizer": "regex", "pattern": r"\s*;\s*"},
+                  ",": {"tokenizer": "comma"}}  # multi-value strings: the set feature's tokenizer for each
+SET_MIN_MULTI = 0.05  # share of rows holding the delimiter from which a delimited set is considered
+LOG_BUCKETS = 1026  # floor(log2(x + 1)) of non-negative finite floats is at most 1024
+HEAVY_TAIL_SPREAD = 4  # log2 buckets between the median and the 99th percentile that call for log1p
+POSITIVE_LABELS = {"positive", "pos", "good", "spam", "fraud", "fraudulent", "churn", "churned", "click", "clicked",
+                   "success", "successful", "win", "won", "pass", "passed", "malignant", "present", "active",
+                   "approved", "accepted", "survived", "alive", "default", "defaulted", "buy", "bought", "purchased"}
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 VECTOR_RE = rf"\[?\s*{_NUM}(?:(?:\s*,\s*|\s+){_NUM})+\s*\]?"  # also [1, 2] and numpy's [1. 2.]
 UUID_RE = r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"
@@ -112,6 +126,7 @@ class Inferred:
     type: str | None
     reason: str
     output: bool = False
+    preprocessing: dict = field(default_factory=dict)  # options the type needs (a true label, a tokenizer)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -213,6 +228,7 @@ def profile_values(values: pd.Series) -> dict:
     distinct_values = uniques.to_numpy(zero_copy_only=False)
     hashes = _hashes(distinct_values)
     prof["hll"] = hll_registers(hashes)  # distinct values suffice
+    prof["hash_set"] = np.sort(hashes) if len(hashes) <= EXACT_DISTINCT_CAP else None
     first = np.argsort(hashes, kind="stable")[:SAMPLE_SIZE]  # bottom-k sample: mergeable, partition-independent
     prof["sample"] = [(int(hashes[i]), str(distinct_values[i])) for i in first]
     lower = pc.utf8_lower(arr)
@@ -227,6 +243,8 @@ def profile_values(values: pd.Series) -> dict:
         num = pc.cast(pc.utf8_trim_whitespace(arr.filter(numeric)), pa.float64()).to_numpy(zero_copy_only=False)
     finite = num[np.isfinite(num)]
     prof["n_numeric"] = int(len(finite))
+    prof["n_negative"] = int((finite < 0).sum())
+    prof["log_hist"] = _log_histogram(finite)
     prof["n_integer"] = int((finite == np.round(finite)).sum())
     prof["min"] = float(finite.min()) if len(finite) else None
     prof["max"] = float(finite.max()) if len(finite) else None
@@ -256,10 +274,55 @@ def profile_values(values: pd.Series) -> dict:
         prof["n_repeat"] = _rows_with_repeats(short, flat)
         prof["token_counts"] = (dict(zip(tokens.field("values").to_pylist(), tokens.field("counts").to_pylist(),
                                          strict=True)) if len(tokens) <= TOKEN_CAP else None)
+        prof["delimited"] = {d: _delimited_profile(arr, d, prof["counts"]) for d in SET_DELIMITERS}
     else:
         prof.update(n_date=n if kind == "datetime" else 0, n_image=0, n_audio=0, media_ext={}, media_sample=[],
-                    n_vector=0, vector_min=None, vector_max=None, n_uuid=0, token_counts={}, n_repeat=0)
+                    n_vector=0, vector_min=None, vector_max=None, n_uuid=0, token_counts={}, n_repeat=0,
+                    delimited={})
     return prof
+
+
+def _log_histogram(finite: np.ndarray) -> np.ndarray:
+    """Counts of ``floor(log2(x + 1))`` over the non-negative values: exact integer counts, so the merged
+    histogram (and the tail judged from it) does not depend on the partitioning."""
+    x = finite[finite >= 0]
+    return np.bincount(np.floor(np.log2(x + 1.0)).astype(np.int64), minlength=LOG_BUCKETS)
+
+
+def _delimited_profile(arr: pa.Array, delimiter: str, counts: dict | None) -> dict:
+    """The values as lists cut at ``delimiter`` (tokens trimmed): rows holding it, tokens per row, empty
+    tokens (``a||b``, a trailing delimiter), rows repeating a token, the token counts (up to
+    ``TOKEN_CAP``). A partition without the delimiter: every value is one token (its value counts)."""
+    has = pc.match_substring(arr, delimiter)
+    n_has = _count(has)
+    if not n_has:
+        return {"n_has": 0, "n_empty": 0, "n_repeat": 0, "n_thousands": 0, "max_tokens": 1 if len(arr) else 0,
+                "tokens": len(arr), "token_counts": counts if counts is not None and len(counts) <= TOKEN_CAP else None}
+    lists = pc.split_pattern(arr, delimiter)
+    flat = pc.utf8_trim_whitespace(pc.list_flatten(lists))
+    ntok = pc.list_value_length(lists).to_numpy(zero_copy_only=False)
+    multi = lists.filter(has)
+    vc = pc.value_counts(flat)
+    return {"n_has": n_has, "n_empty": _count(pc.equal(flat, "")), "max_tokens": int(ntok.max()),
+            "tokens": int(ntok.sum()), "n_thousands": _count(_match(arr, THOUSANDS_RE)) if delimiter == "," else 0,
+            "n_repeat": _rows_with_repeats(multi, pc.utf8_trim_whitespace(pc.list_flatten(multi))),
+            "token_counts": (dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True))
+                             if len(vc) <= TOKEN_CAP else None)}
+
+
+def _merge_delimited(a: dict, b: dict) -> dict:
+    out = {}
+    for d in set(a) | set(b):
+        if d not in a or d not in b:  # a partition of another kind (no string values): nothing to add
+            out[d] = a.get(d) or b[d]
+            continue
+        x, y = a[d], b[d]
+        out[d] = {"n_has": x["n_has"] + y["n_has"], "n_empty": x["n_empty"] + y["n_empty"],
+                  "n_thousands": x["n_thousands"] + y["n_thousands"],
+                  "n_repeat": x["n_repeat"] + y["n_repeat"], "tokens": x["tokens"] + y["tokens"],
+                  "max_tokens": max(x["max_tokens"], y["max_tokens"]),
+                  "token_counts": _merge_counts(x["token_counts"], y["token_counts"], TOKEN_CAP)}
+    return out
 
 
 def _media_profile(uniques: pa.Array, counts: np.ndarray, hashes: np.ndarray) -> dict:
@@ -339,8 +402,13 @@ def merge_profiles(a: dict, b: dict) -> dict:
     """Associative and commutative: the merged profile does not depend on the partitioning."""
     out = {"kind": a["kind"] if a["kind"] == b["kind"] else "string"}
     for key in ("rows", "n", "n_true", "n_false", "n_numeric", "n_integer", "n_leading_zero", "tokens", "n_multi",
-                "n_long", "chars", "n_date", "n_image", "n_audio", "n_vector", "n_uuid", "n_repeat"):
+                "n_long", "chars", "n_date", "n_image", "n_audio", "n_vector", "n_uuid", "n_repeat", "n_negative"):
         out[key] = a[key] + b[key]
+    out["log_hist"] = a["log_hist"] + b["log_hist"]
+    out["delimited"] = _merge_delimited(a["delimited"], b["delimited"])
+    hash_set = (np.union1d(a["hash_set"], b["hash_set"]) if a["hash_set"] is not None and b["hash_set"] is not None
+                else None)
+    out["hash_set"] = hash_set if hash_set is not None and len(hash_set) <= EXACT_DISTINCT_CAP else None
     out["max_tokens"] = max(a["max_tokens"], b["max_tokens"])
     for key in ("min", "width_min", "vector_min"):
         out[key] = _opt(min, a[key], b[key])
@@ -356,10 +424,14 @@ def merge_profiles(a: dict, b: dict) -> dict:
 
 
 def distinct(prof: dict) -> tuple[int, bool]:
-    """(distinct non-missing values, exact?)"""
+    """(distinct non-missing values, exact?): exact from the value counts or the set of value hashes (a
+    64-bit hash collision among a few million values has a chance of about 1e-6), above
+    ``EXACT_DISTINCT_CAP`` a HyperLogLog estimate, never above the non-missing row count."""
     if prof["counts"] is not None:
         return len(prof["counts"]), True
-    return max(hll_estimate(prof["hll"]), VALUE_CAP + 1), False
+    if prof.get("hash_set") is not None:
+        return len(prof["hash_set"]), True
+    return min(max(hll_estimate(prof["hll"]), EXACT_DISTINCT_CAP + 1), prof["n"]), False
 
 
 # ---- media files ---------------------------------------------------------------------------------
@@ -458,12 +530,12 @@ def decide(name: str, prof: dict, is_target: bool = False, column: str | None = 
     missing = rows - n
     miss = f"; {missing} missing ({missing / rows:.1%})" if missing and rows else ""
 
-    def out(type_name: str | None, reason: str) -> Inferred:
+    def out(type_name: str | None, reason: str, preprocessing: dict | None = None) -> Inferred:
         if type_name is None and is_target:
             fallback = "number" if n and prof["n_numeric"] == n else "category"
             return Inferred(name, column, fallback, f"{reason}; kept as {fallback} because it is the target",
                             is_target)
-        return Inferred(name, column, type_name, reason + miss, is_target)
+        return Inferred(name, column, type_name, reason + miss, is_target, dict(preprocessing or {}))
 
     if n == 0:
         return out(None, "excluded: every value is missing")
@@ -477,6 +549,8 @@ def decide(name: str, prof: dict, is_target: bool = False, column: str | None = 
         return out("binary", f"boolean values ({_examples(prof, 4)})")
     if prof["n_true"] + prof["n_false"] == n:
         return out(None, f"excluded: every value means the same boolean ({_examples(prof, 2)})")
+    if d == 2 and exact:
+        return _decide_two_values(prof, out)
     unique = n >= ID_MIN_ROWS and d >= ID_UNIQUE_SHARE * n
     if prof["n_numeric"] == n:
         return _decide_number(name, prof, out, d, dn, unique)
@@ -496,6 +570,9 @@ def decide(name: str, prof: dict, is_target: bool = False, column: str | None = 
                                  f"{prof['vector_max']} values")
     if prof["n_uuid"] == n and unique:
         return out(None, f"excluded: ID-like ({dn} distinct UUIDs in {n} rows)")
+    delimited = _delimited_set(prof, d, dn, out)
+    if delimited is not None:
+        return delimited
     mean_tokens = prof["tokens"] / n
     if mean_tokens < 1.5 and prof["n_multi"] < 0.5 * n:  # (mostly) single tokens
         if unique:
@@ -513,6 +590,82 @@ def decide(name: str, prof: dict, is_target: bool = False, column: str | None = 
     return out("category", f"{dn} distinct short phrases (e.g. {_examples(prof, 3)}){note}")
 
 
+def _decide_two_values(prof: dict, out) -> Inferred:
+    """Exactly two distinct values that are not both booleans: binary, with the true label chosen (and
+    named in the config as ``fallback_true_label``): a value that reads as the positive outcome, else
+    the larger of two numbers, else the rarer value (a positive class usually is), else the later one."""
+    counts, n = prof["counts"], prof["n"]
+    low, high = sorted(counts)
+    positive = [v for v in (low, high) if v.lower() in POSITIVE_LABELS]
+    if len(positive) == 1:
+        true, why = positive[0], "it reads as the positive outcome"
+    elif prof["n_numeric"] == n:
+        true, why = max((low, high), key=float), "the larger number"
+    elif counts[low] != counts[high]:
+        true, why = min((low, high), key=lambda v: counts[v]), "the rarer value, as a positive class usually is"
+    else:
+        true, why = high, "the later in string order (both equally frequent)"
+    shares = ", ".join(f"{v!r} {counts[v] / n:.0%}" for v in sorted((low, high), key=lambda v: (-counts[v], v)))
+    return out("binary", f"two distinct values ({shares}); true label {true!r}: {why}",
+               {"fallback_true_label": true})
+
+
+THOUSANDS_RE = r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?"
+
+
+def _delimited_set(prof: dict, d: int, dn: str, out) -> Inferred | None:
+    """``Comedy|Romance``-style values: a set when one delimiter (``|``, ``;``, ``,``) cuts many rows into
+    tokens with a consistent structure (no empty tokens, no token twice in a row, at most
+    ``SET_MAX_TOKENS`` per row) from a small vocabulary that recurs (fewer tokens than distinct values)."""
+    n = prof["n"]
+    for delimiter, options in SET_DELIMITERS.items():
+        p = prof.get("delimited", {}).get(delimiter)
+        if not p or p["n_has"] < SET_MIN_MULTI * n or p["n_empty"] or p["max_tokens"] > SET_MAX_TOKENS:
+            continue
+        vocab = p["token_counts"]
+        if vocab is None or len(vocab) > SET_MAX_VOCAB or len(vocab) >= d or p["n_repeat"] > 0.01 * p["n_has"]:
+            continue
+        if delimiter == "," and p.get("n_thousands", 0) >= 0.5 * p["n_has"]:
+            continue  # 1,234: a number written with thousands separators, not a list
+        name = {"|": "pipe", ";": "semicolon", ",": "comma"}[delimiter]
+        top = ", ".join(repr(t) for t in sorted(vocab, key=lambda t: (-vocab[t], t))[:4])
+        return out("set", f"{dn} distinct combinations of {len(vocab)} {name}-separated tokens (e.g. {top}; "
+                          f"mean {p['tokens'] / n:.1f} per row)", options)
+    return None
+
+
+def _epoch(name: str, prof: dict) -> tuple[str, str] | None:
+    """(datetime_format, unit) when a column named like a time holds epoch seconds or milliseconds
+    (every value within 1980..2100)."""
+    if not TIME_NAME.search(name) or prof["min"] is None:
+        return None
+    lo, hi = EPOCH_SECONDS
+    for fmt, unit, scale in (("epoch_s", "seconds", 1), ("epoch_ms", "milliseconds", 1000)):
+        if lo * scale <= prof["min"] and prof["max"] <= hi * scale:
+            return fmt, unit
+    return None
+
+
+def _bucket_range(b: int) -> str:
+    return f"{_fmt_num(2.0 ** b - 1)}..{_fmt_num(2.0 ** (b + 1) - 1)}"
+
+
+def _tail_note(prof: dict) -> str:
+    """A log1p suggestion for a non-negative column with a heavy right tail: the 99th percentile at least
+    ``2**HEAVY_TAIL_SPREAD`` times the median (judged on exact log2 bucket counts)."""
+    hist = prof["log_hist"]
+    total = int(hist.sum())
+    if prof["n_negative"] or total < ID_MIN_ROWS:
+        return ""
+    cumulative = np.cumsum(hist)
+    median = int(np.searchsorted(cumulative, (total + 1) // 2))
+    p99 = int(np.searchsorted(cumulative, -(-99 * total // 100)))
+    if p99 - median < HEAVY_TAIL_SPREAD:
+        return ""
+    return (f"; heavy right tail (median {_bucket_range(median)}, 99th percentile {_bucket_range(p99)}, max "
+            f"{_fmt_num(prof['max'])}): consider preprocessing: {{normalization: log1p}}")
+
+
 def _decide_number(name: str, prof: dict, out, d: int, dn: str, unique: bool) -> Inferred:
     n, lo, hi = prof["n"], prof["min"], prof["max"]
     rng = f"{_fmt_num(lo)}..{_fmt_num(hi)}"
@@ -522,22 +675,31 @@ def _decide_number(name: str, prof: dict, out, d: int, dn: str, unique: bool) ->
             return out(None, f"excluded: ID-like ({dn} distinct digit strings with leading zeros in {n} rows)")
         return out("category", f"{dn} distinct digit codes with leading zeros (e.g. {_examples(prof, 2)}): "
                                "a number would drop the zeros")
+    epoch = _epoch(name, prof)
+    if epoch is not None:
+        fmt, unit = epoch
+        scale = 1000 if fmt == "epoch_ms" else 1
+        first, last = (str(np.datetime64(int(x // scale), "s")).replace("T", " ") for x in (lo, hi))
+        return out("date", f"epoch {unit} ({first}..{last} UTC) in a column named like a time",
+                   {"datetime_format": fmt})
     if not integers:
-        return out("number", f"{dn} distinct numeric values ({rng})")
+        return out("number", f"{dn} distinct numeric values ({rng}){_tail_note(prof)}")
     sequential = hi - lo + 1 <= d * 1.01 + 1 if lo is not None else False
-    if unique and (sequential or ID_NAME.search(name)):
-        why = "sequential" if sequential else "named like an id"
-        return out(None, f"excluded: ID-like ({dn} distinct integers in {n} rows, {rng}, {why})")
-    if d == 2:
-        return out("category", f"two integer values ({_examples(prof, 2)}) that are not 0/1")
-    if (CODE_NAME.search(name) or ID_NAME.search(name)) and not unique:
-        return out("category", f"{dn} distinct integers ({rng}) and the name '{name}' suggests a code")
+    named = ID_NAME.search(name) or NUMBER_NAME.search(name)
     fixed = prof["width_min"] is not None and prof["width_min"] == prof["width_max"] and prof["width_min"] >= 4
     years = lo is not None and lo >= 1800 and hi <= 2100
+    if unique and (sequential or named or (fixed and prof["width_min"] >= 5)):
+        why = ("sequential" if sequential else f"named like an identifier ('{name}')" if named
+               else f"fixed-width {prof['width_min']}-digit numbers")
+        return out(None, f"excluded: ID-like ({dn} distinct integers in {n} rows, {rng}, {why}; no arithmetic "
+                         "meaning)")
+    if (CODE_NAME.search(name) or named) and not unique:
+        return out("category", f"{dn} distinct integers ({rng}) and the name '{name}' suggests a code or an "
+                               "identifier, not a quantity")
     if fixed and not years and lo >= 0 and not unique:
         return out("category", f"{dn} distinct fixed-width {prof['width_min']}-digit codes (e.g. "
                                f"{_examples(prof, 2)})")
-    return out("number", f"{dn} distinct integers ({rng})")
+    return out("number", f"{dn} distinct integers ({rng}){_tail_note(prof)}")
 
 
 # ---- over a dataset ------------------------------------------------------------------------------
@@ -553,21 +715,15 @@ def profile_columns(ingest_dir: str, columns: list[str], npartitions: int | None
     return {c: reduce(merge_profiles, [p[c] for p in partials]) for c in columns}
 
 
-def dataset_columns(path: str, fmt: str) -> list[str]:
-    """The column names of a dataset, in file order."""
-    import csv
-
+def dataset_columns(path: str, fmt: str, delimiter: str | None = None) -> list[str]:
+    """The column names of a dataset, in file order (CSV/TSV: in the dialect sniffed from the file,
+    ``delimiter``: the config's override)."""
     import pyarrow.parquet as pq
 
     from storage.fs import open_input
 
     if fmt in ("csv", "tsv"):
-        with open_input(path) as fh:
-            head = fh.read(1 << 20)
-        text = head.decode("utf-8-sig", errors="replace")
-        if not text.strip():
-            raise DataError(f"{path}: the file is empty; expected a header line and data rows")
-        return next(csv.reader([text.splitlines()[0]], delimiter="," if fmt == "csv" else "\t"))
+        return csv_dialect.header(path, fmt, delimiter)[0]
     if fmt == "parquet":
         with open_input(path) as fh:
             return list(pq.ParquetFile(fh).schema_arrow.names)
@@ -601,7 +757,7 @@ def infer_dataset(dataset, target: str | None = None, npartitions: int | None = 
     from tasks import ingest, ingest_frame
 
     if isinstance(config, (str, os.PathLike)):
-        from tasks.config import load_config
+        from tasks.config_loader import load_config
 
         config = load_config(config)
     in_memory = ingest_frame.is_frame(dataset)
@@ -611,7 +767,9 @@ def infer_dataset(dataset, target: str | None = None, npartitions: int | None = 
         columns, where = [c for c in by_name if c != ingest.ROW], ingest_frame.SOURCE
     else:
         fmt = ingest.detect_format(dataset)
-        columns, where = [c for c in dataset_columns(dataset, fmt) if c != ingest.ROW], dataset
+        csv_options = config.preprocessing.csv if config is not None else None
+        delimiter = csv_options.delimiter if csv_options else None
+        columns, where = [c for c in dataset_columns(dataset, fmt, delimiter) if c != ingest.ROW], dataset
     if target is not None and target not in columns:
         from tasks.config import suggest
 
@@ -622,7 +780,7 @@ def infer_dataset(dataset, target: str | None = None, npartitions: int | None = 
             table = pa.table({c: _frame_text(dataset[by_name[c]], c) for c in columns})
             ingest.write_parts(table.to_batches(max_chunksize=ingest.PART_ROWS), spec, Path(tmp) / "data", where)
         else:
-            spec = ingest.IngestSpec(columns=dict.fromkeys(columns, "string"), format=fmt)
+            spec = ingest.IngestSpec(columns=dict.fromkeys(columns, "string"), format=fmt, delimiter=delimiter)
             ingest.write_parts(ingest.read_batches(dataset, spec), spec, Path(tmp) / "data", dataset)
         profiles = profile_columns(str(Path(tmp) / "data"), columns, npartitions)
         rows = profiles[columns[0]]["rows"] if columns else 0
@@ -682,9 +840,13 @@ def render_config(inferred: list[Inferred], dataset: str, rows: int, config=None
         for item in items:
             lines.append(f"  - name: {_yaml_scalar(item.name)}")
             lines.append(f"    type: {item.type}  # {item.reason}")
+            options = dict(item.preprocessing)
             root = column_media_roots(config, item.column).get(item.type)
             if root is not None:
-                lines.append(f"    preprocessing: {{media_root: {_yaml_scalar(root)}}}")
+                options["media_root"] = root
+            if options:
+                pairs = ", ".join(f"{key}: {_yaml_scalar(str(value))}" for key, value in options.items())
+                lines.append(f"    preprocessing: {{{pairs}}}")
 
     block("input_features", [i for i in inferred if i.type and not i.output])
     block("output_features", [i for i in inferred if i.type and i.output])

@@ -29,6 +29,7 @@ instance state is not shared between partitions; put what a transform learns in 
 from __future__ import annotations
 
 import copy
+import difflib
 import re
 from typing import Any, ClassVar, Mapping
 
@@ -37,7 +38,8 @@ from pandas.api import types as ptypes
 from pydantic import BaseModel
 
 from core.errors import InvalidStatisticsError
-from tasks.statistics import Statistic
+from tasks.plugin_loader import FEATURES_GROUP, entry_points
+from tasks.statistics import Statistic, Statistics
 
 KINDS = ("float", "int", "bool", "string", "datetime", "object")
 # the values a filled feature's column holds: what a stage after fill_missing reads
@@ -87,15 +89,11 @@ def spec_kind(spec: Any) -> str:
         return "object"
     if ":" in spec:
         return "object"  # a custom feature type ("pkg.module:Class")
-    from tasks.plugins import FEATURES_GROUP, entry_points
-
     if spec in entry_points(FEATURES_GROUP):
         return "object"
     try:
         return dtype_kind(ptypes.pandas_dtype(spec))
     except TypeError:
-        import difflib
-
         close = difflib.get_close_matches(spec, [*DTYPE_WORDS, *FEATURE_KINDS], n=1)
         raise ValueError(f"{spec!r} is not a dtype or a feature type"
                          + (f"; did you mean {close[0]!r}?" if close else "")) from None
@@ -186,8 +184,6 @@ def worker_copy(stage: Stage) -> Stage:
 
 def named_statistics(stage: Stage, emitted: list[Statistic]):
     """The emitted statistics, renamed ``<stage>.<name>``, as a ``Statistics``."""
-    from tasks.statistics import Statistics
-
     out = Statistics()
     prefix = f"{stage.name}."
     for stat in emitted:

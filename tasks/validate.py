@@ -1,4 +1,4 @@
-"""validate: the data-quality gates (DESIGN sections 4 and 8), Great Expectations 1.x suites on Dask.
+"""validate: the data-quality gates (DESIGN sections 4 and 8), expectation suites on Dask partitions.
 
 Two gates, each a cached stage:
 
@@ -12,7 +12,9 @@ Two gates, each a cached stage:
 
 Each gate runs prepflow's generated suite (``validation.generated``, default on) and the user suites
 the config names (``validation: {raw: path-or-list, encoded: ..., on_failure: fail|warn}``; paths
-relative to the working directory), through ``expectations.engine``. Generated suites:
+relative to the working directory), through ``expectations.runner``: the generated suites on
+prepflow's numpy/pyarrow kernels (``expectations.kernels``, no GX import), the user suites through
+Great Expectations' public API (``expectations.gx_suites``). Generated suites:
 
 * raw: every declared column exists; a number feature stored as text matches a number pattern (text
   formats are read as float64 already, so there it holds by construction); every output feature
@@ -29,17 +31,14 @@ Caching: key = parent key + sha of every suite's JSON (generated ones included) 
 fails again. ``enforce`` raises ``ValidationFailed`` naming the gate (``fail``; nothing is
 published) or logs a warning (``warn``); the results go to manifest.json ``validation``.
 
-Where a gate runs: each gate's partitions are ``VIEWS[name](*JSON-able args)``. With Dask local and
-``PREPFLOW_GATE_SERVER`` not ``off``, the long-lived gate server (``expectations.gate_server``; GX
-already imported) builds them with the same arguments and runs the suites; if it cannot answer, the
-gate runs in this process. Same results either way (``tests/unit/test_gate_server.py``).
+Each gate's partitions are ``VIEWS[name](*args)``, Dask delayed frames: the gate's row work runs
+on the Dask workers, the merge of its small per-partition results here.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,6 +47,10 @@ import numpy as np
 
 from core.code_version import module_version
 from core.errors import ConfigError, ValidationFailed
+from expectations import runner
+from expectations.kernels import NUMBER_PATTERN
+from expectations.report import format_gate
+from expectations.suites import SuiteError, check_suite, is_generated, referenced_columns
 from storage.hashing import stable_hash
 
 if TYPE_CHECKING:  # pandas is imported where used: a rerun that reuses its artifact never needs it
@@ -56,11 +59,11 @@ if TYPE_CHECKING:  # pandas is imported where used: a rerun that reuses its arti
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 RESULTS_FILE = "validation.json"
 # Rows per validation partition when --npartitions is not given: GX's fixed cost per partition and
-# metric is ~10-30 ms, so partitions much smaller than this cost more than they parallelize.
+# expectation (user suites) is ~10-30 ms, so partitions much smaller than this cost more than they
+# parallelize.
 VALIDATION_ROWS = 1 << 19
 GATES = ("raw", "encoded")
 STAGE = {"raw": "validate_raw", "encoded": "validate_encoded"}
-NUMBER_PATTERN = r"^\s*(?:[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[Nn][Aa][Nn]?|[Nn][Uu][Ll][Ll]|[Nn]one)?\s*$"
 NUMERIC_EXPECTATIONS = ("expect_column_values_to_be_between", "expect_column_mean_to_be_between",
                         "expect_column_sum_to_be_between", "expect_column_stdev_to_be_between",
                         "expect_column_min_to_be_between", "expect_column_max_to_be_between",
@@ -77,8 +80,6 @@ def _exp(kind: str, **kwargs) -> dict:
 
 def load_suite_file(path: str | Path) -> dict:
     """A GX 1.x suite JSON file, checked (without importing GX); ``ConfigError`` names the file."""
-    from expectations import engine
-
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -87,8 +88,8 @@ def load_suite_file(path: str | Path) -> dict:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{path}: not a JSON expectation suite ({exc})") from None
     try:
-        return engine.check_suite(data, str(path))
-    except engine.SuiteError as exc:
+        return check_suite(data, str(path))
+    except SuiteError as exc:
         raise ConfigError(str(exc)) from None
 
 
@@ -112,36 +113,14 @@ def suites_key(config_json: dict) -> dict:
 
 
 def preload(config, local: bool | None = None) -> None:
-    """Get GX ready while the first stages run, when a gate will need it: start the gate server
-    (``expectations.gate_server``; ``PREPFLOW_GATE_SERVER=auto`` and Dask local) or else import GX in
-    a background thread (``expectations.engine.preload``). ``local``: whether Dask will run locally
-    (default: ``tasks.frame.local_only()`` now)."""
-    from expectations import engine
+    """Start importing Great Expectations in a background thread when a user suite will need it, so
+    that its ~3 s import overlaps the stages before the first gate. Without a user suite nothing is
+    imported: prepflow's generated suites run on its own kernels. ``local``: whether Dask runs in this
+    process (with a cluster, the workers import GX themselves, so nothing is preloaded here)."""
+    if (config.validation.raw or config.validation.encoded) and local is not False:
+        from expectations import gx_suites  # GX (optional heavy dependency) only for user suites
 
-    if _needs_gx(config) and not start_gate_server(config, local):
-        engine.preload()
-
-
-def start_gate_server(config, local: bool | None = None) -> bool:
-    """Start the gate server (or touch the running one) when a gate will need GX and the server is
-    used (see ``preload``); True when it is. Returns at once: the server warms up on its own."""
-    if not (_needs_gx(config) and _use_server(local)):
-        return False
-    from expectations import gate_server
-
-    return gate_server.ensure_started() is not None
-
-
-def _needs_gx(config) -> bool:
-    v = config.validation
-    return bool(v.generated or v.raw or v.encoded)
-
-
-def _use_server(local: bool | None = None) -> bool:
-    from expectations import gate_server
-    from tasks import frame
-
-    return gate_server.enabled() and (frame.local_only() if local is None else local)
+        gx_suites.preload()
 
 
 def check_config(config) -> None:
@@ -152,8 +131,15 @@ def check_config(config) -> None:
     for column, bounds in (getattr(config.validation, "bounds", None) or {}).items():
         if column not in columns:
             raise ConfigError(f"validation.bounds.{column}: not a column of a declared feature")
-        if not isinstance(bounds, (list, tuple)) or len(bounds) != 2:
-            raise ConfigError(f"validation.bounds.{column}: expected [min, max] (either may be null), got {bounds!r}")
+        if not isinstance(bounds, (list, tuple)) or len(bounds) != 2 or not all(
+                b is None or (isinstance(b, (int, float)) and not isinstance(b, bool)) for b in bounds):
+            raise ConfigError(f"validation.bounds.{column}: expected [min, max] (numbers, either may be null), "
+                              f"got {bounds!r}")
+        low, high = bounds
+        if low is None and high is None:
+            raise ConfigError(f"validation.bounds.{column}: min and max are both null; give at least one")
+        if low is not None and high is not None and low > high:
+            raise ConfigError(f"validation.bounds.{column}: min {low!r} is greater than max {high!r}")
 
 
 def extra_raw_columns(config, available: list[str] | None) -> dict[str, str]:
@@ -161,8 +147,6 @@ def extra_raw_columns(config, available: list[str] | None) -> dict[str, str]:
     (as float64 when a numeric expectation names them, else as strings). With ``available`` (the
     dataset's columns, when cheap to know) a column the dataset lacks is left out, so the suite's
     expectation fails in the report instead of ingest failing."""
-    from expectations.engine import referenced_columns
-
     declared = {f.source_column for f in config.features}
     out: dict[str, str] = {}
     for _path, suite in user_suites(config, "raw"):
@@ -385,57 +369,26 @@ def encoded_view(chunks: list[list], shaped: dict[str, bool]) -> tuple[list, lis
     return parts, [*columns, "__row__", "__split__"], sum(p[-1] for chunk in chunks for p in chunk)
 
 
-# What each gate validates, by name: JSON-able arguments -> (partitions, columns, rows). The gate server
-# calls the same functions with the same arguments, so both build identical partitions.
+# What each gate validates, by name: arguments -> (partitions, columns, rows).
 VIEWS = {"raw": raw_view, "encoded": encoded_view}
 
 
 # ---- running a gate ------------------------------------------------------------------------------
 
-def _suite_entry(source: str, suite_result) -> dict:
-    results = [result_json(r) for r in suite_result.results]
-    failed = sum(1 for r in results if not r["success"])
-    return {"name": suite_result.name, "source": source, "success": failed == 0, "evaluated": len(results),
-            "failed": failed, "results": results}
-
-
-def result_json(evr) -> dict:
-    """A GX result as plain, deterministic JSON: type, kwargs, success, result, exception."""
-    d = evr.to_json_dict()
-    config = d["expectation_config"]
-    out = {"expectation_type": config["type"],
-           "kwargs": {k: v for k, v in config["kwargs"].items() if k != "batch_id"},
-           "success": bool(d["success"]), "result": _clean(d.get("result") or {})}
-    info = d.get("exception_info") or {}
-    if info.get("raised_exception"):
-        out["exception"] = info.get("exception_message")
-    return out
-
-
-def _clean(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
 def run_suites(named: list[tuple[str, dict]], parts: list, columns: list[str], scheduler=None) -> list[dict]:
-    """Run ``(source, suite JSON)`` pairs on the partitions; GX is imported only when there is work.
-    ``scheduler``: Dask's (default: the active one, a distributed Client if set)."""
-    from expectations import engine
+    """Run ``(source, suite JSON)`` pairs on the partitions (``expectations.runner.run``); GX is imported
+    only for a user suite with expectations, whose kwargs GX checks first (``ConfigError`` naming the
+    file). ``scheduler``: Dask's (default: the active one, a distributed Client if set)."""
+    user = [(src, s) for src, s in named if not is_generated(s) and s["expectations"]]
+    if user:
+        from expectations import gx_suites  # GX (optional heavy dependency) only for user suites
 
-    if not any(s["expectations"] for _src, s in named):
-        return [{"name": s["name"], "source": src, "success": True, "evaluated": 0, "failed": 0, "results": []}
-                for src, s in named]
-    try:
-        suites, plan = engine.planned(named, columns)
-    except engine.SuiteError as exc:
-        raise ConfigError(str(exc)) from None
-    results = engine.run(suites, parts, columns, scheduler=scheduler, plan=plan)
-    return [_suite_entry(src, r) for (src, _s), r in zip(named, results, strict=True)]
+        try:
+            for src, suite in user:
+                gx_suites.check(suite, src)
+        except SuiteError as exc:
+            raise ConfigError(str(exc)) from None
+    return runner.run(named, parts, columns, scheduler=scheduler)
 
 
 def gate_json(gate: str, suites: list[dict], rows: int) -> dict:
@@ -445,17 +398,10 @@ def gate_json(gate: str, suites: list[dict], rows: int) -> dict:
 
 
 def validate_view(named: list[tuple[str, dict]], view: str, args: list) -> tuple[list[dict], int]:
-    """``run_suites`` on ``VIEWS[view](*args)``: ``(suites, rows)``, computed by the gate server when it
-    is used (see ``_use_server``), else in this process (also when the server cannot answer)."""
-    from tasks import frame
-
-    if any(s["expectations"] for _src, s in named) and _use_server():  # nothing to check: no GX, no server
-        from expectations import gate_protocol
-
-        reply = gate_protocol.request(named, view, args)
-        if reply is not None:
-            return reply["suites"], reply["rows"]
+    """``run_suites`` on ``VIEWS[view](*args)``: ``(suites, rows)``."""
     import dask.threaded
+
+    from tasks import frame
 
     parts, columns, rows = VIEWS[view](*args)
     # Dask's local default named, as in frame.compute: asking Dask would import distributed to find no Client
@@ -570,8 +516,6 @@ def load(result) -> dict:
 
 def enforce(ctx, result) -> dict:
     """Raise ``ValidationFailed`` for a failing ``fail`` gate; log a warning for ``warn``."""
-    from expectations.report import format_gate
-
     data = load(result)
     if data["success"]:
         return data
@@ -598,8 +542,7 @@ def manifest_entry(results: list) -> dict:
 def _suite_only_config(dataset: str, named: list[tuple[str, dict]]):
     """A config that ingests the dataset's columns (all, where the header tells them; else those the
     suites name) and runs only the given suites on the raw table."""
-    from expectations.engine import referenced_columns
-    from tasks.config import parse_config
+    from tasks.config_loader import parse_config
 
     numeric = {e.get("kwargs", {}).get("column") for _p, s in named for e in s["expectations"]
                if e.get("type") in NUMERIC_EXPECTATIONS}
@@ -619,7 +562,7 @@ def validate_dataset(dataset: str, configs: list[str] = (), suites: list[str] = 
     ``on_failure: warn`` does not make the whole result fail."""
     from storage.cache import StageCache
     from tasks import infer_types, ingest
-    from tasks.config import load_config
+    from tasks.config_loader import load_config
     from tasks.context import RunContext
 
     if not configs and not suites:
@@ -628,10 +571,10 @@ def validate_dataset(dataset: str, configs: list[str] = (), suites: list[str] = 
     loaded = [(str(c), load_config(c)) for c in configs]
     for _path, config in loaded:
         check_config(config)
-    if _use_server():  # the gate server imports GX while the dataset is ingested
-        from expectations import gate_server
+    if named or any(c.validation.raw for _p, c in loaded):
+        from expectations import gx_suites  # GX (optional heavy dependency) only for user suites
 
-        gate_server.ensure_started()  # never raises: a server that cannot start leaves the gate here
+        gx_suites.preload()  # GX's import overlaps the ingest
     runs = list(loaded)
     if named:
         runs.append(("--suite", _suite_only_config(dataset, named)))

@@ -9,7 +9,7 @@ import pandas as pd
 import yaml
 
 from storage.cache import StageCache
-from tasks.config import parse_config
+from tasks.config_loader import parse_config
 from tasks.context import RunContext
 from tasks.pipeline import PipelineResult, run_pipeline
 

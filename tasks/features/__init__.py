@@ -1,7 +1,9 @@
-"""Feature-type registry and config resolution.
+"""Feature-type registry and per-type preprocessing resolution.
 
 ``REGISTRY`` maps a config ``type`` to its ``FeatureType`` class. Custom types are named by
 ``"pkg.module:Class"`` or a ``prepflow.features`` entry point (see ``load_feature_class``).
+``resolve_preprocessing`` validates every feature's options against its type (called by
+``tasks.config_loader.parse_config``); ``build``/``build_all`` make the feature objects.
 """
 
 from __future__ import annotations
@@ -10,8 +12,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tasks.config import Config, FeatureConfig, format_validation_error
 from core.errors import ConfigError
+from tasks.config import Config, FeatureConfig, format_errors, format_validation_error, suggest
 from tasks.features.audio import AudioFeature
 from tasks.features.bag import BagFeature
 from tasks.features.base import FeatureType
@@ -25,6 +27,7 @@ from tasks.features.set import SetFeature
 from tasks.features.text import TextFeature
 from tasks.features.timeseries import TimeseriesFeature
 from tasks.features.vector import VectorFeature
+from tasks.plugin_loader import FEATURES_GROUP, code_version, entry_points, load_subclass
 
 REGISTRY: dict[str, type[FeatureType]] = {
     "binary": BinaryFeature,
@@ -46,23 +49,45 @@ REGISTRY: dict[str, type[FeatureType]] = {
 def load_feature_class(type_name: str, where: str) -> type[FeatureType]:
     if type_name in REGISTRY:
         return REGISTRY[type_name]
-    from tasks.plugins import FEATURES_GROUP, entry_points, load_subclass
-
     if ":" in type_name or type_name in entry_points(FEATURES_GROUP):  # "pkg.module:Class" or an entry point
         return load_subclass(type_name, FEATURES_GROUP, FeatureType, where=f"{where}.type",
                              what="custom feature type", base_name="tasks.features.FeatureType", error=ConfigError)
-    from tasks.config import suggest
-
     raise ConfigError(f"{where}.type: unknown feature type {type_name!r}{suggest(type_name, sorted(REGISTRY))}")
 
 
-def _resolve_one(feature: FeatureConfig, where: str, config: Config) -> None:
+def is_builtin_feature(type_name: str | None) -> bool:
+    return type_name is None or type_name in REGISTRY
+
+
+def feature_code(type_name: str | None) -> str | None:
+    """The code version of a custom feature type (None for built-in and untyped features)."""
+    if is_builtin_feature(type_name):
+        return None
+    return code_version(load_feature_class(type_name, f"feature type {type_name!r}"))
+
+
+def _check_defaults(cls: type[FeatureType], type_name: str, options: dict, source: str) -> None:
+    """``defaults.<type>.preprocessing`` alone: a bad key or value is named under that path (checks that
+    need the feature's own options too, such as image height with width, run on the merged options)."""
+    try:
+        cls.Preprocessing.model_validate(options)
+    except ValidationError as exc:
+        errors = [e for e in exc.errors() if e["loc"]]
+        if errors:
+            raise ConfigError(format_errors(errors, cls.Preprocessing,
+                                            prefix=f"{source}: defaults.{type_name}.preprocessing.",
+                                            owner=f"defaults.{type_name}")) from None
+
+
+def _resolve_one(feature: FeatureConfig, where: str, config: Config, source: str) -> None:
     if feature.type is None:
         return  # filled in by infer_types once the data is read
     cls = load_feature_class(feature.type, where)
     merged: dict[str, Any] = {}
-    for key in (feature.type, cls.type_name):
+    for key in dict.fromkeys((feature.type, cls.type_name)):
         if key in config.defaults:
+            if key not in REGISTRY:  # a custom type's defaults (built-in ones are checked up front)
+                _check_defaults(cls, key, config.defaults[key].preprocessing, source)
             merged.update(config.defaults[key].preprocessing)
     merged.update(feature.preprocessing)
     try:
@@ -80,10 +105,15 @@ def _resolve_one(feature: FeatureConfig, where: str, config: Config) -> None:
 
 
 def resolve_preprocessing(config: Config, source: str = "config") -> None:
-    """Validate every feature's preprocessing against its type; store the merged options."""
+    """Validate ``defaults`` and every feature's preprocessing against its type; store the merged options.
+
+    Defaults for a type no feature of prepflow knows (Ludwig's ``h3`` in a saved config) are ignored."""
+    for type_name, block in config.defaults.items():
+        if type_name in REGISTRY:
+            _check_defaults(REGISTRY[type_name], type_name, block.preprocessing, source)
     for section in ("input_features", "output_features"):
         for i, feature in enumerate(getattr(config, section)):
-            _resolve_one(feature, f"{source}: {section}[{i}]", config)
+            _resolve_one(feature, f"{source}: {section}[{i}]", config, source)
 
 
 def build(feature: FeatureConfig, is_output: bool) -> FeatureType:

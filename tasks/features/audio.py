@@ -18,8 +18,8 @@ from typing import Any, Iterator, Literal
 
 from pydantic import Field
 
-from storage.media_audio import AudioCodec, frame_count, probe_rate, samples
 from core.errors import ConfigError
+from storage.media_audio import AudioCodec, frame_count, probe_rate, samples
 from tasks.features.media import MediaFeature, MediaPreprocessing
 
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+import pandas as pd
 from pydantic import Field
 
-from tasks.config import StrictModel
 from core.errors import DataError
-from tasks.features.lazy_pandas import pd
+from tasks.config import StrictModel
 
 MISSING_STRATEGIES = ("fill_with_const", "fill_with_mode", "fill_with_mean", "fill_with_false",
                       "fill_with_true", "bfill", "ffill", "drop_row")

@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from core.errors import DataError
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, first_bad, merge_counts
-from tasks.features.lazy_pandas import pd
 
 TRUE_STRS = {"yes", "y", "true", "t", "1", "1.0", "on"}
 FALSE_STRS = {"no", "n", "false", "f", "0", "0.0", "off"}

@@ -37,6 +37,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, model_validator
@@ -44,7 +45,6 @@ from pydantic import Field, model_validator
 from storage import string_hash
 from core.errors import DataError
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, merge_counts
-from tasks.features.lazy_pandas import pd
 
 UNK = "<UNK>"
 INLINE_MAX = 100_000  # ids; a larger vocabulary is stored as Parquet (vocab stage); changing it: bump vocab.CODE_VERSION

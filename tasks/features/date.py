@@ -24,12 +24,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from core.errors import DataError
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType
-from tasks.features.lazy_pandas import pd
 from tasks.features.tokens import as_strings
 
 CANONICAL = "%Y-%m-%dT%H:%M:%S"

@@ -27,11 +27,11 @@ from __future__ import annotations
 from typing import Any, Callable, ClassVar, Iterator, Literal, TypeVar
 
 import numpy as np
+import pandas as pd
 from pydantic import Field
 
 from core.errors import DataError
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType
-from tasks.features.lazy_pandas import pd
 
 MODES = ("eager", "lazy", "lazy_cached")
 T = TypeVar("T")

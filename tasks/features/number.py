@@ -25,12 +25,12 @@ from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
+import pandas as pd
 from pydantic import Field, field_validator, model_validator
 
-from storage.exact_sum import ExactSum
 from core.errors import DataError
+from storage.exact_sum import ExactSum
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, first_bad
-from tasks.features.lazy_pandas import pd
 from tasks.features.quantiles import QuantileSketch
 
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
+import pandas as pd
 from pydantic import Field
 
 from tasks.features.base import ColumnSpec
-from tasks.features.lazy_pandas import pd
 from tasks.features.tokens import (
     START_ID,
     STOP_ID,

@@ -10,9 +10,9 @@ largest number of tokens in a fitted row.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from tasks.features.base import ColumnSpec
-from tasks.features.lazy_pandas import pd
 from tasks.features.tokens import TokenFeature, TokenPreprocessing, bag_matrix, check_fitted
 
 

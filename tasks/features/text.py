@@ -29,10 +29,10 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
+import pandas as pd
 from pydantic import Field, model_validator
 
 from tasks.features.base import ColumnSpec
-from tasks.features.lazy_pandas import pd
 from tasks.features.sequence import SequenceFeature, SequencePreprocessing
 from tasks.features.tokens import (
     PAD,

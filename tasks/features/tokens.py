@@ -35,12 +35,12 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, field_validator, model_validator
 
 from tasks.features.base import BasePreprocessing, FeatureType, merge_counts
-from tasks.features.lazy_pandas import pd
 
 PAD, UNK, START, STOP = "<PAD>", "<UNK>", "<START>", "<STOP>"
 PAD_ID, UNK_ID, START_ID, STOP_ID = 0, 1, 2, 3

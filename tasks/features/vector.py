@@ -11,11 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from pydantic import Field
 
 from core.errors import DataError
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType
-from tasks.features.lazy_pandas import pd
 from tasks.features.timeseries import number_strings, numbers_fill_value, parse_numbers
 from tasks.features.tokens import check_fitted, length_histogram, merge_partials
 

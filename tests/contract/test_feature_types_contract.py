@@ -116,7 +116,7 @@ def test_published_columns_shapes_dtypes_and_npy_agree_with_parquet(reference):
 
 
 def test_fitted_metadata_alone_re_encodes_rows(reference, dataset):
-    from tasks.config import parse_config
+    from tasks.config_loader import parse_config
     from tasks.features import build_all
     from tasks.frame import cast_partition
 

@@ -118,7 +118,7 @@ def test_fitted_state_round_trips_through_json(dataset, tmp_path):
     for stage in result.stages:
         assert json.loads(json.dumps(stage.to_json())) == stage.to_json()
     # the fitted state alone re-encodes the data: re-encoding the train split matches the artifact
-    from tasks.config import parse_config
+    from tasks.config_loader import parse_config
     from tasks.features import build_all
 
     features = build_all(parse_config(CONFIG))
@@ -134,7 +134,7 @@ def test_fitted_state_round_trips_through_json(dataset, tmp_path):
 
 
 def test_transform_before_fit_raises_a_clear_error():
-    from tasks.config import parse_config
+    from tasks.config_loader import parse_config
     from tasks.features import build_all
 
     feature = build_all(parse_config(CONFIG))[2]

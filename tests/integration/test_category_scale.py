@@ -81,7 +81,7 @@ def test_million_distinct_values_fit_on_memory_limited_workers(tmp_path):
 
     from storage import vocab_store
     from tasks import category_vocab, frame
-    from tasks.config import parse_config
+    from tasks.config_loader import parse_config
     from tasks.features import build_all
 
     data = tmp_path / "data"

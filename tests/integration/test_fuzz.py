@@ -51,7 +51,7 @@ config = st.fixed_dictionaries(
 @fuzz(2000)
 @given(config)
 def test_config_loader_raises_only_prepflow_errors(data):
-    from tasks.config import parse_config
+    from tasks.config_loader import parse_config
 
     try:
         parse_config(data)

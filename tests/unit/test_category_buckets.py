@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from storage import Artifact, Preprocessor, string_hash, vocab_store
-from tasks.config import parse_config
+from tasks.config_loader import parse_config
 from core.errors import ConfigError
 from tasks.features import build_all
 from tasks.split import SPLIT_NAMES

@@ -14,7 +14,7 @@ import pytest
 
 from storage import Artifact, Preprocessor
 from tasks import custom_stages
-from tasks.config import parse_config
+from tasks.config_loader import parse_config
 from tasks.dag import (
     BadInputOrOutputError,
     BadTopologyError,

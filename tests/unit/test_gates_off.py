@@ -14,7 +14,7 @@ from tests.helpers import write_config, write_csv
 SCRIPT = """
 import sys, time
 from storage.cache import StageCache
-from tasks.config import load_config
+from tasks.config_loader import load_config
 from tasks.context import RunContext
 from tasks.pipeline import run_pipeline
 ctx = RunContext(load_config(sys.argv[1]), sys.argv[2], StageCache(sys.argv[3]), None, sys.argv[4])

@@ -14,7 +14,7 @@ import yaml
 
 from flows.cli import main as cli_main
 from tasks import infer_types, ingest
-from tasks.config import load_config
+from tasks.config_loader import load_config
 from core.errors import ConfigError, DataError
 from tests.helpers import run, write_csv
 
@@ -348,7 +348,7 @@ def test_prepflow_infer_prints_image_and_audio_with_their_reasons(tmp_path, caps
 
 def _frame_ctx(df, config: dict, tmp: Path):
     from storage.cache import StageCache
-    from tasks.config import parse_config
+    from tasks.config_loader import parse_config
     from tasks.context import RunContext
 
     return RunContext(parse_config(config), df, StageCache(tmp / "cache"), None, str(tmp / "out"))

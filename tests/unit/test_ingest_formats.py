@@ -76,7 +76,7 @@ def test_fsspec_urls(tmp_path, expected):
 def test_strings_are_read_as_arrow_strings(tmp_path):
     from storage.cache import StageCache
     from tasks import frame, ingest
-    from tasks.config import parse_config
+    from tasks.config_loader import parse_config
     from tasks.context import RunContext
 
     ctx = RunContext(parse_config(CONFIG), str(write("csv", tmp_path / "d.csv")), StageCache(tmp_path / "c"))

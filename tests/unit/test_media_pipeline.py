@@ -19,7 +19,7 @@ from PIL import Image
 
 from storage.artifact import Artifact
 from storage.cache import StageCache
-from tasks.config import parse_config
+from tasks.config_loader import parse_config
 from tasks.context import RunContext
 from core.errors import DataError
 from tasks.pipeline import STAGES, run_pipeline

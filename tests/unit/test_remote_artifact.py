@@ -9,7 +9,7 @@ import pytest
 
 from storage import Artifact, remote
 from storage.cache import StageCache
-from tasks.config import parse_config
+from tasks.config_loader import parse_config
 from tasks.context import RunContext
 from core.errors import DataError, IntegrityError
 from tasks.pipeline import run_pipeline

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from storage.cache import StageCache
 from tasks import ingest, split
-from tasks.config import parse_config
+from tasks.config_loader import parse_config
 from tasks.context import RunContext
 from core.errors import ConfigError, DataError
 from tests.helpers import write_csv

@@ -25,7 +25,7 @@ from storage import remote
 from storage.cache import StageCache
 from storage.featurespec import DATASET_TEMP, FeatureSpecInput
 from storage.tmpdirs import ABANDONED_AFTER_S, LOCK_SUFFIX, TempFolder, sweep
-from tasks.config import parse_config
+from tasks.config_loader import parse_config
 from tasks.context import RunContext
 from tasks.pipeline import run_pipeline
 from tasks.publish import sweep_output

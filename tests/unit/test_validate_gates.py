@@ -142,7 +142,7 @@ def test_the_generated_encoded_suite_catches_bad_output(dataset, tmp_path):
     """The encoded suite on a hand-made encoded view: an id out of range, a NaN, a row in two splits,
     an empty split and a wrong row count each fail."""
     from tasks import validate
-    from tasks.config import parse_config
+    from tasks.config_loader import parse_config
     from tasks.context import RunContext
 
     ctx = RunContext(parse_config(CONFIG), str(dataset), None)
