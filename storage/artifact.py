@@ -27,6 +27,7 @@ from storage.cache import verify_files
 from storage.fs import strip_file_scheme
 from storage.loader import BatchLoader, SplitColumns
 from storage.media import ensure_memmaps
+from storage.split_binary import read_chunk
 
 __all__ = ["MANIFEST", "Artifact", "arrow_to_numpy"]  # arrow_to_numpy: re-exported from storage.artifact_files
 
@@ -118,6 +119,10 @@ class Artifact:
                 for name, file in zip(chunk["features"], chunk["files"], strict=False):
                     if columns is None or name in columns:
                         out[name] = np.load(self.path / file)
+        for chunk in chunks:  # columns published only in NVIDIA's split_binary layout (storage.split_binary)
+            rest = [n for n in chunk["features"] if n not in out and (columns is None or n in columns)]
+            if chunk["type"] == "split_binary" and rest:
+                out.update(read_chunk(self.path, chunk, self.num_rows(split), rest, mmap=False))
         return out
 
     # ---- torch -------------------------------------------------------------------------------------

@@ -52,6 +52,7 @@ import pyarrow.parquet as pq
 from core.errors import DataError
 from storage.artifact_files import arrow_to_numpy
 from storage.media import item_specs, open_media_columns
+from storage.split_binary import read_chunk
 
 # ---- column sources ------------------------------------------------------------------------------
 
@@ -76,6 +77,7 @@ class SplitColumns:
         self.npy: dict[str, str] = {}
         self.parquet: list[str] = []
         self.media: dict[str, dict] = {}  # lazy media columns: their slots decode through storage.media
+        self.binary: dict[str, dict] = {}  # NVIDIA's split_binary layout (storage.split_binary)
         for chunk in chunks:
             if chunk["type"] == "npy":
                 for name, file in zip(chunk["features"], chunk["files"], strict=True):
@@ -84,11 +86,13 @@ class SplitColumns:
                 self.parquet = list(chunk["files"])
             elif chunk["type"] == "media":
                 self.media.update(dict.fromkeys(chunk["features"], chunk))
+            elif chunk["type"] == "split_binary":
+                self.binary.update(dict.fromkeys(chunk["features"], chunk))
         if prefer == "parquet" and self.parquet:
             self.npy = {}
         elif prefer not in ("npy", "parquet"):
             raise ValueError(f"prefer must be 'npy' or 'parquet', got {prefer!r}")
-        self.format = "npy" if self.npy else "parquet"
+        self.format = "npy" if self.npy else "parquet" if self.parquet or not self.binary else "split_binary"
         self._arrays: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
         self._num_rows = num_rows
@@ -141,6 +145,11 @@ class SplitColumns:
                     raise DataError(f"{path}: cannot read ({exc})") from exc
                 out[name] = arr
             return out
+        if self.format == "split_binary":  # memory-mapped views of NVIDIA's files
+            missing = [n for n in names if n not in self.binary]
+            if missing:
+                raise DataError(f"{self.root}: split {self.split!r} has no split_binary file for {missing}")
+            return {n: read_chunk(self.root, self.binary[n], self._num_rows, [n])[n] for n in names}
         if not self.parquet:
             raise DataError(f"{self.root}: split {self.split!r} has neither .npy files nor Parquet shards")
         tables = [pq.read_table(self.root / f, columns=names, memory_map=True) for f in self.parquet]

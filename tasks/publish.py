@@ -124,7 +124,7 @@ def channel_spec(ctx, columns: dict[str, dict]) -> dict[str, list[str]]:
 # ---- writers -------------------------------------------------------------------------------------
 
 def _split_tasks(split_name: str, parts: list[Path], folder: Path, columns: dict[str, dict], n_rows: int,
-                 pub) -> tuple[list[dict], list]:
+                 pub, layout=None) -> tuple[list[dict], list]:
     """A split's ``source_spec`` chunks and the Dask tasks that write its row files (each returns the
     description of the files it wrote, ``tasks.publish_shards``). Nothing here reads a row."""
     from dask import delayed
@@ -133,6 +133,10 @@ def _split_tasks(split_name: str, parts: list[Path], folder: Path, columns: dict
 
     chunks: list[dict] = []
     tasks: list = []
+    if layout is not None:  # NVIDIA's split_binary layout: its files are made even for an empty split
+        from tasks import publish_split_binary
+
+        chunks, tasks = publish_split_binary.split_tasks(split_name, parts, folder, n_rows, layout)
     if not parts:
         return chunks, tasks
     sizes = shards.part_sizes(parts)
@@ -235,6 +239,9 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
     metadata = vocab.load(fitted)
     columns = column_specs(ctx, metadata)
     pub = ctx.config.publish
+    from storage import split_binary  # pyarrow: imported where an artifact is written
+
+    layout = split_binary.plan(columns, channel_spec(ctx, columns)) if "split_binary" in pub.formats else None
     staging_folder = TempFolder(output, f".tmp-{art_id}-")  # locked beside it until close()
     staging = staging_folder.path
     try:
@@ -247,7 +254,7 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
         for split_name in SPLIT_NAMES:
             (staging / split_name).mkdir()
             chunks, split_tasks = _split_tasks(split_name, encode_mod.split_parts(encoded, split_name),
-                                               staging / split_name, columns, rows[split_name], pub)
+                                               staging / split_name, columns, rows[split_name], pub, layout)
             source_spec[split_name] = chunks
             tasks.extend(split_tasks)
         described: dict[str, dict] = {}
@@ -265,7 +272,8 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
             "metadata": {"artifact_id": art_id, "prepflow_version": PREPFLOW_VERSION,
                          "rows": rows, "training_set_metadata": vocab.METADATA_FILE},
         }
-        (staging / "feature_spec.yaml").write_text(yaml.safe_dump(feature_spec, sort_keys=False))
+        for file_name, spec in split_binary.artifact_specs(feature_spec, layout, rows).items():
+            (staging / file_name).write_text(yaml.safe_dump(spec, sort_keys=False))
         manifest = {
             "schema_version": SCHEMA_VERSION,
             "artifact_id": art_id,
