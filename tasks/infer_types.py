@@ -563,6 +563,10 @@ def decide(name: str, prof: dict, is_target: bool = False, column: str | None = 
     for media_kind in ("image", "audio"):
         if prof[f"n_{media_kind}"] == n:
             return _decide_media(media_kind, prof, media_place, out)
+    thousands = prof.get("delimited", {}).get(",", {}).get("n_thousands", 0)
+    if thousands >= 0.5 * n:  # 1,234: not a vector, not a list, and a number feature cannot read it
+        return out("category", f"{dn} distinct values, {thousands} of them numbers with thousands separators (e.g. "
+                               f"{_examples(prof, 2)}): remove the separators to use them as numbers")
     if prof["n_vector"] == n and prof["vector_min"] == prof["vector_max"]:
         return out("vector", f"every value is a list of {prof['vector_min']} numbers")
     if prof["n_vector"] == n:

@@ -41,13 +41,37 @@ CASES = [
     ("store", RNG.choice([40512, 40877, 51230, 66001, 70400, 88112], N), "category", r"fixed-width 5-digit codes"),
     ("year", RNG.integers(1990, 2021, N), "number", r"distinct integers \(1990\.\.2020\)"),
     ("user_id", RNG.integers(0, 50, N), "category", r"suggests a code"),
-    ("two_codes", RNG.choice([1, 2], N), "category", r"two integer values"),
+    ("two_codes", RNG.choice([1, 2], N), "binary", r"two distinct values .*true label '2': the larger number"),
     ("price", np.round(RNG.exponential(20, N), 2), "number", r"distinct numeric values"),
     ("late_floats", [*range(1, 11), *np.round(RNG.normal(5, 2, N - 10), 3)], "number", r"numeric values"),
     ("late_letters", [*map(str, range(100, 120)), *(f"A{i % 30}" for i in range(N - 20))], "category",
      r"distinct values"),
     ("score_with_junk", [*(str(x) for x in RNG.integers(0, 100, N - 5)), *["?"] * 5], "category",
      r"not numbers, so not a number column"),
+    # exactly two values: binary, with the true label chosen and explained
+    ("sex", RNG.choice(["male", "female"], N, p=[0.65, 0.35]), "binary",
+     r"two distinct values \('male' 6\d%, 'female' 3\d%\); true label 'female': the rarer value"),
+    ("outcome", RNG.choice(["churn", "stay"], N, p=[0.8, 0.2]), "binary", r"true label 'churn': .*positive outcome"),
+    ("minus_one_one", RNG.choice(["-1", "1"], N), "binary", r"true label '1': the larger number"),
+    # multi-value strings
+    ("genres", ["|".join(sorted(set(RNG.choice(["Action", "Comedy", "Drama", "Sci-Fi", "Film-Noir",
+                                                 "(no genres listed)"], RNG.integers(1, 4))))) for _ in range(N)],
+     "set", r"combinations of 6 pipe-separated tokens \(e\.g\. "),
+    ("labels_semicolon", [";".join(sorted(set(RNG.choice(TAGS, RNG.integers(1, 4))))) for _ in range(N)], "set",
+     r"8 semicolon-separated tokens"),
+    ("city_state", [f"city{c}" + (", DC" if c % 9 == 0 else "") for c in RNG.integers(0, 300, N)], "category",
+     r"distinct"),  # a comma in a few values is not a list
+    ("amount", [f"{x:,}" for x in RNG.integers(0, 10**6, N)], "category",
+     r"thousands separators \(e\.g\. '\d+,\d\d\d'.*\): remove the separators to use them as numbers"),
+    # epoch timestamps in a column named like a time
+    ("timestamp", RNG.integers(964_982_703, 1_537_799_250, N), "date",
+     r"^epoch seconds \(20\d\d-\d\d-\d\d \d\d:\d\d:\d\d\.\.2018-\d\d-\d\d [\d:]+ UTC\) in a column named like a time$"),
+    ("created_at_ms", RNG.integers(1_600_000_000_000, 1_700_000_000_000, N), "date", r"epoch milliseconds"),
+    ("runtime", RNG.integers(80, 200, N), "number", r"distinct integers"),  # named like a time, minutes
+    # heavy tails
+    ("followers", np.floor(RNG.lognormal(3, 2.5, N)).astype(int), "number",
+     r"heavy right tail .*consider preprocessing: \{normalization: log1p\}"),
+    ("temperature", np.round(RNG.normal(20, 5, N), 1), "number", r"^\d+ distinct numeric values \([-\d.]+\)$"),
     # booleans spelled many ways
     ("yes_no", _with_missing(RNG.choice(["yes", "no"], N)), "binary", r"boolean values.*missing"),
     ("y_n_mixed_case", RNG.choice(["Y", "N", "y", "n"], N), "binary", r"boolean values"),
@@ -60,8 +84,13 @@ CASES = [
     ("all_missing", [None] * N, None, r"every value is missing"),
     # ID-like columns
     ("passenger_id", np.arange(1, N + 1), None, r"ID-like .*sequential"),
-    ("ticket", RNG.permutation(np.arange(10**6, 10**6 + 7 * N, 7)), "number", r"distinct integers"),
-    ("order_ref", RNG.permutation(np.arange(10**6, 10**6 + 7 * N, 7)).astype(str), "number", r"integers"),
+    ("ticket", RNG.permutation(np.arange(10**6, 10**6 + 7 * N, 7)), None, r"ID-like .*fixed-width 7-digit"),
+    ("order_ref", RNG.permutation(np.arange(10**6, 10**6 + 7 * N, 7)).astype(str), None, r"no arithmetic meaning"),
+    ("count", RNG.permutation(np.arange(10**6, 10**6 + 7 * N, 7)) // RNG.integers(1, 10**4, N), "number",
+     r"distinct integers"),  # unique, but widths vary: a quantity
+    ("invoice_no", RNG.permutation(N) * 3 + 17, None, r"ID-like .*named like an identifier \('invoice_no'\)"),
+    ("FlightNum", RNG.integers(1, 7000, N), "category", r"name 'FlightNum' suggests a code or an identifier"),
+    ("flight_number", RNG.choice(RNG.integers(1, 7000, 300), N), "category", r"not a quantity"),
     ("uuid", [f"{RNG.integers(0, 16**8):08x}-1a2b-4c3d-8e9f-{i:012x}" for i in range(N)], None, r"UUIDs"),
     ("token", [f"tok{RNG.integers(0, 10**9)}x{i}" for i in range(N)], None, r"ID-like .*distinct values"),
     # cardinality of strings
@@ -155,9 +184,23 @@ def test_distinct_counts_cover_every_row_not_a_head_sample():
     prof = infer_types.profile_values(values)
     count, exact = infer_types.distinct(prof)
     assert count == 2003 and exact
-    big = pd.Series([f"id{i}" for i in range(30_000)], dtype="string")
+    big = pd.Series([f"id{i % 29_000}" for i in range(30_000)], dtype="string")  # beyond exact value counts
     count, exact = infer_types.distinct(infer_types.profile_values(big))
-    assert not exact and abs(count - 30_000) < 900
+    assert exact and count == 29_000  # the set of value hashes
+
+
+def test_distinct_counts_are_exact_across_partitions_and_never_above_the_row_count(monkeypatch):
+    values = pd.Series([f"u{i}" for i in range(20_000)], dtype="string")  # 20,000 unique values
+    parts = [infer_types.profile_values(values[i::3].reset_index(drop=True)) for i in range(3)]
+    merged = infer_types.merge_profiles(infer_types.merge_profiles(parts[0], parts[1]), parts[2])
+    assert infer_types.distinct(merged) == (20_000, True)
+    monkeypatch.setattr(infer_types, "EXACT_DISTINCT_CAP", 5_000)  # beyond it: HyperLogLog, capped at the rows
+    prof = infer_types.profile_values(values)
+    count, exact = infer_types.distinct(prof)
+    assert not exact and count <= 20_000 and abs(count - 20_000) < 600
+    item = infer_types.decide("user", prof)
+    assert item.type is None and re.search(r"ID-like \(~\d+ distinct values in 20000 rows", item.reason)
+    assert int(re.search(r"~(\d+)", item.reason).group(1)) <= 20_000
 
 
 def test_native_parquet_types(tmp_path):
@@ -198,7 +241,8 @@ def test_prepflow_infer_unknown_target_is_a_usage_error(crafted, capsys):
 
 
 TITANIC_TYPED = {
-    "input_features": [{"name": "Pclass", "type": "category"}, {"name": "Sex", "type": "category"},
+    "input_features": [{"name": "Pclass", "type": "category"},
+                       {"name": "Sex", "type": "binary", "preprocessing": {"fallback_true_label": "female"}},
                        {"name": "Age", "type": "number", "preprocessing": {"normalization": "minmax"}},
                        {"name": "Fare", "type": "number"}, {"name": "Embarked", "type": "category"}],
     "output_features": [{"name": "Survived", "type": "binary"}],
@@ -217,8 +261,8 @@ def test_run_with_untyped_features_uses_the_same_inference(titanic_csv, tmp_path
     again = run(untyped, titanic_csv, tmp_path / "untyped", npartitions=3)
     assert all(s.cached for s in again.stages)
     stats = next(s for s in inferred.stages if s.stage == "infer_types").statistics
-    assert {k: v["count"] for k, v in stats.items()} == {"infer_types.category": 3, "infer_types.number": 2,
-                                                        "infer_types.binary": 1}
+    assert {k: v["count"] for k, v in stats.items()} == {"infer_types.category": 2, "infer_types.number": 2,
+                                                        "infer_types.binary": 2}
 
 
 def test_run_rejects_an_untyped_feature_that_inference_excludes(titanic_csv, tmp_path):
@@ -292,7 +336,7 @@ def test_media_files_are_checked_on_a_bounded_sample_the_same_for_any_partitioni
 
 
 @pytest.mark.parametrize("values,expected", [
-    (["a.png", "b.wav"] * 10, "category"),  # image and audio mixed: neither
+    (["a.png", "b.wav", "c.png"] * 10, "category"),  # image and audio mixed: neither
     ([*(f"p{i}.png" for i in range(29)), "n/a"], None),  # one value is not a path: not an image column (ID-like)
     ([f"s{i}.m4a" for i in range(30)], None),  # soundfile cannot read m4a: not audio
     ([f"https://cdn.example.com/x/{i}.WebP?w=64" for i in range(30)], "image"),  # URL, query string, any case
