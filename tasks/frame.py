@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from tasks.dask_run import compute, local_only, shared  # noqa: F401  (frame.compute, ... for the stages)
 from tasks.features.base import FeatureType
-from tasks.ingest import ROW
+from tasks.ingest_common import ROW
 
 if TYPE_CHECKING:  # Dask is imported when first used: a reused artifact's run never reads data
     import dask.dataframe as dd
@@ -116,31 +117,6 @@ def partitions(ingest_dir: str, npartitions: int | None) -> list:
 def column_dtypes(ingest_dir: str) -> dict[str, str]:
     """The ingested table's columns and pandas dtypes (from the first part's schema, reading no rows)."""
     return {str(c): str(t) for c, t in _meta(_part_files(ingest_dir)[0]).dtypes.items()}
-
-
-def local_only() -> bool:
-    """No scheduler configured and ``distributed`` never imported, so no Client can exist: Dask's local
-    threaded scheduler runs the tasks. Dask would import ``distributed`` (0.2-0.5 s, once per process)
-    just to find that out."""
-    import sys
-
-    import dask
-
-    return dask.config.get("scheduler", None) is None and "distributed" not in sys.modules
-
-
-def compute(tasks: list) -> list:
-    """Run delayed tasks on the active scheduler (a distributed Client if one is set)."""
-    import dask
-    import dask.threaded
-
-    from tasks.progress import tracking
-
-    if not tasks:
-        return []
-    kwargs = {"scheduler": dask.threaded.get} if local_only() else {}  # the default for delayed tasks
-    with tracking(len(tasks)):
-        return list(dask.compute(*tasks, **kwargs))
 
 
 @dataclass
@@ -254,13 +230,6 @@ def _prepare(pdf, features, assign, states, carry, keep=None, index=None):
     if keep is not None:  # for the next stage in this process (see KEEP_ROWS)
         _kept.setdefault(keep, {})[index] = prepared
     return prepared
-
-
-def shared(value):
-    """Wrap a large argument (metadata, states, arrays) once, so Dask does not walk it per task."""
-    from dask import delayed
-
-    return delayed(value, traverse=False)
 
 
 # ---- prepared partitions kept between stages ----------------------------------------------------------

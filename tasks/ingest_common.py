@@ -1,0 +1,64 @@
+"""What every ingest reader shares: the row-number column, the column check, the normalization and
+checks of a read table, and the Arrow IPC part writer (``tasks.ingest`` for single files,
+``tasks.ingest_parts`` for Parquet datasets read on the workers). ``spec`` is a ``tasks.ingest.IngestSpec``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from core.errors import DataError
+
+ROW = "__row__"
+
+
+def check_columns(path: str, available: list[str], wanted: dict[str, str]) -> None:
+    dupes = sorted({c for c in available if available.count(c) > 1})
+    if dupes:
+        raise DataError(f"{path}: duplicate column names {dupes}; every column needs a unique name")
+    missing = [c for c in wanted if c not in available]
+    if missing:
+        import difflib
+
+        hints = []
+        for c in missing:
+            close = difflib.get_close_matches(c, available, n=1)
+            hints.append(f"'{c}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+        raise DataError(f"{path}: column(s) {', '.join(hints)} named in the config are not in the dataset; "
+                        f"its columns are {available}")
+
+
+def normalize_batch(batch: pa.RecordBatch | pa.Table, spec) -> pa.Table:
+    """Strings stay strings; everything else keeps the type its format gave it (cast later)."""
+    table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+    cols = []
+    for name in spec.columns:
+        col = table.column(name)
+        if pa.types.is_large_string(col.type) or pa.types.is_string_view(col.type):
+            col = col.cast(pa.string())
+        if pa.types.is_dictionary(col.type):
+            col = col.cast(col.type.value_type)
+        cols.append(col)
+    return pa.Table.from_arrays(cols, names=list(spec.columns))
+
+
+def write_ipc(table: pa.Table, path: Path) -> None:
+    """Cache files are uncompressed Arrow IPC: ~10x faster to write and read back than Parquet here
+    (measured on the 336k-row flights table), and memory-mappable. Parquet is for artifacts."""
+    import pyarrow.feather as feather
+
+    feather.write_feather(table, str(path), compression="uncompressed")
+
+
+def reject_infinities(table: pa.Table, spec, first_row: int, path: str) -> None:
+    import pyarrow.compute as pc
+
+    for name, kind in spec.columns.items():
+        col = table.column(name)
+        if kind == "float64" and pa.types.is_floating(col.type):
+            bad = pc.fill_null(pc.is_inf(col), False)
+            if pc.any(bad).as_py():
+                i = pc.index(bad, True).as_py()
+                raise DataError(f"{path}: row {first_row + i + 1}, column '{name}': got {col[i].as_py()}; "
+                                "infinities are not allowed in number columns")
