@@ -1,26 +1,39 @@
 """Bring-your-own FeatureSpec: read a dataset described by an NVIDIA DeepLearningExamples
-FeatureSpec (``prepflow transcode``).
+FeatureSpec (``prepflow transcode``). The artifact's own FeatureSpec files: ``storage.split_binary``.
 
-The format (``feature_spec.yaml``; see DeepLearningExamples' DLRM ``FeatureSpec``):
+The format (``feature_spec.yaml``; DeepLearningExamples' DLRM, DLRM_and_DCNv2 and WideAndDeep):
 
-* ``feature_spec``: ``{feature: {dtype, cardinality?}}``; ``cardinality`` is an int or ``auto``;
-* ``source_spec``: ``{split: [{type: csv, features: [...], files: [...]}, ...]}``; paths are
-  relative to the YAML's folder; CSV files have no header (a first line equal to the chunk's
-  feature names is taken as one); the files of a chunk follow each other, the chunks of a split
-  sit side by side (row ``i`` of every chunk is row ``i`` of the split);
-* ``channel_spec``: ``{channel: [feature, ...]}`` (DLRM: ``numerical``, ``categorical``, ``label``);
-* ``metadata``: free-form (ignored).
+* ``feature_spec``: ``{feature: {dtype?, cardinality?, max_hotness?}}``; ``cardinality`` is an int
+  or ``auto``; dtypes are numpy names (``float16``, ``int32``, ``bool``; ``torch.*`` names are read too);
+* ``source_spec``: ``{split: [{type, features: [...], files: [...]}, ...]}``; paths are relative
+  to the YAML's folder; the files of a chunk follow each other, the chunks of a split sit side by
+  side (row ``i`` of every chunk is row ``i`` of the split);
+* ``channel_spec``: ``{channel: [feature, ...]}`` (DLRM: ``numerical``, ``categorical``, ``label``;
+  WideAndDeep: ``onehot_categorical``, ``multihot_categorical``, ``numerical``, ``label``, ``map``);
+* ``metadata``: free-form.
 
-``prepare`` joins the chunks into one Parquet dataset with a fixed split column and derives a
-prepflow config from the spec, which the pipeline then runs like any other:
+Chunk types read (``FeatureSpecInput``): ``csv`` (headerless; a first line equal to the
+chunk's feature names is taken as a header), ``split_binary`` (raw row-major values of the
+features' dtype, no header; every feature of a chunk has the same dtype), ``npy`` and ``parquet``
+(what prepflow publishes). Before any value is read every binary chunk's row count is derived from
+its size: a missing file, a size that is not a whole number of rows, or a row count unlike the
+split's other chunks (a file cut short, or written with another dtype) is a ``DataError`` naming
+the chunk and the file. ``prepare`` joins the chunks into one Parquet dataset with a fixed split
+column and derives a prepflow config, which the pipeline then runs like any other:
 
-* ``categorical`` channel -> ``category`` (``most_common`` = the cardinality; ``auto`` -> the
-  number of distinct values seen; integer ids must be below a declared cardinality);
+* categorical (``categorical``, ``onehot_categorical`` channels): already-encoded integer ids, kept
+  as they are with the declared cardinality (``auto``: the largest id + 1); an id that is not an
+  integer in ``[0, cardinality)`` is an error naming the file, row and feature;
+* multi-hot (``multihot_categorical`` channel or ``max_hotness``): lists of ids (``[3, 17]`` in CSV)
+  become a ``set`` feature whose vocabulary is the ids ``0..cardinality-1`` in order, so column
+  ``id + 2`` of its multi-hot row is id ``id`` (0 and 1 are prepflow's ``<PAD>``, ``<UNK>``); a row
+  with more than ``max_hotness`` ids is an error;
 * ``numerical`` -> ``number`` (``normalization`` given by the caller, ``none`` by default: the
-  values are kept as they are, as float32);
-* ``label`` -> ``binary`` (dtype bool, or at most two classes), ``number`` (a float dtype) or
-  ``category``; label features are the config's output features;
-* features of any other channel by dtype (float -> number, bool -> binary, int/str -> category);
+  values kept, as float32);
+* ``label`` -> ``binary`` (dtype bool, or values in {0, 1} whatever the dtype), ``number`` (another
+  float dtype) or ``category``; label features are the config's output features;
+* features of any other channel by dtype (float -> number, bool -> binary, int with a cardinality ->
+  ids as above, other -> category);
 * split ``fixed`` on the source splits (``train``, ``validation``/``val``/``valid``, ``test``);
   ``publish.channels`` repeats the source ``channel_spec``, so the published artifact keeps its
   channel names.
@@ -38,38 +51,47 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import yaml
 
-from storage.tmpdirs import TempFile, sweep
 from core.errors import ConfigError, DataError
+from storage.tmpdirs import TempFile, sweep
 
 DATASET_TEMP = ".dataset-"  # prefix of prepare()'s temporary file, ``.dataset-<hex>.parquet``
 SPLIT_COLUMN = "__featurespec_split__"
 SPLIT_IDS = {"train": 0, "training": 0, "validation": 1, "val": 1, "valid": 1, "eval": 1, "test": 2}
-NUMBER_DTYPES = ("float16", "float32", "float64", "half", "float", "double", "bfloat16")
+CHUNK_TYPES = ("csv", "split_binary", "npy", "parquet")
+CATEGORICAL_CHANNELS = ("categorical", "onehot_categorical")
+MULTIHOT_CHANNELS = ("multihot_categorical",)
 NULLS = ["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"]
+TORCH_NAMES = {"half": "float16", "float": "float32", "double": "float64", "long": "int64", "int": "int32",
+               "short": "int16"}
+BINARY_VALUES = {"0", "1", "0.0", "1.0", "true", "false", "True", "False"}
 
 
-def _dtype_name(dtype) -> str:
-    return str(dtype or "").removeprefix("torch.").removeprefix("np.").removeprefix("numpy.")
+# ---- reading: a FeatureSpec dataset --------------------------------------------------------------
 
-
-def _is_float(dtype) -> bool:
-    return _dtype_name(dtype) in NUMBER_DTYPES
-
-
-def _is_bool(dtype) -> bool:
-    return _dtype_name(dtype) in ("bool", "bool_")
+def numpy_dtype(name) -> np.dtype | None:
+    """A FeatureSpec dtype (numpy or ``torch.*`` name) as numpy; None when absent."""
+    if name is None:
+        return None
+    text = str(name)
+    if text.startswith("torch."):
+        text = TORCH_NAMES.get(text[6:], text[6:])
+    try:
+        return np.dtype(text.removeprefix("numpy.").removeprefix("np."))
+    except TypeError:
+        return None
 
 
 class FeatureSpecInput:
-    """A FeatureSpec YAML and the CSV chunks it names."""
+    """A FeatureSpec YAML and the chunks it names."""
 
     def __init__(self, path: Path, spec: dict):
-        self.path = path
-        self.base = path.parent
+        self.path = Path(path)
+        self.base = self.path.parent
         self.spec = spec
-        self.features: dict[str, dict] = spec["feature_spec"]
+        self.features: dict[str, dict] = {k: dict(v or {}) for k, v in spec["feature_spec"].items()}
         self.channels: dict[str, list[str]] = {k: list(v or []) for k, v in (spec.get("channel_spec") or {}).items()}
         self.sources: dict[str, list[dict]] = spec["source_spec"]
+        self.workdir: Path | None = None
         self._check()
 
     @classmethod
@@ -88,8 +110,27 @@ class FeatureSpecInput:
                 raise ConfigError(f"{path}: '{key}' is missing or empty")
         return cls(path, spec)
 
+    # ---- checks (no data read) -------------------------------------------------------------------
     def _check(self) -> None:
         where = str(self.path)
+        for name, info in self.features.items():
+            card = info.get("cardinality")
+            if card is not None and card != "auto" and not (isinstance(card, int) and card > 0):
+                raise ConfigError(f"{where}: feature_spec.{name}.cardinality: expected a positive int or 'auto', "
+                                  f"got {card!r}")
+            if "dtype" in info and numpy_dtype(info["dtype"]) is None:
+                raise ConfigError(f"{where}: feature_spec.{name}.dtype: {info['dtype']!r} is not a numpy dtype name")
+            hot = info.get("max_hotness")
+            if hot is not None and not (isinstance(hot, int) and hot > 0):
+                raise ConfigError(f"{where}: feature_spec.{name}.max_hotness: expected a positive int, got {hot!r}")
+        for channel, names in self.channels.items():
+            for name in names:
+                if name not in self.features:
+                    raise ConfigError(f"{where}: channel_spec.{channel}: '{name}' is not in feature_spec")
+        for name in self.features:
+            if self.kind(name) in ("ids", "multihot") and "cardinality" not in self.features[name]:
+                raise ConfigError(f"{where}: feature_spec.{name}: a categorical feature needs a cardinality "
+                                  f"(an int, or 'auto')")
         for split, chunks in self.sources.items():
             if split not in SPLIT_IDS:
                 raise ConfigError(f"{where}: source_spec.{split}: unknown split name; expected one of "
@@ -97,8 +138,9 @@ class FeatureSpecInput:
             seen: set[str] = set()
             for i, chunk in enumerate(chunks or []):
                 at = f"{where}: source_spec.{split}[{i}]"
-                if chunk.get("type") != "csv":
-                    raise ConfigError(f"{at}.type: only 'csv' chunks can be transcoded, got {chunk.get('type')!r}")
+                if chunk.get("type") not in CHUNK_TYPES:
+                    raise ConfigError(f"{at}.type: {chunk.get('type')!r} cannot be transcoded; expected one of "
+                                      f"{', '.join(CHUNK_TYPES)}")
                 if not chunk.get("features") or not chunk.get("files"):
                     raise ConfigError(f"{at}: a chunk needs 'features' and 'files'")
                 for name in chunk["features"]:
@@ -107,57 +149,232 @@ class FeatureSpecInput:
                     if name in seen:
                         raise ConfigError(f"{at}.features: '{name}' appears in two chunks of split '{split}'")
                     seen.add(name)
+                if chunk["type"] in ("split_binary", "npy"):
+                    self._check_binary_chunk(chunk, at)
             absent = [f for f in self.features if f not in seen]
             if absent:
                 raise ConfigError(f"{where}: source_spec.{split}: feature(s) {absent} are in no chunk")
-        for channel, names in self.channels.items():
-            for name in names:
-                if name not in self.features:
-                    raise ConfigError(f"{where}: channel_spec.{channel}: '{name}' is not in feature_spec")
-        for name, info in self.features.items():
-            card = (info or {}).get("cardinality")
-            if card is not None and card != "auto" and not (isinstance(card, int) and card > 0):
-                raise ConfigError(f"{where}: feature_spec.{name}.cardinality: expected a positive int or 'auto', "
-                                  f"got {card!r}")
+
+    def _check_binary_chunk(self, chunk: dict, at: str) -> None:
+        dtypes = {numpy_dtype(self.features[n].get("dtype")) for n in chunk["features"]}
+        if chunk["type"] == "split_binary":
+            if None in dtypes:
+                missing = [n for n in chunk["features"] if "dtype" not in self.features[n]]
+                raise ConfigError(f"{at}: a split_binary chunk needs the dtype of its features; "
+                                  f"feature_spec.{missing[0]}.dtype is missing")
+            if len(dtypes) > 1:
+                raise ConfigError(f"{at}: the features of one split_binary chunk share one dtype, got "
+                                  f"{sorted(d.name for d in dtypes)}")
+            if any(self.kind(n) == "multihot" for n in chunk["features"]):
+                raise ConfigError(f"{at}: multi-hot features cannot be read from split_binary chunks")
+        elif len(chunk["features"]) != 1 or len(chunk["files"]) != 1:
+            raise ConfigError(f"{at}: an npy chunk holds one feature in one file")
 
     def channel_of(self, name: str) -> str | None:
         return next((c for c, names in self.channels.items() if name in names), None)
 
-    # ---- data ------------------------------------------------------------------------------------
-    def _column_type(self, name: str) -> pa.DataType:
-        info = self.features[name] or {}
-        channel = self.channel_of(name)
-        if channel == "numerical" or (channel != "categorical" and _is_float(info.get("dtype"))):
-            return pa.float64()
-        return pa.string()
+    def kind(self, name: str) -> str:
+        """How a feature is read and configured: ids, multihot, number, label or other."""
+        info, channel = self.features[name], self.channel_of(name)
+        dtype = numpy_dtype(info.get("dtype"))
+        if channel in (*MULTIHOT_CHANNELS,) or "max_hotness" in info:
+            return "multihot"
+        if channel in CATEGORICAL_CHANNELS:
+            return "ids"
+        if channel == "numerical":
+            return "number"
+        if channel == "label":
+            return "label"
+        if dtype is not None and dtype.kind == "f":
+            return "number"
+        if dtype is not None and dtype.kind in "iu" and "cardinality" in info:
+            return "ids"
+        return "other"
 
-    def _read_file(self, file: Path, names: list[str]) -> pa.Table:
+    def _rows_of_binary(self, split: str) -> None:
+        """Every split_binary/npy file's row count from its size or header, before any value is read:
+        one ``DataError`` naming the chunk and the file for a missing file, a partial row or a row
+        count unlike the split's other chunks."""
+        counts: list[tuple[int, str, int]] = []  # (rows, chunk label, chunk index)
+        for i, chunk in enumerate(self.sources[split]):
+            if chunk["type"] not in ("split_binary", "npy"):
+                continue
+            label = f"{self.path}: source_spec.{split}[{i}] ({', '.join(chunk['features'][:3])}" \
+                    f"{', ...' if len(chunk['features']) > 3 else ''})"
+            total = 0
+            for file in chunk["files"]:
+                path = self.base / file
+                if not path.is_file():
+                    raise DataError(f"{label}: file {file} not found")
+                if chunk["type"] == "npy":
+                    total += _npy_rows(path, label)
+                    continue
+                dtype = numpy_dtype(self.features[chunk["features"][0]]["dtype"])
+                row_bytes = dtype.itemsize * len(chunk["features"])
+                size = path.stat().st_size
+                if size % row_bytes:
+                    raise DataError(f"{label}: {file} has {size} bytes, not a whole number of rows of "
+                                    f"{len(chunk['features'])} x {dtype.name} ({row_bytes} bytes per row): "
+                                    f"a file cut short, or of another dtype")
+                total += size // row_bytes
+            counts.append((total, label, i))
+        if not counts:
+            return
+        values = [c[0] for c in counts]
+        expected = max(set(values), key=lambda v: (values.count(v), -values.index(v)))
+        for rows, label, i in counts:
+            if rows != expected:
+                chunk = self.sources[split][i]
+                dtype = numpy_dtype(self.features[chunk["features"][0]].get("dtype"))
+                ratio = rows / expected if expected else 0
+                hint = ""
+                if chunk["type"] == "split_binary" and ratio and ratio != 1:
+                    size = round(dtype.itemsize * ratio, 3)
+                    hint = f"; it holds {size:g} bytes per value where the spec says {dtype.name} ({dtype.itemsize})" \
+                        if size in (1, 2, 4, 8) else ""
+                raise DataError(f"{label}: {', '.join(chunk['files'])} holds {rows} rows, the split's other chunks "
+                                f"{expected}: a file cut short, or of another dtype than the spec says{hint}")
+
+    # ---- data ------------------------------------------------------------------------------------
+    def _read_csv(self, file: Path, names: list[str]) -> pa.Table:
         try:
             with open(file, "rb") as fh:
                 first = fh.readline().decode("utf-8", errors="replace").strip()
         except FileNotFoundError:
             raise DataError(f"{file}: file named in the FeatureSpec not found") from None
         header = [c.strip() for c in first.split(",")] == names
+        types = {}
+        for n in names:
+            kind = self.kind(n)
+            dtype = numpy_dtype(self.features[n].get("dtype"))
+            if kind in ("number", "ids") or (kind != "multihot" and dtype is not None and dtype.kind == "f"):
+                types[n] = pa.float64()
+            else:
+                types[n] = pa.string()
         read = pacsv.ReadOptions(column_names=names, skip_rows=1 if header else 0, block_size=1 << 24)
-        convert = pacsv.ConvertOptions(column_types={n: self._column_type(n) for n in names},
-                                       strings_can_be_null=True, null_values=NULLS)
+        convert = pacsv.ConvertOptions(column_types=types, strings_can_be_null=True, null_values=NULLS)
         try:
-            return pacsv.read_csv(file, read_options=read, convert_options=convert)
+            table = pacsv.read_csv(file, read_options=read, convert_options=convert)
         except pa.ArrowInvalid as exc:
             raise DataError(f"{file}: cannot read as a headerless CSV of {names}: {exc}") from None
+        return table
+
+    def _read_chunk_file(self, chunk: dict, file: str) -> pa.Table:
+        path = self.base / file
+        names = list(chunk["features"])
+        if chunk["type"] == "csv":
+            return self._read_csv(path, names)
+        if chunk["type"] == "parquet":
+            try:
+                return pq.read_table(path, columns=names)
+            except FileNotFoundError:
+                raise DataError(f"{path}: file named in the FeatureSpec not found") from None
+            except (pa.ArrowInvalid, KeyError) as exc:
+                raise DataError(f"{path}: cannot read columns {names} from this Parquet file: {exc}") from None
+        if chunk["type"] == "npy":
+            arr = np.load(path, mmap_mode="r")
+            if arr.ndim != 1:
+                raise DataError(f"{path}: feature '{names[0]}' has {arr.ndim - 1}-d rows {list(arr.shape[1:])}; "
+                                f"only one value per row can be transcoded")
+            return pa.table({names[0]: np.asarray(arr)})
+        dtype = numpy_dtype(self.features[names[0]]["dtype"])
+        arr = np.fromfile(path, dtype=dtype).reshape(-1, len(names))
+        if dtype == np.float16:
+            arr = arr.astype(np.float32)  # exact; Parquet and the number feature read float32
+        return pa.table({n: arr[:, i] for i, n in enumerate(names)})
+
+    def _typed(self, name: str, column: pa.ChunkedArray, file: Path) -> pa.ChunkedArray:
+        """One file's column as the pipeline reads it, its ids and lists checked (naming the file)."""
+        kind = self.kind(name)
+        if kind == "ids":
+            return pa.chunked_array([self._ids(name, column, file)])
+        if kind == "multihot":
+            return pa.chunked_array([self._multihot(name, column, file)])
+        if kind == "number":
+            return column.cast(pa.float64()) if not pa.types.is_floating(column.type) else column
+        return column
+
+    def _ids(self, name: str, column: pa.ChunkedArray, file: Path) -> pa.Array:
+        values = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        if values.null_count:
+            row = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
+            raise DataError(f"{file}: row {row + 1}, feature '{name}': missing id (expected an integer id)")
+        x = values.to_numpy(zero_copy_only=False)
+        if x.dtype.kind == "f":
+            bad = x != np.floor(x)
+            if bad.any():
+                row = int(np.flatnonzero(bad)[0])
+                raise DataError(f"{file}: row {row + 1}, feature '{name}': id {x[row]!r} is not an integer")
+        elif x.dtype.kind not in "iub":
+            raise DataError(f"{file}: feature '{name}': expected integer ids, got {values.type}")
+        ids = x.astype(np.int64)
+        self._check_range(name, ids, np.arange(len(ids)), file)
+        return pa.array(ids)
+
+    def _check_range(self, name: str, ids: np.ndarray, rows: np.ndarray, file: Path) -> None:
+        card = self.features[name].get("cardinality")
+        top = card if isinstance(card, int) else None
+        bad = (ids < 0) | (ids >= top) if top is not None else ids < 0
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            allowed = f"its cardinality {top} (ids 0..{top - 1})" if top is not None else "ids from 0"
+            raise DataError(f"{file}: row {int(rows[i]) + 1}, feature '{name}': id {int(ids[i])} is outside {allowed}")
+
+    def _multihot(self, name: str, column: pa.ChunkedArray, file: Path) -> pa.Array:
+        """Lists of ids (a list column, or ``[1, 2]`` / ``1 2`` strings) as space-separated id strings."""
+        values = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+            text = pc.replace_substring_regex(pc.fill_null(values, ""), r"^\s*\[|\]\s*$", "")
+            tokens = pc.split_pattern_regex(pc.utf8_trim_whitespace(text), r"[\s,]+")
+            flat = pc.list_flatten(tokens)
+            keep = pc.not_equal(flat, "")
+            parents = pc.list_parent_indices(tokens).filter(keep).to_numpy()
+            flat = flat.filter(keep)
+            try:
+                numbers = flat.cast(pa.float64()).to_numpy(zero_copy_only=False)
+            except pa.ArrowInvalid as exc:
+                raise DataError(f"{file}: feature '{name}': expected lists of integer ids ({exc})") from None
+        elif pa.types.is_list(values.type) or pa.types.is_large_list(values.type) \
+                or pa.types.is_fixed_size_list(values.type):
+            parents = pc.list_parent_indices(values).to_numpy()
+            numbers = pc.list_flatten(values).to_numpy(zero_copy_only=False)
+        else:
+            raise DataError(f"{file}: feature '{name}': expected lists of ids, got {values.type}")
+        bad = numbers != np.floor(numbers) if numbers.dtype.kind == "f" else np.zeros(len(numbers), bool)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise DataError(f"{file}: row {int(parents[i]) + 1}, feature '{name}': id {numbers[i]!r} is not an integer")
+        ids = numbers.astype(np.int64)
+        self._check_range(name, ids, parents, file)
+        hot = self.features[name].get("max_hotness")
+        lengths = np.bincount(parents, minlength=len(values))
+        if hot is not None and (lengths > hot).any():
+            row = int(np.flatnonzero(lengths > hot)[0])
+            raise DataError(f"{file}: row {row + 1}, feature '{name}': {int(lengths[row])} ids, more than its "
+                            f"max_hotness {hot}")
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+        lists = pa.ListArray.from_arrays(pa.array(offsets), pa.array(ids.astype(str)))
+        return pc.binary_join(lists, " ")
 
     def read_split(self, split: str) -> pa.Table:
+        self._rows_of_binary(split)
         columns: dict[str, pa.ChunkedArray] = {}
         n_rows = None
         for chunk in self.sources[split]:
-            tables = [self._read_file(self.base / f, list(chunk["features"])) for f in chunk["files"]]
-            table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-            if n_rows is not None and table.num_rows != n_rows:
-                raise DataError(f"{self.path}: source_spec.{split}: chunk {chunk['files']} has {table.num_rows} rows, "
+            names = list(chunk["features"])
+            parts: dict[str, list] = {n: [] for n in names}
+            count = 0
+            for file in chunk["files"]:
+                table = self._read_chunk_file(chunk, file)
+                for n in names:
+                    parts[n].extend(self._typed(n, table.column(n), self.base / file).chunks)
+                count += table.num_rows
+            if n_rows is not None and count != n_rows:
+                raise DataError(f"{self.path}: source_spec.{split}: chunk {chunk['files']} has {count} rows, "
                                 f"the split's other chunks have {n_rows}; chunks must be row-aligned")
-            n_rows = table.num_rows
-            for name in chunk["features"]:
-                columns[name] = table.column(name)
+            n_rows = count
+            for n in names:
+                columns[n] = pa.chunked_array(parts[n]) if parts[n] else pa.chunked_array([], pa.null())
         names = list(self.features)
         split_col = pa.array(np.full(n_rows or 0, SPLIT_IDS[split], dtype=np.int8))
         return pa.table([columns[n] for n in names] + [split_col], names=[*names, SPLIT_COLUMN])
@@ -165,13 +382,15 @@ class FeatureSpecInput:
     def prepare(self, workdir: str | Path, normalization: str = "none",
                 formats: tuple[str, ...] = ("npy", "parquet")) -> tuple[Path, dict]:
         """Write ``workdir/dataset.parquet`` (every split, a fixed split column) and return it with
-        the derived prepflow config."""
+        the derived prepflow config. Every file is read and checked before anything is written."""
         workdir = Path(workdir)
-        workdir.mkdir(parents=True, exist_ok=True)
         order = sorted(self.sources, key=lambda s: SPLIT_IDS[s])
-        table = pa.concat_tables([self.read_split(s) for s in order])
+        tables = [self.read_split(s) for s in order]
+        table = _concat(tables)
         if table.num_rows == 0:
             raise DataError(f"{self.path}: the FeatureSpec's files hold no rows")
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
         config = self.config(table, normalization, list(formats))
         target = workdir / "dataset.parquet"
         sweep(workdir, DATASET_TEMP)  # a killed transcode's temporary file
@@ -181,38 +400,57 @@ class FeatureSpecInput:
         return target, config
 
     # ---- config ----------------------------------------------------------------------------------
-    def _categorical(self, name: str, column: pa.ChunkedArray) -> dict:
-        card = (self.features[name] or {}).get("cardinality", "auto")
-        distinct = max(1, pc.count_distinct(column).as_py())
-        if card == "auto":
-            return {"name": name, "type": "category", "preprocessing": {"most_common": distinct}}
-        ids = pc.cast(column, pa.int64(), safe=False) if _all_ints(column) else None
-        if ids is not None and ids.null_count < len(ids):
-            top = pc.max(ids).as_py()
-            if top is not None and top >= card:
-                raise DataError(f"{self.path}: feature '{name}' has id {top}, outside its declared cardinality {card}")
-        return {"name": name, "type": "category", "preprocessing": {"most_common": card}}
+    def cardinality(self, name: str, column: pa.ChunkedArray) -> int:
+        """The declared cardinality, or for ``auto`` the largest id seen + 1."""
+        card = self.features[name].get("cardinality")
+        if isinstance(card, int):
+            return card
+        if self.kind(name) == "multihot":
+            flat = pc.list_flatten(pc.split_pattern(pc.fill_null(column, ""), " "))
+            flat = flat.filter(pc.not_equal(flat, ""))
+            top = pc.max(flat.cast(pa.int64())).as_py() if len(flat) else None
+        else:
+            top = pc.max(column).as_py()
+        return int(top) + 1 if top is not None else 1
+
+    def _ids_feature(self, name: str, column: pa.ChunkedArray) -> dict:
+        return {"name": name, "type": "category",
+                "preprocessing": encoded_category_options(self.cardinality(name, column))}
+
+    def _multihot_feature(self, name: str, column: pa.ChunkedArray) -> dict:
+        card = self.cardinality(name, column)
+        if self.workdir is None:
+            raise ConfigError(f"{self.path}: multi-hot feature '{name}' needs a work folder for its vocabulary")
+        vocab = self.workdir / f"vocab-{_safe(name)}.txt"
+        vocab.write_text("".join(f"{i}\n" for i in range(card)))
+        return {"name": name, "type": "set",
+                "preprocessing": {"tokenizer": "space", "vocab_file": str(vocab.resolve()), "most_common": card}}
+
+    def _label_feature(self, name: str, column: pa.ChunkedArray) -> dict:
+        info = self.features[name]
+        dtype = numpy_dtype(info.get("dtype"))
+        if dtype == np.bool_ or _binary_values(column):
+            return {"name": name, "type": "binary"}
+        if dtype is not None and dtype.kind == "f":
+            return {"name": name, "type": "number", "preprocessing": {"normalization": "none"}}
+        if "cardinality" in info and (dtype is None or dtype.kind in "iu") and _integer_column(column):
+            return self._ids_feature(name, column.cast(pa.float64()).cast(pa.int64()))
+        return {"name": name, "type": "category"}
 
     def _feature(self, name: str, column: pa.ChunkedArray, normalization: str) -> dict:
-        info = self.features[name] or {}
-        channel = self.channel_of(name)
-        dtype = info.get("dtype")
-        if channel == "categorical":
-            return self._categorical(name, column)
-        if channel == "numerical":
+        kind = self.kind(name)
+        if kind == "ids":
+            return self._ids_feature(name, column)
+        if kind == "multihot":
+            return self._multihot_feature(name, column)
+        if kind == "number":
             return {"name": name, "type": "number", "preprocessing": {"normalization": normalization}}
-        if channel == "label":
-            card = info.get("cardinality")
-            if _is_bool(dtype) or (isinstance(card, int) and card <= 2):
-                return {"name": name, "type": "binary"}
-            if _is_float(dtype):
-                return {"name": name, "type": "number", "preprocessing": {"normalization": "none"}}
-            return {"name": name, "type": "category"}
-        if _is_float(dtype):
-            return {"name": name, "type": "number", "preprocessing": {"normalization": normalization}}
-        if _is_bool(dtype):
+        if kind == "label":
+            return self._label_feature(name, column)
+        dtype = numpy_dtype(self.features[name].get("dtype"))
+        if dtype == np.bool_:
             return {"name": name, "type": "binary"}
-        return self._categorical(name, column)
+        return {"name": name, "type": "category"}
 
     def config(self, table: pa.Table, normalization: str = "none", formats: list[str] | None = None) -> dict:
         inputs, outputs = [], []
@@ -233,10 +471,63 @@ class FeatureSpecInput:
         return config
 
 
-def _all_ints(column: pa.ChunkedArray) -> bool:
-    if pa.types.is_integer(column.type):
+def encoded_category_options(cardinality: int) -> dict:
+    """The category preprocessing that keeps already-encoded integer ids and their cardinality
+    (``tasks/features/category.py``'s pre-encoded option)."""
+    return {"encoded": True, "cardinality": int(cardinality)}
+
+
+def _npy_rows(path: Path, label: str) -> int:
+    """The row count in a ``.npy`` file's header (no data read)."""
+    fmt = np.lib.format
+    try:
+        with open(path, "rb") as fh:
+            version = fmt.read_magic(fh)
+            read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+            shape = read_header(fh)[0]
+    except ValueError as exc:
+        raise DataError(f"{label}: {path.name} is not a .npy file ({exc})") from None
+    return int(shape[0]) if shape else 1
+
+
+def _binary_values(column: pa.ChunkedArray) -> bool:
+    values = pc.unique(pc.drop_null(column))
+    if pa.types.is_boolean(values.type):
         return True
-    if not pa.types.is_string(column.type):
+    if pa.types.is_integer(values.type) or pa.types.is_floating(values.type):
+        return set(values.to_pylist()) <= {0, 1}
+    return set(values.cast(pa.string()).to_pylist()) <= BINARY_VALUES
+
+
+def _integer_column(column: pa.ChunkedArray) -> bool:
+    try:
+        x = column.cast(pa.float64()).to_numpy() if not pa.types.is_integer(column.type) else None
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return False
-    valid = pc.drop_null(column)
-    return bool(pc.all(pc.match_substring_regex(valid, r"^-?\d+$")).as_py()) if len(valid) else False
+    return x is None or bool(np.all(np.isnan(x) | (x == np.floor(x))))
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    """The splits' tables as one; a column typed differently in two splits (a CSV split and a binary
+    one) is read as strings in all."""
+    if len({t.schema for t in tables}) <= 1:
+        return pa.concat_tables(tables)
+    names = tables[0].column_names
+    fixed = []
+    for t in tables:
+        cols = []
+        for n in names:
+            types = {x.schema.field(n).type for x in tables}
+            col = t.column(n)
+            if len(types) > 1:
+                if all(pa.types.is_integer(x) or pa.types.is_floating(x) or pa.types.is_null(x) for x in types):
+                    col = col.cast(pa.float64())
+                else:
+                    col = col.cast(pa.string())
+            cols.append(col)
+        fixed.append(pa.table(cols, names=names))
+    return pa.concat_tables(fixed)
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)

@@ -1,89 +1,187 @@
-"""BYO FeatureSpec input (storage.featurespec, `prepflow transcode`): an NVIDIA DeepLearningExamples
-dataset of headerless CSV chunks becomes a prepflow artifact with the same channels."""
+"""BYO FeatureSpec input (storage.featurespec, `prepflow transcode`): NVIDIA DeepLearningExamples datasets
+(csv and split_binary chunks, WideAndDeep's multi-hot lists) become prepflow artifacts with the ids,
+cardinalities, numbers, labels and channels kept.
+
+The data is laid out as NVIDIA's own code writes it: ``dlrm/data/utils.py:write_dataset_to_disk`` (what
+``prepare_synthetic_dataset`` runs for their test specs: numerical float16 row-major, label bool, each
+categorical in its declared dtype), ``dlrm/scripts/gen_csv.py`` (headerless CSV per chunk) and
+WideAndDeep's ``gen_csv.py`` (lists written by pandas as ``[1, 2, 3]``). The specs are NVIDIA's own test
+specs (tests/data/nvidia_feature_specs/README.md).
+"""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from storage import Artifact
-from storage.featurespec import FeatureSpecInput
 from core.errors import ConfigError, DataError
+from storage import Artifact
+from storage.featurespec import SPLIT_COLUMN, SPLIT_IDS, FeatureSpecInput
 from tests.helpers import run
 
-SIZES = {"train": 300, "validation": 40, "test": 60}
-CARDS = {"cat_0.bin": 7, "cat_1.bin": "auto"}
+SPECS = Path(__file__).resolve().parents[1] / "data" / "nvidia_feature_specs"
+DLRM_SPECS = sorted(p.name for p in SPECS.glob("dlrm_*.yaml") if "transcoding" not in p.name)
+ROWS = {"train": 64, "validation": 16, "test": 24}
 
 
-def make_dataset(root: Path, seed: int = 0) -> Path:
-    """DLRM-style: numerical features in one file, label and each categorical in their own, per split."""
+def write_like_nvidia(spec_file: str, root: Path, seed: int = 0) -> tuple[Path, dict]:
+    """NVIDIA's spec ``spec_file`` copied to ``root`` with data beside it as their scripts write it;
+    returns the spec path and the values per split and feature."""
+    spec_path = root / "feature_spec.yaml"
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(SPECS / spec_file, spec_path)
+    spec = yaml.safe_load(spec_path.read_text())
+    fs, cs = spec["feature_spec"], spec["channel_spec"]
     rng = np.random.default_rng(seed)
-    spec = {
-        "feature_spec": {"num_0": {"dtype": "torch.float16"}, "num_1": {"dtype": "torch.float16"},
-                         "cat_0.bin": {"dtype": "torch.int8", "cardinality": 7},
-                         "cat_1.bin": {"dtype": "torch.int32", "cardinality": "auto"},
-                         "label": {"dtype": "torch.bool"}},
-        "channel_spec": {"numerical": ["num_0", "num_1"], "categorical": ["cat_0.bin", "cat_1.bin"],
-                         "label": ["label"]},
-        "source_spec": {},
-        "metadata": {},
-    }
-    for split, n in SIZES.items():
-        (root / split).mkdir(parents=True)
-        num = np.round(rng.random((n, 2)) * 10, 4)
-        np.savetxt(root / split / "numerical.csv", num, delimiter=",", fmt="%.4f")
-        np.savetxt(root / split / "label.csv", rng.integers(0, 2, n), fmt="%d")
-        np.savetxt(root / split / "cat_0.csv", rng.integers(0, 7, n), fmt="%d")
-        cat1 = rng.integers(0, 50, n)  # written as two files, one after the other
-        np.savetxt(root / split / "cat_1a.csv", cat1[: n // 3], fmt="%d")
-        np.savetxt(root / split / "cat_1b.csv", cat1[n // 3:], fmt="%d")
-        spec["source_spec"][split] = [
-            {"type": "csv", "features": ["num_0", "num_1"], "files": [f"{split}/numerical.csv"]},
-            {"type": "csv", "features": ["label"], "files": [f"{split}/label.csv"]},
-            {"type": "csv", "features": ["cat_0.bin"], "files": [f"{split}/cat_0.csv"]},
-            {"type": "csv", "features": ["cat_1.bin"], "files": [f"{split}/cat_1a.csv", f"{split}/cat_1b.csv"]},
-        ]
-    path = root / "feature_spec.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return path
+    values: dict[str, dict] = {}
+    for mapping, chunks in spec["source_spec"].items():
+        n = ROWS[mapping]
+        v = {cs["label"][0]: rng.integers(0, 2, n)}
+        for name in cs["numerical"]:
+            v[name] = rng.random(n, dtype=np.float32)
+        for name in cs.get("categorical", []) + cs.get("onehot_categorical", []):
+            v[name] = rng.integers(0, fs[name]["cardinality"], n)
+        for name in cs.get("multihot_categorical", []):
+            lengths = rng.integers(1, fs[name]["max_hotness"] + 1, n)
+            v[name] = [rng.integers(0, fs[name]["cardinality"], k).tolist() for k in lengths]
+        for chunk in chunks:
+            path = root / chunk["files"][0]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            feats = chunk["features"]
+            if chunk["type"] == "split_binary":  # write_dataset_to_disk: float16, bool, the declared int dtype
+                if feats[0] in cs["numerical"]:
+                    data = np.stack([v[f] for f in feats], axis=1).astype(np.float16)
+                elif feats[0] in cs["label"]:
+                    data = v[feats[0]].astype(bool)
+                else:
+                    data = v[feats[0]].astype(fs[feats[0]]["dtype"])
+                path.write_bytes(data.tobytes())
+            else:  # gen_csv: the chunk's columns, no header, no index
+                pd.DataFrame({f: v[f] for f in feats}).to_csv(path, header=False, index=False)
+        for name in cs["numerical"]:  # what was stored: float16 in split_binary files
+            if any(c["type"] == "split_binary" for c in chunks):
+                v[name] = v[name].astype(np.float16)
+        values[mapping] = v
+    return spec_path, values
 
 
-def test_transcoded_artifact_keeps_values_rows_and_channels(tmp_path):
-    spec_path = make_dataset(tmp_path / "data")
-    dataset, config = FeatureSpecInput.load(spec_path).prepare(tmp_path / "work")
-    kinds = {f["name"]: f["type"] for f in config["input_features"] + config["output_features"]}
-    assert kinds == {"num_0": "number", "num_1": "number", "cat_0.bin": "category", "cat_1.bin": "category",
-                     "label": "binary"}
-    art = Artifact.open(run(config, dataset, tmp_path).artifact["artifact_path"])
-    assert art.manifest["rows"] == SIZES
-    spec = art.feature_spec
-    assert spec["channel_spec"] == {"numerical": ["num_0", "num_1"], "categorical": ["cat_0.bin", "cat_1.bin"],
-                                    "label": ["label"]}
-    assert spec["feature_spec"]["cat_0.bin"]["cardinality"] <= 8  # 7 ids + <UNK>
-    for split in SIZES:
-        got = art.read_split(split)
-        num = np.loadtxt(tmp_path / "data" / split / "numerical.csv", delimiter=",")
-        assert np.array_equal(got["num_0"], num[:, 0].astype(np.float32))  # normalization none: values kept
-        assert np.array_equal(got["label"], np.loadtxt(tmp_path / "data" / split / "label.csv").astype(bool))
-        cat1 = np.concatenate([np.loadtxt(tmp_path / "data" / split / f, dtype=np.int64, ndmin=1)
-                               for f in ("cat_1a.csv", "cat_1b.csv")])
-        idx2str = art.metadata["cat_1.bin"]["idx2str"]
-        decoded = np.array([int(idx2str[i]) if i else -1 for i in got["cat_1.bin"]])
-        assert np.array_equal(decoded[decoded >= 0], cat1[decoded >= 0])  # ids unseen in train -> <UNK>
-        if split == "train":
-            assert (decoded >= 0).all()
-    batch = next(iter(art.batches("train", batch_size=32, shuffle=False)))
-    assert set(batch) == {"numerical", "categorical", "label"} and batch["categorical"].shape == (32, 2)
+@pytest.mark.parametrize("spec_file", [*DLRM_SPECS, "dlrm_transcoding_small_csv.yaml", "wideanddeep_fspec_csv.yaml"])
+def test_nvidia_specs_are_read_with_ids_cardinalities_numbers_and_labels_kept(tmp_path, spec_file):
+    spec_path, values = write_like_nvidia(spec_file, tmp_path / "data")
+    spec = FeatureSpecInput.load(spec_path)
+    dataset, config = spec.prepare(tmp_path / "work")
+    table = pq.read_table(dataset)
+    features = {f["name"]: f for f in config["input_features"] + config["output_features"]}
+    cs, fs = spec.channels, spec.features
+    label = cs["label"][0]
+    assert features[label]["type"] == "binary" and config["output_features"] == [features[label]]
+    for split, v in values.items():
+        part = table.filter(table[SPLIT_COLUMN].to_numpy() == SPLIT_IDS[split])
+        assert part.num_rows == ROWS[split]
+        labels = part[label].to_pylist()
+        assert [str(x).lower() in ("1", "true") for x in labels] == v[label].astype(bool).tolist()
+        for name in cs["numerical"]:
+            assert np.array_equal(part[name].to_numpy().astype(np.float32), v[name].astype(np.float32)), name
+        for name in cs.get("categorical", []) + cs.get("onehot_categorical", []):
+            assert np.array_equal(part[name].to_numpy(), v[name]), name  # ids as written, no re-indexing
+            assert features[name]["type"] == "category"
+            assert features[name]["preprocessing"]["cardinality"] == fs[name]["cardinality"]
+        for name in cs.get("multihot_categorical", []):
+            assert part[name].to_pylist() == [" ".join(map(str, ids)) for ids in v[name]]
+            vocab = Path(features[name]["preprocessing"]["vocab_file"]).read_text().split()
+            assert features[name]["type"] == "set" and vocab == [str(i) for i in range(fs[name]["cardinality"])]
+    assert config["publish"]["channels"] == {c: n for c, n in cs.items() if n}
+
+
+def test_auto_cardinality_is_the_largest_id_plus_one(tmp_path):
+    spec_path, values = write_like_nvidia("dlrm_transcoding_small_csv.yaml", tmp_path / "data")
+    spec = yaml.safe_load(spec_path.read_text())
+    spec["feature_spec"]["cat_3.bin"]["cardinality"] = "auto"
+    spec_path.write_text(yaml.safe_dump(spec))
+    _, config = FeatureSpecInput.load(spec_path).prepare(tmp_path / "work")
+    card = next(f for f in config["input_features"] if f["name"] == "cat_3.bin")["preprocessing"]["cardinality"]
+    assert card == max(int(v["cat_3.bin"].max()) for v in values.values()) + 1
+
+
+# ---- bad input: one error naming the chunk and the file, nothing written ------------------------------
+
+def prepared_error(spec_path: Path, work: Path) -> str:
+    with pytest.raises(DataError) as info:
+        FeatureSpecInput.load(spec_path).prepare(work)
+    assert not (work / "dataset.parquet").exists()
+    return str(info.value)
+
+
+def test_missing_short_and_wrong_dtype_files_name_chunk_and_file(tmp_path):
+    spec_path, _ = write_like_nvidia("dlrm_criteo_f15.yaml", tmp_path / "data")
+    data = tmp_path / "data"
+    spec = yaml.safe_load(spec_path.read_text())
+    chunks = spec["source_spec"]["train"]
+    i8 = next(i for i, c in enumerate(chunks) if spec["feature_spec"][c["features"][0]].get("dtype") == "int8")
+    i32 = next(i for i, c in enumerate(chunks) if spec["feature_spec"][c["features"][0]].get("dtype") == "int32")
+    name8, file8 = chunks[i8]["features"][0], chunks[i8]["files"][0]
+    name32, file32 = chunks[i32]["features"][0], chunks[i32]["files"][0]
+    original = (data / file8).read_bytes()
+
+    (data / file8).unlink()
+    msg = prepared_error(spec_path, tmp_path / "w1")
+    assert f"source_spec.train[{i8}] ({name8})" in msg and f"file {file8} not found" in msg
+
+    (data / file8).write_bytes(original[:-5])  # cut short: 5 rows fewer
+    msg = prepared_error(spec_path, tmp_path / "w2")
+    assert f"source_spec.train[{i8}] ({name8})" in msg and f"{file8} holds {ROWS['train'] - 5} rows" in msg
+
+    (data / file8).write_bytes(np.frombuffer(original, np.int8).astype(np.int32).tobytes())  # int32 where int8
+    msg = prepared_error(spec_path, tmp_path / "w3")
+    assert f"({name8})" in msg and "4 bytes per value where the spec says int8" in msg
+
+    (data / file8).write_bytes(original)
+    (data / file32).write_bytes((data / file32).read_bytes()[:-2])  # half a row
+    msg = prepared_error(spec_path, tmp_path / "w4")
+    assert f"source_spec.train[{i32}] ({name32})" in msg and "not a whole number of rows of 1 x int32" in msg
+
+
+def test_id_outside_its_cardinality_names_file_row_and_feature(tmp_path):
+    spec_path, values = write_like_nvidia("dlrm_default.yaml", tmp_path / "data")
+    spec = yaml.safe_load(spec_path.read_text())
+    chunk = next(c for c in spec["source_spec"]["test"] if c["features"] == ["cat_4.bin"])
+    ids = values["test"]["cat_4.bin"].astype(np.int32)
+    ids[6] = spec["feature_spec"]["cat_4.bin"]["cardinality"]
+    (tmp_path / "data" / chunk["files"][0]).write_bytes(ids.tobytes())
+    msg = prepared_error(spec_path, tmp_path / "w")
+    assert msg.startswith(str(tmp_path / "data" / chunk["files"][0]))
+    assert "row 7, feature 'cat_4.bin': id 100000 is outside its cardinality 100000" in msg
+
+    csv_path, _ = write_like_nvidia("dlrm_transcoding_small_csv.yaml", tmp_path / "csv")
+    part = tmp_path / "csv" / "train" / "catpart1.bin"
+    lines = part.read_text().splitlines()
+    lines[2] = "1,-3,5"
+    part.write_text("\n".join(lines) + "\n")
+    msg = prepared_error(csv_path, tmp_path / "w2")
+    assert "catpart1.bin: row 3, feature 'cat_4.bin': id -3 is outside its cardinality 50" in msg
+
+
+def test_multihot_row_longer_than_max_hotness_is_an_error(tmp_path):
+    spec_path, _ = write_like_nvidia("wideanddeep_fspec_csv.yaml", tmp_path / "data")
+    frame = pd.read_csv(tmp_path / "data" / "valid.csv", header=None, dtype=str)
+    col = yaml.safe_load(spec_path.read_text())["source_spec"]["test"][0]["features"].index("topic_id_list")
+    frame.iloc[3, col] = "[1, 2, 3, 4]"
+    frame.to_csv(tmp_path / "data" / "valid.csv", header=False, index=False)
+    msg = prepared_error(spec_path, tmp_path / "w")
+    assert "valid.csv: row 4, feature 'topic_id_list': 4 ids, more than its max_hotness 3" in msg
 
 
 def test_bad_specs_are_rejected_with_the_key(tmp_path):
-    spec_path = make_dataset(tmp_path / "data")
+    spec_path, _ = write_like_nvidia("dlrm_default.yaml", tmp_path / "data")
     spec = yaml.safe_load(spec_path.read_text())
-    spec["source_spec"]["train"][0]["type"] = "split_binary"
-    with pytest.raises(ConfigError, match=r"source_spec.train\[0\].type: only 'csv'"):
+    spec["source_spec"]["train"][0]["type"] = "tfrecord"
+    with pytest.raises(ConfigError, match=r"source_spec.train\[0\].type: 'tfrecord' cannot be transcoded"):
         FeatureSpecInput(spec_path, spec)
     spec = yaml.safe_load(spec_path.read_text())
     spec["source_spec"]["holdout"] = spec["source_spec"].pop("test")
@@ -91,30 +189,77 @@ def test_bad_specs_are_rejected_with_the_key(tmp_path):
         FeatureSpecInput(spec_path, spec)
     spec = yaml.safe_load(spec_path.read_text())
     spec["source_spec"]["test"].pop()
-    with pytest.raises(ConfigError, match=r"feature\(s\) \['cat_1.bin'\] are in no chunk"):
+    with pytest.raises(ConfigError, match=r"feature\(s\) \['cat_25.bin'\] are in no chunk"):
+        FeatureSpecInput(spec_path, spec)
+    spec = yaml.safe_load(spec_path.read_text())
+    del spec["feature_spec"]["num_3"]["dtype"]
+    with pytest.raises(ConfigError, match=r"split_binary chunk needs the dtype.*feature_spec.num_3.dtype"):
+        FeatureSpecInput(spec_path, spec)
+    spec = yaml.safe_load(spec_path.read_text())
+    spec["feature_spec"]["cat_0.bin"]["dtype"] = "int33"
+    with pytest.raises(ConfigError, match=r"feature_spec.cat_0.bin.dtype: 'int33' is not a numpy dtype"):
         FeatureSpecInput(spec_path, spec)
 
 
-def test_data_errors_name_the_file(tmp_path):
-    spec_path = make_dataset(tmp_path / "data")
-    (tmp_path / "data" / "test" / "label.csv").write_text("1\n0\n")
-    with pytest.raises(DataError, match="chunks must be row-aligned"):
-        FeatureSpecInput.load(spec_path).prepare(tmp_path / "work")
-    spec_path = make_dataset(tmp_path / "data2")
-    (tmp_path / "data2" / "train" / "cat_0.csv").write_text("\n".join(["9"] * SIZES["train"]) + "\n")
-    with pytest.raises(DataError, match="feature 'cat_0.bin' has id 9, outside its declared cardinality 7"):
-        FeatureSpecInput.load(spec_path).prepare(tmp_path / "work2")
+# ---- end to end: the pipeline keeps what was read ------------------------------------------------
+
+def transcode(spec_file: str, tmp: Path, formats=("npy", "parquet")) -> tuple[Artifact, dict, FeatureSpecInput]:
+    spec_path, values = write_like_nvidia(spec_file, tmp / "data")
+    spec = FeatureSpecInput.load(spec_path)
+    dataset, config = spec.prepare(tmp / "work", formats=formats)
+    return Artifact.open(run(config, dataset, tmp).artifact["artifact_path"]), values, spec
+
+
+def check_artifact(art: Artifact, values: dict, spec: FeatureSpecInput) -> None:
+    cs, fs = spec.channels, spec.features
+    published = art.feature_spec["feature_spec"]
+    for split, v in values.items():
+        got = art.read_split(split)
+        for name in cs.get("categorical", []) + cs.get("onehot_categorical", []):
+            assert np.array_equal(got[name], v[name]), name
+            assert published[name]["cardinality"] == fs[name]["cardinality"]
+        for name in cs["numerical"]:
+            assert np.array_equal(got[name].astype(np.float32), v[name].astype(np.float32)), name
+        assert np.array_equal(got[cs["label"][0]], v[cs["label"][0]].astype(bool))
+        for name in cs.get("multihot_categorical", []):
+            expected = np.zeros((len(v[name]), fs[name]["cardinality"] + 2), np.int8)
+            for row, ids in enumerate(v[name]):
+                expected[row, np.asarray(ids) + 2] = 1  # column id + 2: after <PAD>, <UNK>
+            assert np.array_equal(got[name], expected)
+
+
+def test_transcoded_dlrm_dataset_keeps_everything(tmp_path):
+    art, values, spec = transcode("dlrm_criteo_f15.yaml", tmp_path)
+    assert art.manifest["rows"] == {"train": ROWS["train"], "validation": 0, "test": ROWS["test"]}
+    assert art.feature_spec["channel_spec"]["categorical"] == spec.channels["categorical"]
+    check_artifact(art, values, spec)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("spec_file", [*DLRM_SPECS, "dlrm_transcoding_small_csv.yaml", "wideanddeep_fspec_csv.yaml"])
+def test_every_nvidia_spec_transcodes(tmp_path, spec_file):
+    art, values, spec = transcode(spec_file, tmp_path)
+    check_artifact(art, values, spec)
 
 
 @pytest.mark.integration
 def test_prepflow_transcode_cli(cli, tmp_path):
-    spec_path = make_dataset(tmp_path / "data")
-    result = cli("transcode", spec_path, "--output", tmp_path / "out", "--cache-dir", tmp_path / "cache", "--json")
+    spec_path, _ = write_like_nvidia("dlrm_default.yaml", tmp_path / "data")
+    result = cli("transcode", spec_path, "--output", tmp_path / "out", "--cache-dir", tmp_path / "cache", "--json",
+                 "--formats", "split_binary")
     assert result.returncode == 0, result.stderr
     summary = result.json()
-    assert summary["rows"] == SIZES
+    assert summary["rows"] == {"train": ROWS["train"], "validation": 0, "test": ROWS["test"]}
     art = Artifact.open(tmp_path / "out", verify=True)
     assert art.artifact_id == summary["artifact_id"]
-    assert art.feature_spec["channel_spec"]["categorical"] == ["cat_0.bin", "cat_1.bin"]
+    published = yaml.safe_load((Path(art.path) / "feature_spec.yaml").read_text())
+    original = yaml.safe_load(spec_path.read_text())
+    assert published["channel_spec"] == original["channel_spec"]
+    assert {n: f.get("cardinality") for n, f in published["feature_spec"].items()} == \
+        {n: f.get("cardinality") for n, f in original["feature_spec"].items()}
+    (tmp_path / "data" / "train" / "cat_3.bin").unlink()
+    bad = cli("transcode", spec_path, "--output", tmp_path / "out2", "--cache-dir", tmp_path / "cache")
+    assert bad.returncode == 1 and "source_spec.train[5] (cat_3.bin): file train/cat_3.bin not found" in bad.stderr
+    assert not (tmp_path / "out2").exists()
     bad = cli("transcode", tmp_path / "nope.yaml", "--output", tmp_path / "out")
     assert bad.returncode == 2 and "FeatureSpec file not found" in bad.stderr
