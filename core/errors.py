@@ -43,6 +43,11 @@ class IntegrityError(DataError):
     """A cache entry or an artifact file does not match its recorded sha256."""
 
 
+class NotFittedError(DataError, ValueError):
+    """A feature type's ``encode`` (or ``normalize``) got metadata without the fitted state it needs:
+    the vocab stage (fit) has not run, or the metadata is not the one ``finalize`` produced."""
+
+
 # ---- custom stages: a malformed stage DAG (named after Magenta's dag_pipeline errors) -------------
 
 class InvalidDAGError(ConfigError):

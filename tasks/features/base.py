@@ -8,7 +8,9 @@ metadata) and encodes partition by partition with vectorized pyarrow/numpy code.
   the row and column;
 * ``missing_partial``/``missing_state``: what a missing-value strategy needs (mode, mean, ...);
 * ``fit_partial``/``merge``/``finalize``: the fitted metadata (training_set_metadata.json);
-* ``encode``: typed, filled values + metadata -> ``{column name: numpy array}``;
+* ``encode``: typed, filled values + metadata -> ``{column name: numpy array}``; metadata without
+  the fitted keys it needs (``fitted_keys``/``required_metadata``) raises ``NotFittedError``
+  (``check_fitted``, the first thing every built-in ``encode`` does);
 * ``output_columns``: name, dtype and per-row shape of every published column.
 
 Instances are built by ``tasks.features.build`` from a resolved ``FeatureConfig``; the constructor
@@ -24,7 +26,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
-from core.errors import DataError
+from core.errors import DataError, NotFittedError
 from tasks.config import StrictModel
 
 MISSING_STRATEGIES = ("fill_with_const", "fill_with_mode", "fill_with_mean", "fill_with_false",
@@ -52,6 +54,8 @@ class FeatureType:
     allowed_missing_strategies: ClassVar[tuple[str, ...]] = ("fill_with_const", "fill_with_mode", "bfill",
                                                               "ffill", "drop_row")
     default_fill_value: ClassVar[Any] = None
+    # metadata keys ``encode`` needs (what ``finalize`` always writes); see ``required_metadata``
+    fitted_keys: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, name: str, column: str, options: BasePreprocessing, is_output: bool = False):
         self.name = name
@@ -119,6 +123,20 @@ class FeatureType:
 
     def finalize(self, partial: Any, missing_state: dict) -> dict:
         return {}
+
+    def required_metadata(self, metadata: dict) -> tuple[str, ...]:
+        """The metadata keys ``encode`` needs (may depend on the options, e.g. a number's normalization)."""
+        return self.fitted_keys
+
+    def check_fitted(self, metadata: Any, *keys: str) -> None:
+        """``NotFittedError`` unless ``metadata`` holds ``keys`` (default: ``required_metadata``)."""
+        if not isinstance(metadata, dict):
+            raise NotFittedError(f"{self.describe()}: encode needs the fitted metadata (a dict from finalize), "
+                                 f"got {type(metadata).__name__}")
+        missing = [k for k in (keys or self.required_metadata(metadata)) if k not in metadata]
+        if missing:
+            raise NotFittedError(f"{self.describe()}: encode needs fitted metadata (missing {missing}); run the "
+                                 "vocab stage (fit) first, or pass the artifact's training_set_metadata.json entry")
 
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
         raise NotImplementedError

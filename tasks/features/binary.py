@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.errors import DataError
+from core.errors import DataError, NotFittedError
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, first_bad, merge_counts
 
 TRUE_STRS = {"yes", "y", "true", "t", "1", "1.0", "on"}
@@ -97,6 +97,9 @@ class BinaryFeature(FeatureType):
                         f"{sorted(str2bool)}")
 
     def normalize(self, values: pd.Series, missing_state: dict, rows: np.ndarray) -> pd.Series:
+        if "str2bool" not in missing_state:
+            raise NotFittedError(f"{self.describe()}: normalize needs the fitted fill state (str2bool); run "
+                                 "fill_missing first, or pass the artifact's training_set_metadata.json entry")
         str2bool = missing_state["str2bool"]
         lookup = dict(str2bool)
         for v in list(values.dropna().unique()):
@@ -122,6 +125,7 @@ class BinaryFeature(FeatureType):
         return meta
 
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
+        self.check_fitted(metadata)  # nothing to fit for encode (normalize mapped the values); a dict is still needed
         return {self.name: values.to_numpy(dtype=bool, na_value=False)}
 
     def output_columns(self, metadata: dict) -> list[ColumnSpec]:

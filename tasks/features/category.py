@@ -42,8 +42,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, model_validator
 
+from core.errors import DataError, NotFittedError
 from storage import string_hash
-from core.errors import DataError
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, merge_counts
 
 UNK = "<UNK>"
@@ -211,7 +211,7 @@ class CategoryFeature(FeatureType):
     # ---- encode -------------------------------------------------------------------------------------
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
         if "vocab_size" not in metadata:
-            raise KeyError(f"{self.describe()}: no fitted metadata (vocab_size); fit before encoding")
+            raise NotFittedError(f"{self.describe()}: no fitted metadata (vocab_size); fit before encoding")
         arr = as_strings(values)
         if "hash_buckets" in metadata:
             ids = _hash_ids(arr, metadata["hash_buckets"], offset=1)

@@ -13,7 +13,9 @@ A value that cannot be parsed is a ``DataError`` naming the row and column
 (``on_parse_error: error``, the default) or is treated as missing (``fill``), and then filled by
 the missing-value strategy. A date is never replaced by the current time (Ludwig's fallback).
 The default strategy is ``fill_with_mode`` (the most frequent date of the fitted rows);
-``fill_with_const`` takes a ``fill_value`` in any accepted form.
+``fill_with_const`` takes a ``fill_value`` in any accepted form, or ``""`` (Ludwig's default fill, also
+what no ``fill_value`` means): a row filled with ``""`` encodes as nine zeros (Ludwig fills the
+time of preprocessing, which no rerun reproduces).
 
 Typed values are canonical strings ``YYYY-MM-DDTHH:MM:SS`` (UTC), so fills, modes and the cache
 are plain strings. Metadata: ``datetime_format`` (the configured format, or null when inferred).
@@ -86,6 +88,7 @@ class DateFeature(FeatureType):
     type_name = "date"
     Preprocessing = DatePreprocessing
     default_missing_strategy = "fill_with_mode"
+    fitted_keys = ("datetime_format",)
 
     def cast(self, values: pd.Series, rows: np.ndarray) -> pd.Series:
         if pd.api.types.is_datetime64_any_dtype(values.dtype):
@@ -103,6 +106,8 @@ class DateFeature(FeatureType):
         return canonical(seconds, values.index)
 
     def fill_value_from_config(self, value: Any) -> str:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return ""  # "no date": encodes as zeros
         seconds = parse_dates(pd.Series([None if value is None else str(value)], dtype="string"),
                               self.options.datetime_format)
         if np.isnat(seconds[0]):
@@ -114,7 +119,11 @@ class DateFeature(FeatureType):
         return {"datetime_format": self.options.datetime_format}
 
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
+        self.check_fitted(metadata)
         arr = as_strings(values)
+        empty = (values.astype("string") == "").fillna(False).to_numpy(dtype=bool)  # a null is still an error
+        if empty.any():  # filled with "" (no date): encoded as zeros below
+            arr = pc.if_else(pa.array(empty), "1970-01-01T00:00:00", arr)
         ts = pc.strptime(arr, format=CANONICAL, unit="s", error_is_null=True)
         if ts.null_count:  # not canonical (e.g. raw values at serving time): parse them here
             seconds = parse_dates(pd.Series(arr.to_pandas(), dtype="string"), self.options.datetime_format)
@@ -130,6 +139,7 @@ class DateFeature(FeatureType):
         cols = [np.asarray(c, dtype=np.int64) for c in (year, month, day, weekday, yearday, hour, minute, second)]
         cols.append(cols[5] * 3600 + cols[6] * 60 + cols[7])
         out = np.stack(cols, axis=1).astype(np.int32) if len(arr) else np.zeros((0, 9), np.int32)
+        out[empty] = 0
         return {self.name: out}
 
     def output_columns(self, metadata: dict) -> list[ColumnSpec]:

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
-from core.errors import DataError
+from core.errors import DataError, NotFittedError
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType
 
 MODES = ("eager", "lazy", "lazy_cached")
@@ -50,6 +50,7 @@ class MediaFeature(FeatureType):
     Preprocessing = MediaPreprocessing
     default_missing_strategy = "bfill"
     allowed_missing_strategies = ("fill_with_const", "bfill", "ffill", "drop_row")
+    fitted_keys = ("mode",)
 
     @property
     def mode(self) -> str:
@@ -99,7 +100,7 @@ class MediaFeature(FeatureType):
         from storage.media import codec_from_json
 
         if "codec" not in metadata:
-            raise KeyError(f"{self.describe()}: the metadata has no 'codec'; the media_cache stage finalizes it")
+            raise NotFittedError(f"{self.describe()}: the metadata has no 'codec'; the media_cache stage finalizes it")
         return codec_from_json(metadata["codec"])
 
     def output_columns(self, metadata: dict) -> list[ColumnSpec]:
@@ -110,6 +111,7 @@ class MediaFeature(FeatureType):
 
     # ---- encode ------------------------------------------------------------------------------------
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
+        self.check_fitted(metadata)
         if "codec" not in metadata:  # the encode stage: the media_cache stage decodes
             return {self.name: np.array([None if pd.isna(v) else str(v) for v in values.tolist()], dtype=object)}
         return {self.name: self.decode_values(values, metadata)}

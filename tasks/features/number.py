@@ -63,6 +63,8 @@ class NumberFeature(FeatureType):
     allowed_missing_strategies = ("fill_with_const", "fill_with_mode", "fill_with_mean", "bfill", "ffill",
                                   "drop_row")
     default_fill_value = 0.0
+    NORMALIZATION_KEYS = {"zscore": ("mean", "std"), "minmax": ("min", "max"), "iq": ("q1", "q2", "q3"),
+                          "bins": ("bin_edges",)}
 
     def read_as(self) -> str:
         return "float64"
@@ -175,7 +177,11 @@ class NumberFeature(FeatureType):
                 edges = edges * 2  # one value: one bin
         return {"bin_edges": edges, "num_bins": len(edges) - 1, "bin_edges_exact": exact}
 
+    def required_metadata(self, metadata: dict) -> tuple[str, ...]:
+        return ("normalization", *self.NORMALIZATION_KEYS.get(metadata.get("normalization", self.normalization), ()))
+
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
+        self.check_fitted(metadata)
         x = values.to_numpy(dtype="float64", na_value=np.nan)
         norm = metadata["normalization"]
         if norm == "bins":

@@ -29,7 +29,6 @@ from tasks.features.tokens import (
     STOP_ID,
     TokenFeature,
     TokenPreprocessing,
-    check_fitted,
     length_percentile,
     pad,
 )
@@ -47,6 +46,7 @@ class SequencePreprocessing(TokenPreprocessing):
 class SequenceFeature(TokenFeature):
     type_name = "sequence"
     Preprocessing = SequencePreprocessing
+    fitted_keys = ("idx2str", "max_sequence_length")
 
     def sequence_length(self, hist: dict, limit: int) -> int:
         """``L``: min(longest row, ``limit``, the ``length_percentile`` length), at least 1."""
@@ -67,7 +67,7 @@ class SequenceFeature(TokenFeature):
                    start=START_ID if start_stop else None, stop=STOP_ID if start_stop else None)
 
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
-        check_fitted(self, metadata, "idx2str", "max_sequence_length")
+        self.check_fitted(metadata)
         tokens = self.tokens(values)
         ids = self.token_ids(tokens, metadata)
         return {self.name: self.pad_ids(ids, tokens.offsets, metadata["max_sequence_length"])}

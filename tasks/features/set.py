@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from tasks.features.base import ColumnSpec
-from tasks.features.tokens import TokenFeature, TokenPreprocessing, bag_matrix, check_fitted
+from tasks.features.tokens import TokenFeature, TokenPreprocessing, bag_matrix
 
 
 class SetPreprocessing(TokenPreprocessing):
@@ -25,6 +25,7 @@ class SetFeature(TokenFeature):
     Preprocessing = SetPreprocessing
     out_dtype = "int8"
     binary = True
+    fitted_keys = ("idx2str", "vocab_size")
 
     def finalize(self, partial: dict, missing_state: dict) -> dict:
         meta = self.vocabulary(partial["counts"])
@@ -32,7 +33,7 @@ class SetFeature(TokenFeature):
         return meta
 
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
-        check_fitted(self, metadata, "idx2str", "vocab_size")
+        self.check_fitted(metadata)
         tokens = self.tokens(values)
         ids = self.token_ids(tokens, metadata)
         return {self.name: bag_matrix(ids, tokens.offsets, metadata["vocab_size"], np.dtype(self.out_dtype),

@@ -13,10 +13,21 @@ per vocabulary entry, its count in the row, 1.0 when present, or count x idf. As
 ``idf = log(1 + num_documents / (1 + document_frequency))`` over the fitted rows, and ``<UNK>``
 gets the mean idf of the kept tokens; ``str2idf`` is stored in the metadata (``<PAD>``: 0).
 
-Text standardization: ``standardize`` (Keras: ``lower_and_strip_punctuation``, ``lower`` or
-``none``) when given, otherwise Ludwig's ``lowercase`` (default true). Then ``tokenizer`` (default
-``space_punct``) splits words; ``ngrams: N`` adds every row's 2..N-grams (tokens joined by a space)
-after its words, as Keras does. ``max_tokens`` caps ``vocab_size`` including the special symbols.
+Two sets of options choose how text becomes words:
+
+* Ludwig's (the default): ``lowercase`` (default true: Unicode lower case), then ``tokenizer``
+  (default ``space_punct``; see ``tasks.features.tokens``).
+* Keras TextVectorization's, used as soon as any of ``standardize``, ``split``, ``max_tokens`` is set
+  or ``output_mode`` is ``count``/``binary``/``tfidf``: ``standardize`` (default
+  ``lower_and_strip_punctuation``; ``lower``, ``strip_punctuation`` or ``none``; lower-casing is
+  ASCII-only, as ``tf.strings.lower``; the punctuation stripped is Keras' ``DEFAULT_STRIP_REGEX``,
+  ASCII only), then ``split`` (default ``whitespace``: ASCII whitespace, as ``tf.strings.split``;
+  ``character``: one token per Unicode character; or the name of a prepflow tokenizer). Ludwig's
+  ``lowercase`` and ``tokenizer`` are not used then.
+
+In both, ``ngrams: N`` adds every row's 2..N-grams (tokens joined by a space) after its words, as
+Keras does. ``max_tokens`` caps ``vocab_size`` including the special symbols (Keras counts only its
+OOV token in count/binary/tfidf modes, where prepflow's column 0 is ``<PAD>``, always 0).
 
 Metadata: word vocabulary under Ludwig's ``idx2str``, ``str2idx``, ``str2freq``, ``vocab_size``,
 ``max_sequence_length``; character vocabulary under ``char_idx2str``, ``char_str2idx``,
@@ -30,6 +41,7 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
+import pyarrow.compute as pc
 from pydantic import Field, model_validator
 
 from tasks.features.base import ColumnSpec
@@ -41,7 +53,6 @@ from tasks.features.tokens import (
     as_strings,
     bag_matrix,
     build_vocab,
-    check_fitted,
     code_points,
     count_tokens,
     counts_of,
@@ -57,7 +68,9 @@ from tasks.features.tokens import (
 class TextPreprocessing(SequencePreprocessing):
     tokenizer: Literal["space", "space_punct", "characters", "comma", "regex"] = "space_punct"
     lowercase: bool = True
-    standardize: Literal["lower_and_strip_punctuation", "lower", "none"] | None = None
+    # Keras TextVectorization (see the module docstring): standardize, then split
+    standardize: Literal["lower_and_strip_punctuation", "lower", "strip_punctuation", "none"] | None = None
+    split: Literal["whitespace", "character", "space", "space_punct", "characters", "comma", "regex"] | None = None
     ngrams: int = Field(default=1, ge=1, le=3)
     output_mode: Literal["int", "count", "binary", "tfidf"] = "int"
     max_tokens: int | None = Field(default=None, ge=3)
@@ -68,12 +81,20 @@ class TextPreprocessing(SequencePreprocessing):
     def _modes(self):
         if self.start_stop and self.output_mode != "int":
             raise ValueError(f"start_stop only applies to output_mode 'int', not {self.output_mode!r}")
+        if self.split == "regex" and not self.pattern:
+            raise ValueError("split 'regex' needs 'pattern' (the separator regex, RE2 syntax)")
         return self
 
 
 class TextFeature(SequenceFeature):
     type_name = "text"
     Preprocessing = TextPreprocessing
+
+    def required_metadata(self, metadata: dict) -> tuple[str, ...]:
+        mode = self.options.output_mode
+        if mode == "int":
+            return "idx2str", "vocab_size", "max_sequence_length", "char_idx2str", "char_max_sequence_length"
+        return ("idx2str", "vocab_size", "str2idf") if mode == "tfidf" else ("idx2str", "vocab_size")
 
     @property
     def char_column(self) -> str:
@@ -83,15 +104,30 @@ class TextFeature(SequenceFeature):
     def int_mode(self) -> bool:
         return self.options.output_mode == "int"
 
+    @property
+    def keras(self) -> bool:
+        """Keras TextVectorization's standardize/split instead of Ludwig's lowercase/tokenizer."""
+        o = self.options
+        return o.output_mode != "int" or any(v is not None for v in (o.standardize, o.split, o.max_tokens))
+
     def standardized(self, values):
-        mode = self.options.standardize
-        if mode is None:
-            return standardize(as_strings(values), lowercase=self.options.lowercase)
-        return standardize(as_strings(values), lowercase=mode != "none",
-                           strip_punctuation=mode == "lower_and_strip_punctuation")
+        text = as_strings(values)
+        if not self.keras:
+            return standardize(text, lowercase=self.options.lowercase)
+        mode = self.options.standardize or "lower_and_strip_punctuation"
+        if mode in ("lower", "lower_and_strip_punctuation"):
+            text = pc.ascii_lower(text)  # tf.strings.lower: ASCII letters only
+        return standardize(text, strip_punctuation=mode in ("strip_punctuation", "lower_and_strip_punctuation"))
+
+    @property
+    def tokenizer(self) -> str:
+        if not self.keras:
+            return self.options.tokenizer
+        split = self.options.split or "whitespace"
+        return {"whitespace": "ascii_whitespace", "character": "characters"}.get(split, split)
 
     def word_tokens(self, text) -> Tokens:
-        tokens = tokenize(text, self.options.tokenizer, self.options.pattern)
+        tokens = tokenize(text, self.tokenizer, self.options.pattern)
         return ngrams(tokens, self.options.ngrams)
 
     def tokens(self, values) -> Tokens:
@@ -137,19 +173,17 @@ class TextFeature(SequenceFeature):
 
     # ---- encode --------------------------------------------------------------------------------
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
-        check_fitted(self, metadata, "idx2str", "vocab_size")
+        self.check_fitted(metadata)
         text = self.standardized(values)
         words = self.word_tokens(text)
         ids = self.token_ids(words, metadata)
         if not self.int_mode:
             mode, idf = self.options.output_mode, None
             if mode == "tfidf":
-                check_fitted(self, metadata, "str2idf")
                 idf = np.array([metadata["str2idf"].get(t, 0.0) for t in metadata["idx2str"]], dtype=np.float32)
             out = bag_matrix(ids, words.offsets, metadata["vocab_size"], np.float32, binary=mode == "binary",
                              weights=idf)
             return {self.name: out}
-        check_fitted(self, metadata, "max_sequence_length", "char_idx2str", "char_max_sequence_length")
         cps, char_offsets = code_points(text)
         char_ids = lookup_code_points(cps, metadata["char_idx2str"], len(self.specials))
         return {self.name: self.pad_ids(ids, words.offsets, metadata["max_sequence_length"]),

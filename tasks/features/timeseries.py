@@ -25,7 +25,6 @@ from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType
 from tasks.features.tokens import (
     Tokens,
     as_strings,
-    check_fitted,
     length_histogram,
     merge_partials,
     pad,
@@ -111,6 +110,7 @@ class TimeseriesFeature(FeatureType):
     Preprocessing = TimeseriesPreprocessing
     default_missing_strategy = "fill_with_const"
     default_fill_value = ""
+    fitted_keys = ("max_timeseries_length",)
 
     def cast(self, values: pd.Series, rows: np.ndarray) -> pd.Series:
         text = number_strings(values)
@@ -132,7 +132,7 @@ class TimeseriesFeature(FeatureType):
         return {"max_timeseries_length": max(1, min(int(longest), self.options.timeseries_length_limit))}
 
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
-        check_fitted(self, metadata, "max_timeseries_length")
+        self.check_fitted(metadata)
         numbers, tokens = parse_numbers(self, values, self.options.tokenizer)
         out = pad(numbers, tokens.offsets, metadata["max_timeseries_length"], fill=self.options.padding_value,
                   dtype=np.float32, padding=self.options.padding, truncation=self.options.truncation)

@@ -56,17 +56,6 @@ PUNCT_RE = r"([^\p{L}\p{N}_\s\p{Z}])"
 KERAS_STRIP_RE = r"[!\"#$%&()\*\+,-\./:;<=>?@\[\\\]^_`{|}~']"
 
 
-class NotFittedError(ValueError):
-    """``encode`` was called with metadata that ``finalize`` did not produce."""
-
-
-def check_fitted(feature, metadata: dict, *keys: str) -> None:
-    missing = [k for k in keys if k not in metadata]
-    if missing:
-        raise NotFittedError(f"{feature.describe()}: encode needs fitted metadata (missing {missing}); "
-                             "run the vocab stage (fit) first")
-
-
 # ---- options shared by token features ---------------------------------------------------------------
 
 class TokenPreprocessing(BasePreprocessing):
@@ -246,6 +235,8 @@ def tokenize(arr: pa.Array, tokenizer: str, pattern: str | None = None) -> Token
         return characters(arr)
     if tokenizer == "space":
         lists = split_whitespace(arr)
+    elif tokenizer == "ascii_whitespace":  # Keras TextVectorization's split="whitespace" (tf.strings.split)
+        lists = pc.ascii_split_whitespace(arr)
     elif tokenizer == "space_punct":
         lists = split_whitespace(pc.replace_substring_regex(arr, PUNCT_RE, r" \1 "))
     elif tokenizer == "comma":

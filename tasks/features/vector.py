@@ -17,7 +17,7 @@ from pydantic import Field
 from core.errors import DataError
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType
 from tasks.features.timeseries import number_strings, numbers_fill_value, parse_numbers
-from tasks.features.tokens import check_fitted, length_histogram, merge_partials
+from tasks.features.tokens import length_histogram, merge_partials
 
 
 class VectorPreprocessing(BasePreprocessing):
@@ -30,6 +30,7 @@ class VectorFeature(FeatureType):
     Preprocessing = VectorPreprocessing
     default_missing_strategy = "fill_with_const"
     default_fill_value = ""
+    fitted_keys = ("vector_size",)
 
     def _check_lengths(self, lengths: np.ndarray, size: int | None, values: pd.Series,
                        rows: np.ndarray | None) -> None:
@@ -81,7 +82,7 @@ class VectorFeature(FeatureType):
         return {"vector_size": size}
 
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
-        check_fitted(self, metadata, "vector_size")
+        self.check_fitted(metadata)
         size = metadata["vector_size"]
         numbers, tokens = parse_numbers(self, values, "space")
         lengths = tokens.lengths

@@ -134,9 +134,10 @@ def test_fitted_state_round_trips_through_json(dataset, tmp_path):
 
 
 def test_transform_before_fit_raises_a_clear_error():
+    from core.errors import NotFittedError
     from tasks.config_loader import parse_config
     from tasks.features import build_all
 
     feature = build_all(parse_config(CONFIG))[2]
-    with pytest.raises(KeyError):
+    with pytest.raises(NotFittedError, match=rf"^category feature '{feature.name}': no fitted metadata \(vocab_size\)"):
         feature.encode(pd.Series(["a"], dtype="string"), {})

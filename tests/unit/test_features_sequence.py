@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.errors import ConfigError
-from tasks.features.tokens import NotFittedError
+from core.errors import ConfigError, NotFittedError
 from tests.unit.feature_helpers import decode_ids, expected, feature, fit, nullable_texts, ref_tokens
 
 LUDWIG = ["token3 token4 token2", "token3 token1"]

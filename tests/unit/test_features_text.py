@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 
 import numpy as np
@@ -126,18 +127,45 @@ def test_int_mode_decodes_to_words_and_characters(values, most_common, char_most
             assert decode_ids(row, idx2str) == want
 
 
+KERAS_STRIP = r"[!\"#$%&()\*\+,-\./:;<=>?@\[\\\]^_`{|}~']"  # Keras' DEFAULT_STRIP_REGEX
+
+
+def keras_words(text: str | None, standardize: str = "lower_and_strip_punctuation") -> list[str]:
+    """Keras TextVectorization's standardize (tf.strings.lower: ASCII only) then split='whitespace'."""
+    if text is None:
+        return []
+    if "lower" in standardize:
+        text = "".join(c.lower() if "A" <= c <= "Z" else c for c in text)
+    if "strip" in standardize:
+        text = re.sub(KERAS_STRIP, "", text)
+    return [t for t in re.split(r"[ \t\n\v\f\r]+", text) if t]
+
+
+def test_keras_options_standardize_then_split_on_whitespace():
+    f = feature("text", output_mode="count")
+    words = f.tokens(pd.Series(["Hello, World’s END… — ok Éa"], dtype="string")).row(0)
+    assert words == ["hello", "world’s", "end…", "—", "ok Éa"]  # only ASCII is lowered/stripped
+    assert keras_words("Hello, World’s END… — ok Éa") == words
+    assert feature("text", split="character", standardize="none").tokens(
+        pd.Series(["a B"], dtype="string")).row(0) == ["a", " ", "B"]
+    assert feature("text", split="space_punct", standardize="lower").tokens(
+        pd.Series(["Hi, yo"], dtype="string")).row(0) == ["hi", ",", "yo"]
+    ludwig = feature("text")  # no Keras option: Ludwig's lowercase (Unicode) and space_punct
+    assert ludwig.tokens(pd.Series(["Hello, Éa…"], dtype="string")).row(0) == ["hello", ",", "éa", "…"]
+
+
 @settings(max_examples=50, deadline=None, derandomize=True)
 @given(values=st.lists(nullable_texts, min_size=1, max_size=20), ngrams=st.integers(1, 3),
        max_tokens=st.one_of(st.none(), st.integers(3, 15)), nparts=st.integers(1, 4))
 def test_count_mode_decodes_to_ngram_counts(values, ngrams, max_tokens, nparts):
-    f = feature("text", output_mode="count", ngrams=ngrams, max_tokens=max_tokens, tokenizer="space")
+    f = feature("text", output_mode="count", ngrams=ngrams, max_tokens=max_tokens)
     meta = fit(f, values, npartitions=nparts)
     assert meta == fit(f, values)
     if max_tokens is not None:
         assert meta["vocab_size"] <= max_tokens
     out = f.encode(pd.Series(values, dtype="string"), meta)["f"]
     for row, value in zip(out, values, strict=True):
-        words = ref_tokens(value, "space", lowercase=True)
+        words = keras_words(value)
         grams = [" ".join(words[i:i + k]) for k in range(1, ngrams + 1) for i in range(len(words) - k + 1)]
         decoded = Counter({meta["idx2str"][j]: int(row[j]) for j in np.flatnonzero(row)})
         assert decoded == Counter(expected(grams, meta["idx2str"]))

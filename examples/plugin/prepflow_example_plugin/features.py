@@ -48,6 +48,7 @@ class HashedTokens(FeatureType):
     default_missing_strategy = "fill_with_const"
     allowed_missing_strategies = ("fill_with_const", "fill_with_mode", "bfill", "ffill", "drop_row")
     default_fill_value = ""
+    fitted_keys = ("max_sequence_length", "num_buckets")  # encode raises NotFittedError without them
 
     def cast(self, values: pd.Series, rows: np.ndarray) -> pd.Series:
         return values.astype("string")
@@ -78,6 +79,7 @@ class HashedTokens(FeatureType):
 
     # ---- encode ----------------------------------------------------------------------------------------
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
+        self.check_fitted(metadata)
         width, buckets = metadata["max_sequence_length"], metadata["num_buckets"]
         out = np.zeros((len(values), width), dtype=np.int32)
         for i, tokens in enumerate(self.tokens(values)):
