@@ -93,11 +93,13 @@ CODE_NAME = re.compile(r"zip|postal|postcode|code|class|categ|status|kind|group|
 ID_NAME = re.compile(r"(?i:(?:^|[^a-z])(?:id|uuid|guid|key|index|idx)$|^id[^a-z])|[a-z](?:Id|ID)$")
 # numbers that name things: flight_number, FlightNum, invoice_no, order_nr (a prefix, num_rooms, is a count)
 NUMBER_NAME = re.compile(r"(?i:(?:^|[^a-z])(?:number|num|no|nr|nbr)$)|[a-z](?:Number|Num|No|Nr|NUM|NO)$")
-TIME_NAME = re.compile(r"(?i:time|date|epoch|created|updated|modified|(?:^|[^a-z])(?:ts|at|when)$)|[a-z](?:At|TS)$")
+TIME_NAME = re.compile(r"(?i:time|date|epoch|created|updated|modified|(?:^|[^a-z])(?:ts|at|when)(?:$|[^a-z]))"
+                       r"|[a-z](?:At|TS)(?:$|[^a-z])")  # booked_at, created_at_ms, updatedAt, event_ts
 EPOCH_SECONDS = (315_532_800, 4_102_444_800)  # 1980-01-01 .. 2100-01-01 UTC as epoch seconds
 SET_DELIMITERS = {"|": {"tokenizer": "regex", "pattern": r"\s*\|\s*"}, ";": {"tokenizer": "regex", "pattern": r"\s*;\s*"},
                   ",": {"tokenizer": "comma"}}  # multi-value strings: the set feature's tokenizer for each
 SET_MIN_MULTI = 0.05  # share of rows holding the delimiter from which a delimited set is considered
+SET_MAX_WORDS = 1.5  # mean words per token of a delimited set ("Sci-Fi", "(no genres listed)"); a name's parts are more
 LOG_BUCKETS = 1026  # floor(log2(x + 1)) of non-negative finite floats is at most 1024
 HEAVY_TAIL_SPREAD = 4  # log2 buckets between the median and the 99th percentile that call for log1p
 POSITIVE_LABELS = {"positive", "pos", "good", "spam", "fraud", "fraudulent", "churn", "churned", "click", "clicked",
@@ -296,14 +298,17 @@ def _delimited_profile(arr: pa.Array, delimiter: str, counts: dict | None) -> di
     has = pc.match_substring(arr, delimiter)
     n_has = _count(has)
     if not n_has:
+        words = int(pc.sum(pc.list_value_length(pc.utf8_split_whitespace(arr))).as_py() or 0)
         return {"n_has": 0, "n_empty": 0, "n_repeat": 0, "n_thousands": 0, "max_tokens": 1 if len(arr) else 0,
+                "words": words,
                 "tokens": len(arr), "token_counts": counts if counts is not None and len(counts) <= TOKEN_CAP else None}
     lists = pc.split_pattern(arr, delimiter)
     flat = pc.utf8_trim_whitespace(pc.list_flatten(lists))
     ntok = pc.list_value_length(lists).to_numpy(zero_copy_only=False)
     multi = lists.filter(has)
     vc = pc.value_counts(flat)
-    return {"n_has": n_has, "n_empty": _count(pc.equal(flat, "")), "max_tokens": int(ntok.max()),
+    words = int(pc.sum(pc.list_value_length(pc.utf8_split_whitespace(flat))).as_py() or 0)
+    return {"n_has": n_has, "n_empty": _count(pc.equal(flat, "")), "max_tokens": int(ntok.max()), "words": words,
             "tokens": int(ntok.sum()), "n_thousands": _count(_match(arr, THOUSANDS_RE)) if delimiter == "," else 0,
             "n_repeat": _rows_with_repeats(multi, pc.utf8_trim_whitespace(pc.list_flatten(multi))),
             "token_counts": (dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True))
@@ -318,7 +323,7 @@ def _merge_delimited(a: dict, b: dict) -> dict:
             continue
         x, y = a[d], b[d]
         out[d] = {"n_has": x["n_has"] + y["n_has"], "n_empty": x["n_empty"] + y["n_empty"],
-                  "n_thousands": x["n_thousands"] + y["n_thousands"],
+                  "n_thousands": x["n_thousands"] + y["n_thousands"], "words": x["words"] + y["words"],
                   "n_repeat": x["n_repeat"] + y["n_repeat"], "tokens": x["tokens"] + y["tokens"],
                   "max_tokens": max(x["max_tokens"], y["max_tokens"]),
                   "token_counts": _merge_counts(x["token_counts"], y["token_counts"], TOKEN_CAP)}
@@ -625,6 +630,8 @@ def _delimited_set(prof: dict, d: int, dn: str, out) -> Inferred | None:
     for delimiter, options in SET_DELIMITERS.items():
         p = prof.get("delimited", {}).get(delimiter)
         if not p or p["n_has"] < SET_MIN_MULTI * n or p["n_empty"] or p["max_tokens"] > SET_MAX_TOKENS:
+            continue
+        if p["words"] > SET_MAX_WORDS * p["tokens"]:  # "Braund, Mr. Owen Harris": phrases, not labels
             continue
         vocab = p["token_counts"]
         if vocab is None or len(vocab) > SET_MAX_VOCAB or len(vocab) >= d or p["n_repeat"] > 0.01 * p["n_has"]:
