@@ -191,16 +191,17 @@ class FeatureSpecInput:
             return "ids"
         return "other"
 
-    def _rows_of_binary(self, split: str) -> None:
-        """Every split_binary/npy file's row count from its size or header, before any value is read:
-        one ``DataError`` naming the chunk and the file for a missing file, a partial row or a row
-        count unlike the split's other chunks."""
-        counts: list[tuple[int, str, int]] = []  # (rows, chunk label, chunk index)
+    def chunk_label(self, split: str, i: int) -> str:
+        names = self.sources[split][i]["features"]
+        return f"{self.path}: source_spec.{split}[{i}] ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+
+    def _size_up(self, split: str) -> None:
+        """Every file of the split exists, and every split_binary/npy/parquet file's row count (from its
+        size, header or footer) agrees, before any value is read: one ``DataError`` naming the chunk and
+        the file for a missing file, a partial row or a row count unlike the split's other chunks."""
+        counts: list[tuple[int, int]] = []  # (rows, chunk index)
         for i, chunk in enumerate(self.sources[split]):
-            if chunk["type"] not in ("split_binary", "npy"):
-                continue
-            label = f"{self.path}: source_spec.{split}[{i}] ({', '.join(chunk['features'][:3])}" \
-                    f"{', ...' if len(chunk['features']) > 3 else ''})"
+            label = self.chunk_label(split, i)
             total = 0
             for file in chunk["files"]:
                 path = self.base / file
@@ -208,32 +209,40 @@ class FeatureSpecInput:
                     raise DataError(f"{label}: file {file} not found")
                 if chunk["type"] == "npy":
                     total += _npy_rows(path, label)
-                    continue
-                dtype = numpy_dtype(self.features[chunk["features"][0]]["dtype"])
-                row_bytes = dtype.itemsize * len(chunk["features"])
-                size = path.stat().st_size
-                if size % row_bytes:
-                    raise DataError(f"{label}: {file} has {size} bytes, not a whole number of rows of "
-                                    f"{len(chunk['features'])} x {dtype.name} ({row_bytes} bytes per row): "
-                                    f"a file cut short, or of another dtype")
-                total += size // row_bytes
-            counts.append((total, label, i))
-        if not counts:
-            return
+                elif chunk["type"] == "parquet":
+                    try:
+                        total += pq.ParquetFile(path).metadata.num_rows
+                    except (pa.ArrowInvalid, OSError) as exc:
+                        raise DataError(f"{label}: {file} is not a Parquet file ({exc})") from None
+                elif chunk["type"] == "split_binary":
+                    dtype = numpy_dtype(self.features[chunk["features"][0]]["dtype"])
+                    row_bytes = dtype.itemsize * len(chunk["features"])
+                    size = path.stat().st_size
+                    if size % row_bytes:
+                        raise DataError(f"{label}: {file} has {size} bytes, not a whole number of rows of "
+                                        f"{len(chunk['features'])} x {dtype.name} ({row_bytes} bytes per row): "
+                                        f"a file cut short, or of another dtype")
+                    total += size // row_bytes
+            if chunk["type"] != "csv":
+                counts.append((total, i))
         values = [c[0] for c in counts]
+        if not values:
+            return
         expected = max(set(values), key=lambda v: (values.count(v), -values.index(v)))
-        for rows, label, i in counts:
+        for rows, i in counts:
             if rows != expected:
-                chunk = self.sources[split][i]
-                dtype = numpy_dtype(self.features[chunk["features"][0]].get("dtype"))
-                ratio = rows / expected if expected else 0
-                hint = ""
-                if chunk["type"] == "split_binary" and ratio and ratio != 1:
-                    size = round(dtype.itemsize * ratio, 3)
-                    hint = f"; it holds {size:g} bytes per value where the spec says {dtype.name} ({dtype.itemsize})" \
-                        if size in (1, 2, 4, 8) else ""
-                raise DataError(f"{label}: {', '.join(chunk['files'])} holds {rows} rows, the split's other chunks "
-                                f"{expected}: a file cut short, or of another dtype than the spec says{hint}")
+                self._misaligned(split, i, rows, expected)
+
+    def _misaligned(self, split: str, i: int, rows: int, expected: int) -> None:
+        chunk = self.sources[split][i]
+        hint = ""
+        if chunk["type"] == "split_binary" and rows and expected:
+            dtype = numpy_dtype(self.features[chunk["features"][0]]["dtype"])
+            size = round(dtype.itemsize * rows / expected, 3)
+            if size in (1, 2, 4, 8) and size != dtype.itemsize:
+                hint = f"; it holds {size:g} bytes per value where the spec says {dtype.name} ({dtype.itemsize})"
+        raise DataError(f"{self.chunk_label(split, i)}: {', '.join(chunk['files'])} holds {rows} rows, the split's "
+                        f"other chunks {expected}: a file cut short, or of another dtype than the spec says{hint}")
 
     # ---- data ------------------------------------------------------------------------------------
     def _read_csv(self, file: Path, names: list[str]) -> pa.Table:
@@ -357,10 +366,10 @@ class FeatureSpecInput:
         return pc.binary_join(lists, " ")
 
     def read_split(self, split: str) -> pa.Table:
-        self._rows_of_binary(split)
+        self._size_up(split)
         columns: dict[str, pa.ChunkedArray] = {}
         n_rows = None
-        for chunk in self.sources[split]:
+        for i, chunk in enumerate(self.sources[split]):
             names = list(chunk["features"])
             parts: dict[str, list] = {n: [] for n in names}
             count = 0
@@ -369,9 +378,8 @@ class FeatureSpecInput:
                 for n in names:
                     parts[n].extend(self._typed(n, table.column(n), self.base / file).chunks)
                 count += table.num_rows
-            if n_rows is not None and count != n_rows:
-                raise DataError(f"{self.path}: source_spec.{split}: chunk {chunk['files']} has {count} rows, "
-                                f"the split's other chunks have {n_rows}; chunks must be row-aligned")
+            if n_rows is not None and count != n_rows:  # a CSV chunk (binary ones were sized up front)
+                self._misaligned(split, i, count, n_rows)
             n_rows = count
             for n in names:
                 columns[n] = pa.chunked_array(parts[n]) if parts[n] else pa.chunked_array([], pa.null())

@@ -147,6 +147,18 @@ def test_missing_short_and_wrong_dtype_files_name_chunk_and_file(tmp_path):
     assert f"source_spec.train[{i32}] ({name32})" in msg and "not a whole number of rows of 1 x int32" in msg
 
 
+def test_csv_chunks_missing_or_short_name_chunk_and_file(tmp_path):
+    spec_path, _ = write_like_nvidia("dlrm_transcoding_small_csv.yaml", tmp_path / "data")
+    label = tmp_path / "data" / "train" / "label.bin"  # NVIDIA's CSV spec names its CSV files *.bin
+    lines = label.read_text().splitlines()
+    label.write_text("\n".join(lines[:-2]) + "\n")
+    msg = prepared_error(spec_path, tmp_path / "w1")
+    assert f"source_spec.train[1] (label): train/label.bin holds {ROWS['train'] - 2} rows" in msg
+    label.unlink()
+    msg = prepared_error(spec_path, tmp_path / "w2")
+    assert "source_spec.train[1] (label): file train/label.bin not found" in msg
+
+
 def test_id_outside_its_cardinality_names_file_row_and_feature(tmp_path):
     spec_path, values = write_like_nvidia("dlrm_default.yaml", tmp_path / "data")
     spec = yaml.safe_load(spec_path.read_text())
