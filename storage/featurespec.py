@@ -22,7 +22,7 @@ the chunk and the file. ``prepare`` joins the chunks into one Parquet dataset wi
 column and derives a prepflow config, which the pipeline then runs like any other:
 
 * categorical (``categorical``, ``onehot_categorical`` channels): already-encoded integer ids, kept
-  as they are with the declared cardinality (``auto``: the largest id + 1); an id that is not an
+  as they are with the declared cardinality (``auto`` or none: the largest id + 1); an id that is not an
   integer in ``[0, cardinality)`` is an error naming the file, row and feature;
 * multi-hot (``multihot_categorical`` channel or ``max_hotness``): lists of ids (``[3, 17]`` in CSV)
   become a ``set`` feature whose vocabulary is the ids ``0..cardinality-1`` in order, so column
@@ -127,10 +127,6 @@ class FeatureSpecInput:
             for name in names:
                 if name not in self.features:
                     raise ConfigError(f"{where}: channel_spec.{channel}: '{name}' is not in feature_spec")
-        for name in self.features:
-            if self.kind(name) in ("ids", "multihot") and "cardinality" not in self.features[name]:
-                raise ConfigError(f"{where}: feature_spec.{name}: a categorical feature needs a cardinality "
-                                  f"(an int, or 'auto')")
         for split, chunks in self.sources.items():
             if split not in SPLIT_IDS:
                 raise ConfigError(f"{where}: source_spec.{split}: unknown split name; expected one of "
@@ -177,7 +173,7 @@ class FeatureSpecInput:
         """How a feature is read and configured: ids, multihot, number, label or other."""
         info, channel = self.features[name], self.channel_of(name)
         dtype = numpy_dtype(info.get("dtype"))
-        if channel in (*MULTIHOT_CHANNELS,) or "max_hotness" in info:
+        if channel in MULTIHOT_CHANNELS or "max_hotness" in info:
             return "multihot"
         if channel in CATEGORICAL_CHANNELS:
             return "ids"
