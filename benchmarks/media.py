@@ -18,8 +18,13 @@ files in the page cache:
   ``n`` images followed by one pass of ``Artifact.batches(batch_size=256)`` decoding every image;
   peak RSS (``ru_maxrss``) of that process.
 
+``--decode-only`` measures the codec alone instead: ``ImageCodec(64, 64, 3).decode`` over every
+file's bytes (already read) in one thread, ``--repeat`` passes, CPU seconds (user + sys) per pass;
+``--code DIR`` imports ``storage`` from another checkout (e.g. a ``git worktree`` of an older commit),
+so two versions compare under ``farm-bench --vs``. ``--size LO,HI`` picks the pictures' side lengths.
+
 Usage: ``.venv/bin/python benchmarks/media.py [--n 5000] [--repeat 3] [--threads N] [--cpus 0,1]
-[--jpeg-draft] [--no-rss]``
+[--jpeg-draft] [--no-rss] [--decode-only [--code DIR]] [--size 224,288]``
 (``--threads`` sets ``PREPFLOW_MEDIA_THREADS``, default the CPU count + 1; ``--cpus`` pins the run
 to those cores). The sequential loop and the two pipelines run interleaved, ``--repeat`` rounds, so
 a shared machine's changing load hits them alike; ratios are medians of the per-round ratios.
@@ -46,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 OUT = 64
 
 
-def make_pictures(folder: Path, n: int) -> Path:
+def make_pictures(folder: Path, n: int, size: tuple[int, int] = (224, 288)) -> Path:
     """``n`` pictures and ``data.csv`` (path, label); reused when already there."""
     import pandas as pd
     from PIL import Image, ImageDraw
@@ -58,14 +63,14 @@ def make_pictures(folder: Path, n: int) -> Path:
     rng = np.random.default_rng(0)
     paths = []
     for i in range(n):
-        h, w = (int(v) for v in rng.integers(224, 289, 2))
+        h, w = (int(v) for v in rng.integers(size[0], size[1] + 1, 2))
         y, x = np.mgrid[0:h, 0:w]
         base = np.stack([(x * 255 // w), (y * 255 // h), ((x + y) * 127 // (w + h))], axis=2).astype(np.int16)
         base += rng.integers(-20, 21, (h, w, 3), dtype=np.int16)
         im = Image.fromarray(np.clip(base, 0, 255).astype(np.uint8))
         draw = ImageDraw.Draw(im)
         for _ in range(4):
-            x0, y0 = int(rng.integers(0, w - 20)), int(rng.integers(0, h - 20))
+            x0, y0 = int(rng.integers(0, max(1, w - 20))), int(rng.integers(0, max(1, h - 20)))
             draw.rectangle([x0, y0, x0 + int(rng.integers(10, 80)), y0 + int(rng.integers(10, 80))],
                            fill=tuple(int(c) for c in rng.integers(0, 256, 3)))
         name = f"img/{i:05d}.{'jpg' if i % 2 == 0 else 'png'}"
@@ -99,6 +104,26 @@ def two_processes(pool, paths: list[Path]) -> float:
     start = time.perf_counter()
     pool.map(sequential, [paths[0::2], paths[1::2]])
     return time.perf_counter() - start
+
+
+def decode_only(paths: list[Path], repeat: int, jpeg_draft: bool) -> None:
+    """The codec alone, one thread: CPU seconds per pass over every file's bytes (read beforehand)."""
+    from storage.media_image import ImageCodec
+
+    codec = ImageCodec(OUT, OUT, 3, jpeg_draft=jpeg_draft)
+    data = [p.read_bytes() for p in paths]
+    passes = []
+    for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        for d in data:
+            codec.decode(d)
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        passes.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    import storage.media_image
+
+    cpu = statistics.median(passes)
+    print(f"decode only ({storage.media_image.__file__}): {len(data)} pictures, CPU s per pass min {min(passes):.3f} "
+          f"median {cpu:.3f} max {max(passes):.3f}; {len(data) / cpu:.0f} images per CPU second")
 
 
 JPEG_DRAFT = os.environ.get("PREPFLOW_BENCH_JPEG_DRAFT") == "1"
@@ -186,7 +211,12 @@ def main() -> None:
     parser.add_argument("--jpeg-draft", action="store_true", help="image option jpeg_draft: true")
     parser.add_argument("--workdir", default=str(ROOT / "benchmarks" / "data" / "media"))
     parser.add_argument("--rss-child", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--decode-only", action="store_true", help="time ImageCodec.decode alone (CPU seconds)")
+    parser.add_argument("--code", default=None, help="import storage from this checkout (with --decode-only)")
+    parser.add_argument("--size", default="224,288", help="pictures' side lengths LO,HI (default 224,288)")
     args = parser.parse_args()
+    if args.code:
+        sys.path.insert(0, str(Path(args.code).resolve()))
     if args.threads:
         os.environ["PREPFLOW_MEDIA_THREADS"] = str(args.threads)
     if args.jpeg_draft:  # read by config() here and in the RSS subprocesses
@@ -197,7 +227,14 @@ def main() -> None:
         os.sched_setaffinity(0, {int(c) for c in args.cpus.split(",")})
         os.environ.setdefault("PREPFLOW_MEDIA_THREADS", str(len(os.sched_getaffinity(0)) + 1))
     workdir = Path(args.workdir)
-    csv = make_pictures(workdir / f"pictures_{args.n}", args.n)
+    size = tuple(int(v) for v in args.size.split(","))
+    folder = workdir / (f"pictures_{args.n}" if size == (224, 288) else f"pictures_{args.n}_{size[0]}-{size[1]}")
+    csv = make_pictures(folder, args.n, size)
+    if args.decode_only:
+        import pandas as pd
+
+        decode_only([csv.parent / p for p in pd.read_csv(csv)["image"]], args.repeat, args.jpeg_draft)
+        return
     if args.rss_child:
         rss_child(csv, args.rss_child, workdir / f"rss_{args.rss_child}")
         return

@@ -14,11 +14,13 @@ A truncated or corrupt file fails when its pixels are decoded. Failures are ``Me
 Plain files skip ``Image.open``: an 8-bit baseline/progressive JPEG (gray or YCbCr) or an 8-bit,
 non-interlaced gray/RGB/RGBA PNG whose header segments are all ones that Pillow's plugin would only
 store (``_plain_jpeg``, ``_plain_png``: checked as strictly as the plugin checks them) goes straight
-to Pillow's own decoder (``jpeg``, ``zip``) with the arguments ``Image.open`` would give it, so the
-pixels are the same; the per-image Python of the plugins (marker walk, chunk reads, ``load``'s read
-loop), which holds the GIL and limits the decode threads, is skipped. Anything else, and a plain
-file whose decoder does not finish cleanly, takes the general path, whose result or error is then
-the answer.
+to Pillow's own decoder (``jpeg``, ``zip``) through the public ``Image.frombytes(mode, size, data,
+decoder_name, args)`` with the arguments ``Image.open`` would give it, so the pixels are the same;
+the per-image Python of the plugins (marker walk, chunk reads, ``load``'s read loop), which holds the
+GIL and limits the decode threads, is skipped (without it: +65% CPU per 24-40 px picture, +5-18% at
+224-288 px; ``benchmarks/RESULTS.md``). Anything else, and a plain file whose decoder does not
+finish cleanly, takes the general path, whose result or error is then the answer. Only Pillow's
+public API is used.
 
 In-memory values (encoded bytes, numpy arrays HWC or CHW, PIL images) are written to the media
 cache by ``store_value``: bytes as they are, arrays and PIL images as lossless PNG.
@@ -153,7 +155,8 @@ def _plain_png(data: bytes) -> tuple[str, int, int, bytes] | None:
 
 
 def _decode_plain(data: bytes) -> Image.Image | None:
-    """A plain JPEG/PNG (see above) decoded by Pillow's decoder as ``Image.open(...).load()`` would;
+    """A plain JPEG/PNG (see above) decoded by Pillow's decoder (``Image.frombytes`` with the decoder's
+    name and the arguments ``Image.open(...).load()`` would give it), so the pixels are the same;
     None when the file is not plain or the decoder does not finish cleanly (then the general path
     decodes it, or fails with its own message)."""
     if data[:3] == b"\xff\xd8\xff":
@@ -170,19 +173,10 @@ def _decode_plain(data: bytes) -> Image.Image | None:
         name, args = "zip", mode
     else:
         return None
-    try:
-        core = Image.core.new(mode, (width, height))
-        decoder = Image._getdecoder(mode, name, args)
-        try:
-            decoder.setimage(core, (0, 0, width, height))
-            consumed, err = decoder.decode(payload)
-        finally:
-            decoder.cleanup()
-    except Exception:  # e.g. no memory for the picture: the general path reports it as it always did
+    try:  # Image.frombytes runs the named decoder over the whole payload; an unfinished decode is a ValueError
+        return Image.frombytes(mode, (width, height), payload, name, args)
+    except Exception:  # corrupt or truncated, or no memory for the picture: the general path reports it
         return None
-    if consumed >= 0 or err < 0:  # wants more data, or failed
-        return None
-    return Image.Image()._new(core)
 
 
 def channels_of(im: Image.Image) -> int:

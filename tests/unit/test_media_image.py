@@ -336,3 +336,18 @@ def test_the_plain_path_respects_the_decompression_bomb_limit(monkeypatch):
     assert _decode_plain(data) is None
     with pytest.raises(MediaError, match="decompression bomb"):
         ImageCodec(8, 8, 3).decode(data)
+
+
+def test_only_public_pillow_names_are_used():
+    """No underscore name of Pillow (``Image._getdecoder``, ``Image.core``, ``Image.Image()._new`` ...)."""
+    import ast
+
+    import storage.media_image as mi
+
+    tree = ast.parse(open(mi.__file__, encoding="utf-8").read())
+    pil_names = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+                 and n.module.split(".")[0] == "PIL" for a in n.names}
+    private = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+               and (n.attr.startswith("_") or n.attr == "core")
+               and any(isinstance(x, ast.Name) and x.id in pil_names for x in ast.walk(n.value))]
+    assert pil_names and not private
