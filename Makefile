@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CONSTRAINTS := constraints.txt
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench clean browser
+.PHONY: run test integration lint bench clean browser
 
 $(STAMP): pyproject.toml $(CONSTRAINTS) examples/plugin/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,15 +20,23 @@ run: $(STAMP)
 	$(BIN)/prepflow run examples/titanic/config.yaml --dataset examples/titanic/titanic.csv \
 	  --output artifacts --cache-dir .prepflow-cache
 
-test: $(STAMP) browser
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+# The fast lane: every test not marked `integration` (no root, no services to install).
+test: $(STAMP)
+	$(BIN)/python -m pytest -m "not integration" $(PYTEST_ARGS)
+
+# The slower lane CI adds (.ci/run): real services (Prefect server on PostgreSQL, S3, Dask cluster),
+# the browser test (needs Chromium: `make browser`, as root), crash and concurrency tests.
+integration: $(STAMP)
+	$(BIN)/python -m pytest -m integration $(PYTEST_ARGS)
 
 # Headless Chromium (Debian's package) for the report's browser test (tests/integration/test_report_browser.py).
 browser:
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium)
 
+# ruff, and the layers and no-cycle contracts of .importlinter (imports inside functions count)
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf artifacts .prepflow-cache
