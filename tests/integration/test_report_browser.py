@@ -31,7 +31,14 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--host-resolver-rules=MAP * ~NOTFOUND"]
 PLOTS = {"number": ["hist"], "category": ["tokens"], "binary": []}
 
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no chromium: `make browser` installs Debian's package")
+
+
+@pytest.fixture(autouse=True)
+def needs_chromium():
+    """The integration lane runs these with Chromium installed (`.ci/run` calls `make browser`); without it
+    they fail, never skip."""
+    if CHROMIUM is None:
+        pytest.fail("no chromium on PATH: `make browser` (as root) installs Debian's package", pytrace=False)
 
 
 def open_in_chromium(page: Path, tmp: Path, height: int = 3000) -> tuple[str, Path, Path]:
@@ -78,7 +85,6 @@ def report_markdown() -> str:
     return max(found, key=lambda a: a.created).data
 
 
-@needs_chromium
 def test_report_renders_in_chromium_and_fetches_nothing(cli, tmp_path):
     out = tmp_path / "artifacts"
     result = cli("run", EXAMPLE / "config.yaml", "--dataset", EXAMPLE / "titanic.csv", "--output", out,
@@ -124,7 +130,6 @@ document.getElementById("out").textContent = JSON.stringify({legend: [legend.x, 
 </script>"""
 
 
-@needs_chromium
 def test_the_histogram_legend_is_clear_of_every_bar_as_rendered(tmp_path):
     """The legend's box as Chromium lays out its text (``getBBox``), not as estimated from the SVG."""
     from tests.unit.test_report import RIGHT_HEAVY, marked_histograms
@@ -141,7 +146,6 @@ def test_the_histogram_legend_is_clear_of_every_bar_as_rendered(tmp_path):
         assert x + w <= lx or x >= lx + lw or y + h <= ly or y >= ly + lh, ((x, y, w, h), boxes["legend"])
 
 
-@needs_chromium
 def test_the_net_log_check_sees_requests_a_page_makes(tmp_path):
     page = tmp_path / "control.html"
     page.write_text('<!DOCTYPE html><html><head><link rel="stylesheet" href="https://cdn.invalid/a.css"></head>'

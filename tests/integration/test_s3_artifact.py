@@ -30,7 +30,8 @@ def free_port() -> int:
 def s3_env():
     server = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which("moto_server")
     if server is None:
-        pytest.skip("moto_server is not installed (pip install 'moto[server]')")
+        pytest.fail("moto_server is not installed: it comes with the dev extra (moto[server]); run `make test`",
+                    pytrace=False)
     port = free_port()
     # `timeout` bounds the server's life even if the test run is killed
     proc = subprocess.Popen(["timeout", "900", server, "-H", "127.0.0.1", "-p", str(port)],
