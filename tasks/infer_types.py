@@ -69,6 +69,7 @@ from core.code_version import module_version
 from core.errors import ConfigError, DataError
 from storage import media
 from tasks import csv_dialect
+from tasks.features import date as date_feature
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 TYPES_FILE = "types.json"
@@ -375,14 +376,7 @@ def _count_dates(arr: pa.Array) -> int:
     distinct_values = vc.field("values").to_numpy(zero_copy_only=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        try:
-            from tasks.features.date import parse_dates as feature_parse
-        except ImportError:  # the date type is not there yet: the split's parser
-            from tasks.split import parse_dates
-
-            ok = parse_dates(distinct_values).notna().to_numpy()
-        else:
-            ok = ~np.isnat(feature_parse(pd.Series(distinct_values, dtype="string"), None))
+        ok = ~np.isnat(date_feature.parse_dates(pd.Series(distinct_values, dtype="string"), None))
     return int(vc.field("counts").to_numpy()[ok].sum())
 
 

@@ -34,6 +34,7 @@ import pandas as pd
 
 from core.code_version import module_version
 from core.errors import ConfigError, DataError
+from tasks import degenerate
 from tasks.constants import SPLIT_NAMES
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
@@ -149,7 +150,8 @@ def class_counts(n: int, probabilities: list[float]) -> np.ndarray:
 
 def _fill_empty_splits(counts: np.ndarray, sizes: np.ndarray, probabilities: list[float]) -> None:
     """Give each empty split with p > 0 one row, moved from the (class, split) where that costs the
-    least deviation from ``p * class_rows``; multi-row classes first. In place."""
+    least deviation from ``p * class_rows``; multi-row classes first, a class's last training row last
+    (``check_classes_in_train``). In place."""
     for s in range(3):
         if probabilities[s] <= 0 or counts[:, s].sum() > 0:
             continue
@@ -160,7 +162,7 @@ def _fill_empty_splits(counts: np.ndarray, sizes: np.ndarray, probabilities: lis
                 if d == s or counts[c, d] == 0 or totals[d] < 2:
                     continue
                 dev = max(abs(counts[c, d] - 1 - probabilities[d] * sizes[c]), abs(1 - probabilities[s] * sizes[c]))
-                key = (sizes[c] == 1, dev, -probabilities[s] * sizes[c], c, d)
+                key = (d == 0 and counts[c, 0] == 1, sizes[c] == 1, dev, -probabilities[s] * sizes[c], c, d)
                 if best is None or key < best[0]:
                     best = (key, c, d)
         if best is not None:
@@ -169,15 +171,33 @@ def _fill_empty_splits(counts: np.ndarray, sizes: np.ndarray, probabilities: lis
             counts[c, s] += 1
 
 
-def stratify_split(values: pd.Series, rows: np.ndarray, probabilities: list[float], seed: int) -> np.ndarray:
+def check_classes_in_train(counts: np.ndarray, sizes: np.ndarray, uniques, probabilities: list[float],
+                           target: str | None, column: str) -> None:
+    """A stratified split on a target must leave every class of it in train (a model never sees a class
+    it is not trained on): ``DataError`` naming the feature and the class otherwise."""
+    if target is None or probabilities[0] <= 0:
+        return
+    absent = [i for i in range(len(sizes)) if counts[i, 0] == 0 and uniques[i] != "\x00<missing>"]
+    if absent:
+        i = absent[0]
+        raise DataError(f"output feature '{target}' (column '{column}'): class {uniques[i]!r} ({sizes[i]} row(s)) "
+                        f"gets no training row in the stratified split {probabilities} (validation "
+                        f"{counts[i, 1]}, test {counts[i, 2]}); add rows of it, merge it into another class, or "
+                        "drop its rows")
+
+
+def stratify_split(values: pd.Series, rows: np.ndarray, probabilities: list[float], seed: int,
+                   target: str | None = None, column: str = "") -> np.ndarray:
     """Per class (the column's values as strings; missing values form one class of their own), rows
-    are ranked by the row hash and cut at the class's counts (``class_counts``)."""
+    are ranked by the row hash and cut at the class's counts (``class_counts``). ``target``: the output
+    feature on ``column``, whose every class must reach train."""
     keys = class_keys(values).fillna("\x00<missing>").to_numpy(dtype=object)
     codes, uniques = pd.factorize(keys, sort=True)
     sizes = np.bincount(codes, minlength=len(uniques))
     counts = np.stack([class_counts(int(n), probabilities) for n in sizes]) if len(sizes) else np.zeros((0, 3), int)
     if len(rows) >= 3:
         _fill_empty_splits(counts, sizes, probabilities)
+    check_classes_in_train(counts, sizes, uniques, probabilities, target, column)
     order = np.lexsort((mix64(seed, rows), codes))  # by class, then by row hash
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     position = np.arange(len(rows)) - starts[codes[order]]  # rank within the class
@@ -382,12 +402,17 @@ def run(ctx, ingest):
         stats.counter("split.rows_not_sampled", int((assign < 0).sum()))
         return stats
 
-    return run_cached(ctx, "split", CODE_VERSION, [ingest.key], config_slice, compute)
+    result = run_cached(ctx, "split", CODE_VERSION, [ingest.key], config_slice, compute)
+    degenerate.check(ctx, ingest.path, load(result))  # every run (features are not in the key): warns or raises
+    return result
 
 
 def split_hints(ctx) -> dict:
     """Options the split reads from a feature on its column (a date feature's ``datetime_format``)."""
     split = ctx.config.preprocessing.split
+    if split.type == "stratify":  # the output feature on the column: its classes must all reach train
+        target = next((f.name for f in ctx.config.output_features if f.source_column == split.column), None)
+        return {"target": target} if target else {}
     if split.type != "datetime":
         return {}
     for f in ctx.config.features:
@@ -410,7 +435,8 @@ def load(split_result) -> np.ndarray:
 # split type -> fn(values of the split column for the kept rows, their row numbers, SplitConfig, hints)
 SPLITTERS = {
     "fixed": lambda values, rows, cfg, hints: fixed_split(values, rows, cfg.column),
-    "stratify": lambda values, rows, cfg, hints: stratify_split(values, rows, cfg.probabilities, cfg.seed),
+    "stratify": lambda values, rows, cfg, hints: stratify_split(values, rows, cfg.probabilities, cfg.seed,
+                                                                hints.get("target"), cfg.column),
     "datetime": lambda values, rows, cfg, hints: datetime_split(values, rows, cfg.probabilities, cfg.column,
                                                                 hints.get("datetime_format")),
     "hash": lambda values, rows, cfg, hints: hash_split(values, rows, cfg.probabilities, cfg.column, cfg.seed),
