@@ -19,8 +19,10 @@ Id layout with a vocabulary (B = ``num_oov_buckets``)::
 
 So with B > 0 the known values start after the buckets. With ``hash_buckets: N`` the ids are 0 for
 ``<UNK>`` (missing) and ``1 + hash(value) mod N`` for everything else (``vocab_size`` = N + 1).
-The hash is ``storage.string_hash`` (FNV-1a 64 over the UTF-8 bytes, fixed key, fmix64): the same
-in every process, on every machine and for any partitioning.
+The hash is ``storage.string_hash`` (XXH3-64 of the UTF-8 bytes with a fixed seed, from the
+``xxhash`` library): the same in every process, on every machine and for any partitioning. Metadata
+made with another hash (``hash: fnv1a64-fmix64-prepflow1``, before prepflow used XXH3) is refused
+at encode time, naming the feature: its bucket ids differ.
 
 Metadata: ``vocab_size``; ``num_oov_buckets`` and ``hash`` (the hash's name) when B > 0;
 ``hash_buckets`` and ``hash`` for hashing. A vocabulary of up to ``INLINE_MAX`` ids is inlined as
@@ -212,6 +214,7 @@ class CategoryFeature(FeatureType):
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
         if "vocab_size" not in metadata:
             raise NotFittedError(f"{self.describe()}: no fitted metadata (vocab_size); fit before encoding")
+        string_hash.check_hash_name(metadata.get("hash"), self.describe())
         arr = as_strings(values)
         if "hash_buckets" in metadata:
             ids = _hash_ids(arr, metadata["hash_buckets"], offset=1)

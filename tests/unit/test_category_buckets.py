@@ -15,9 +15,9 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from core.errors import ConfigError, DataError
 from storage import Artifact, Preprocessor, string_hash, vocab_store
 from tasks.config_loader import parse_config
-from core.errors import ConfigError
 from tasks.features import build_all
 from tasks.split import SPLIT_NAMES
 from tests.helpers import artifact_files, run, without_created_at, write_csv
@@ -43,14 +43,27 @@ def fitted():
 
 # ---- the hash --------------------------------------------------------------------------------------
 
+def test_the_hash_is_xxh3_64():
+    import xxhash
+
+    # XXH3-64 of the empty input with seed 0, from the xxHash specification's test vectors
+    assert xxhash.xxh3_64_intdigest(b"", 0) == 0x2D06800538D394C2
+    values = ["", "a", "<UNK>", "é", "prepflow", "日本語"]
+    assert [string_hash.reference_hash(v) for v in values] == \
+        [xxhash.xxh3_64_intdigest(v.encode("utf-8"), seed=string_hash.SEED) for v in values]
+    assert string_hash.SEED == int.from_bytes(b"prepflow", "big")
+
+
 def test_hash_golden_values():
-    golden = {"": 0xF338DEA72196CCEC, "a": 0xCF58D576690BBC31, "<UNK>": 0x7FA45F5532C4230F,
-              "é": 0xE9546F8AFA26A61F, "prepflow": 0x62F4643E073A37A8}
+    """Published ids depend on these: a change here must come with a new HASH_NAME."""
+    golden = {"": 0x8E06E762180F2D24, "a": 0xAD40A1D1D0B4D2AA, "<UNK>": 0x859FBB4C1877D1E5,
+              "é": 0xB4340FBEA71E8C12, "prepflow": 0xCAEC0C620AACE7EB}
     assert {v: string_hash.reference_hash(v) for v in golden} == golden
     assert string_hash.hash_strings(list(golden)).tolist() == list(golden.values())
+    assert string_hash.HASH_NAME == "xxh3_64-seed-70726570666c6f77"
 
 
-def test_vectorized_hash_matches_the_byte_by_byte_definition():
+def test_vectorized_hash_matches_the_definition():
     rng = np.random.default_rng(0)
     values = ["".join(chr(int(c)) for c in rng.integers(32, 0x2FFF, int(n))) for n in rng.integers(0, 90, 3000)]
     values += ["x" * 5000, "", "a\x00", "日本語"]
@@ -60,6 +73,18 @@ def test_vectorized_hash_matches_the_byte_by_byte_definition():
     assert string_hash.hash_strings(arr.slice(7, 100)).tolist() == expected[7:107]  # array offsets
     assert string_hash.hash_strings(arr.cast(pa.large_string())).tolist() == expected
     assert string_hash.hash_strings(pa.chunked_array([arr[:5], arr[5:9]])).tolist() == expected[:9]
+    assert string_hash.hash_strings(pa.array([], pa.string())).dtype == np.uint64
+    with pytest.raises(ValueError, match="null"):
+        string_hash.hash_strings(pa.array(["a", None]))
+
+
+def test_metadata_of_the_old_fnv_hash_is_refused_naming_the_feature():
+    (o, meta), (h, hmeta) = fitted()
+    new = pd.Series(NEW, dtype="string")
+    for feature, m in ((o, meta), (h, hmeta)):
+        old = {**m, "hash": "fnv1a64-fmix64-prepflow1"}
+        with pytest.raises(DataError, match=rf"{feature.name}.*fnv1a64-fmix64-prepflow1.*rebuild"):
+            feature.encode(new, old)
 
 
 # ---- id layout ---------------------------------------------------------------------------------------
@@ -69,10 +94,10 @@ def test_oov_buckets_sit_between_unk_and_the_vocabulary():
     # min_frequency 2 keeps b (3) and a (2); c and d go to buckets; the literal <UNK> stays 0
     assert meta["idx2str"] == ["<UNK>", "<OOV_0>", "<OOV_1>", "<OOV_2>", "b", "a"]
     assert meta["vocab_size"] == 6 and meta["num_oov_buckets"] == 3 and meta["hash"] == string_hash.HASH_NAME
-    assert meta["str2freq"] == {"<UNK>": 1, "<OOV_0>": 0, "<OOV_1>": 1, "<OOV_2>": 1, "b": 3, "a": 2}
+    assert meta["str2freq"] == {"<UNK>": 1, "<OOV_0>": 1, "<OOV_1>": 0, "<OOV_2>": 1, "b": 3, "a": 2}
     ids = o.encode(pd.Series(NEW, dtype="string"), meta)["o"]
     assert ids.dtype == np.int32
-    assert ids.tolist() == [5, 4, 2, 3, 1, 0, 0, 2]  # golden: a, b, c, d, zz (unseen), <UNK>, missing, é
+    assert ids.tolist() == [5, 4, 1, 3, 2, 0, 0, 1]  # golden: a, b, c, d, zz (unseen), <UNK>, missing, é
 
 
 def test_hash_buckets_need_no_vocabulary():
@@ -80,7 +105,7 @@ def test_hash_buckets_need_no_vocabulary():
     assert meta == {"hash_buckets": 10, "hash": string_hash.HASH_NAME, "vocab_size": 11,
                     "preprocessing": {"hash_buckets": 10}}
     ids = h.encode(pd.Series(NEW, dtype="string"), meta)["h"]
-    assert ids.tolist() == [10, 3, 8, 5, 10, 0, 0, 2]  # golden; <UNK> and missing are 0
+    assert ids.tolist() == [1, 7, 9, 6, 8, 0, 0, 3]  # golden; <UNK> and missing are 0
     expected = [1 + string_hash.reference_hash(v) % 10 for v in ["a", "b", "c", "d", "zz"]]
     assert ids[:5].tolist() == expected
 

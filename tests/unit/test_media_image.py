@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from core.errors import ConfigError, DataError
 from storage import media
 from storage.media import MediaError, resolve
 from storage.media_image import ImageCodec, as_hwc, crop_or_pad, probe, store_value
 from tasks.config_loader import parse_config
-from core.errors import ConfigError, DataError
 from tasks.features import build_all
 
 
