@@ -157,14 +157,18 @@ def _values(table: pa.Table, target: Target, split: str, first_row: int) -> np.n
             flat = flat.flatten()
         cols.append(flat.to_numpy(zero_copy_only=False))
     if target.file == "numerical.bin":
-        block = np.stack([c.astype(np.float64, copy=False) for c in cols], axis=1)
-        big = np.isfinite(block) & (np.abs(block) > FLOAT16_MAX)
-        if big.any():
-            row, col = np.argwhere(big)[0]
-            raise DataError(f"{split} row {first_row + row + 1}, column '{target.columns[col]}': "
-                            f"{float(block[row, col])!r} does not fit float16 (|x| <= {FLOAT16_MAX:g}), which "
-                            f"split_binary stores numerical features as; normalize it (zscore, log1p)")
-        return np.ascontiguousarray(block.astype(np.float16))
+        block = np.empty((len(cols[0]), len(cols)), dtype=np.float16)  # row-major, filled column by column
+        for i, col in enumerate(cols):
+            block[:, i] = col
+        overflow = np.isinf(block)
+        if overflow.any():  # inf from a finite value beyond float16's range (an inf in the data stays inf)
+            for i, col in enumerate(cols):
+                rows = np.flatnonzero(overflow[:, i] & np.isfinite(col))
+                if rows.size:
+                    raise DataError(f"{split} row {first_row + rows[0] + 1}, column '{target.columns[i]}': "
+                                    f"{float(col[rows[0]])!r} does not fit float16 (|x| <= {FLOAT16_MAX:g}), "
+                                    f"which split_binary stores numerical features as; normalize it (zscore, log1p)")
+        return block
     values = cols[0]
     if target.file.startswith("cat_") and values.size and (values.min() < 0 or values.max() > np.iinfo(dtype).max):
         raise DataError(f"{split}: column '{target.columns[0]}' has ids outside {dtype.name} "
