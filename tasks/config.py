@@ -80,6 +80,8 @@ class SplitConfig(StrictModel):
 
     @model_validator(mode="after")
     def _column_needed(self) -> "SplitConfig":
+        if self.type == "fixed" and not self.column:
+            self.column = "split"  # Ludwig's default column for a fixed split
         if self.type != "random" and not self.column:
             raise ValueError(f"split type '{self.type}' needs 'column'")
         return self

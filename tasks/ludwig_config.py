@@ -8,7 +8,8 @@ the schema validates a config, this module
 * upgrades what Ludwig upgrades: ``training`` -> ``trainer``; ``preprocessing.<type>`` ->
   ``defaults.<type>.preprocessing``; ``preprocessing.split_probabilities``/``stratify``/
   ``force_split`` -> ``preprocessing.split``; feature type ``numerical`` -> ``number``;
-  missing-value strategies ``backfill``/``pad`` -> ``bfill``/``ffill``; the word-level names of
+  missing-value strategies ``backfill``/``pad`` -> ``bfill``/``ffill``; number ``normalization: null``
+  -> ``none``; the word-level names of
   Ludwig < 0.4 (``word_most_common``, ``sequence_length_limit``, ...) -> ``most_common``,
   ``max_sequence_length``, ...; audio's nested ``audio_feature`` block; a ``type`` inside
   ``defaults.<type>``;
@@ -23,7 +24,7 @@ the schema validates a config, this module
   (``computed_fill_value``, ``cache_encoder_embeddings``, ``outlier_threshold``, ``ngram_size``,
   ``compute_idf``, ``prefetch_size``, the LLM's ``global_max_sequence_length``, ...), and those Ludwig options prepflow does not implement when
   they hold Ludwig's no-op default (``outlier_strategy: null``, category ``lowercase: false``,
-  ``padding_symbol: <PAD>``, timeseries ``window_size: 0``, ...). Any other value of those is a
+  timeseries ``window_size: 0``, ...). Any other value of those is a
   ``ConfigError`` naming the key: prepflow never silently changes what Ludwig would compute.
 
 Paths in errors are the config's own: ``input_features[2].preprocessing.outlier_strategy`` or
@@ -66,8 +67,8 @@ def _no_prompt(value: Any) -> bool:
 # Per type: Ludwig preprocessing option -> ALWAYS (dropped) or the values prepflow accepts as a no-op.
 _COMMON: dict[str, Any] = {"computed_fill_value": ALWAYS, "cache_encoder_embeddings": ALWAYS,
                            "prefetch_size": ALWAYS, "lazy_cache_dir": ALWAYS}
-_TOKENS = {**_COMMON, "ngram_size": ALWAYS, "compute_idf": ALWAYS, "padding_symbol": ("<PAD>",),
-           "unknown_symbol": ("<UNK>",), "pretrained_model_name_or_path": (None,), "prompt": _no_prompt}
+_TOKENS = {**_COMMON, "ngram_size": ALWAYS, "compute_idf": ALWAYS, "pretrained_model_name_or_path": (None,),
+           "prompt": _no_prompt}
 LUDWIG_ONLY: dict[str, dict[str, Any]] = {
     "binary": dict(_COMMON),
     "number": {**_COMMON, "outlier_strategy": (None,), "outlier_threshold": ALWAYS,
@@ -84,6 +85,7 @@ LUDWIG_ONLY: dict[str, dict[str, Any]] = {
     "audio": dict(_COMMON),
 }
 LUDWIG_ONLY["numerical"] = LUDWIG_ONLY["number"]
+LUDWIG_TYPES = (*LUDWIG_ONLY, "h3")  # Ludwig's feature types (h3: not one of prepflow's)
 
 
 def upgrade(data: dict, source: str = "config") -> dict:
@@ -118,7 +120,7 @@ def _upgrade_global(preprocessing: dict, data: dict) -> None:
     for key in list(preprocessing):
         type_name = "number" if key == "numerical" else key
         defaults = data.setdefault("defaults", {})
-        if type_name in LUDWIG_ONLY and isinstance(preprocessing[key], dict) and isinstance(defaults, dict):
+        if type_name in LUDWIG_TYPES and isinstance(preprocessing[key], dict) and isinstance(defaults, dict):
             options = preprocessing.pop(key)  # Ludwig < 0.5 kept per-type options here
             options = options.get("preprocessing", options)
             block = defaults.setdefault(type_name, {})
@@ -151,6 +153,8 @@ def _upgrade_feature(feature: dict, where: str) -> None:
 
 def _upgrade_options(type_name: Any, options: dict, where: str) -> None:
     """One preprocessing block of a feature of ``type_name`` (or of ``defaults.<type_name>``)."""
+    if type_name in ("number", "numerical") and "normalization" in options and options["normalization"] is None:
+        options["normalization"] = "none"  # Ludwig: null = no normalization (a number output's default)
     if options.get("missing_value_strategy") in LEGACY_STRATEGIES:
         options["missing_value_strategy"] = LEGACY_STRATEGIES[options["missing_value_strategy"]]
     if type_name in SEQUENCE_TYPES:

@@ -3,7 +3,7 @@
 Raw values may be booleans, 0/1 numbers or strings. Strings in Ludwig's true/false sets
 (yes/no, y/n, true/false, t/f, 1/0, on/off, case-insensitive) map directly; any other column
 with exactly two distinct strings maps ``fallback_true_label`` (default: the larger of the two
-in string order) to True. ``str2bool``/``bool2str`` are recorded when the raw values are
+in string order) to True. Values and the label are compared with surrounding whitespace removed. ``str2bool``/``bool2str`` are recorded when the raw values are
 strings.
 """
 
@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pydantic import field_validator
 
 from core.errors import DataError, NotFittedError
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, first_bad, merge_counts
@@ -23,6 +24,13 @@ FALSE_STRS = {"no", "n", "false", "f", "0", "0.0", "off"}
 
 class BinaryPreprocessing(BasePreprocessing):
     fallback_true_label: str | None = None
+
+    @field_validator("fallback_true_label")
+    @classmethod
+    def _strip(cls, value: str | None) -> str | None:
+        """Values are compared stripped (``cast``), so is the label: Ludwig's adult-census example says
+        ``fallback_true_label: " >50K"`` for the column's `` >50K``."""
+        return value.strip() if isinstance(value, str) else value
 
 
 class BinaryFeature(FeatureType):

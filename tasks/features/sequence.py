@@ -5,10 +5,14 @@ Vocabulary (``idx2str``): ``<PAD>`` = 0, ``<UNK>`` = 1, then ``<START>`` = 2 and
 (``tasks.features.tokens``). ``most_common`` keeps the first N tokens, ``min_frequency`` drops rarer
 ones; ``vocab_file`` (one token per line) fixes the tokens and their order instead.
 
-``L`` (metadata ``max_sequence_length``) is the smaller of the longest tokenized row (counting
-``<START>``/``<STOP>``) and ``max_sequence_length``; ``length_percentile`` (e.g. 99) caps it further at
+``L`` (metadata ``max_sequence_length``) is Ludwig's ``sequence_length`` when set, else the smaller of
+the longest tokenized row (counting ``<START>``/``<STOP>``) and ``max_sequence_length``; ``length_percentile`` (e.g. 99) caps it further at
 that percentile of the row lengths. Longer rows lose their tail (``truncation: right``, Ludwig) or
 head (``left``); shorter rows are padded after (``padding: right``) or before (``left``) the ids.
+
+Metadata: ``idx2str``, ``str2idx``, ``str2freq``, ``vocab_size``, ``max_sequence_length`` and the keys
+Ludwig reads for its symbols: ``padding_symbol``/``unknown_symbol`` (also in ``preprocessing``),
+``pad_idx``, ``unk_idx``.
 
 Ludwig's worked example holds: rows ``"token3 token4 token2"`` and ``"token3 token1"`` give
 ``idx2str[:3] = [<PAD>, <UNK>, token3]`` and encode as ``[token3, token4, token2]`` and
@@ -25,8 +29,12 @@ from pydantic import Field
 
 from tasks.features.base import ColumnSpec
 from tasks.features.tokens import (
+    PAD,
+    PAD_ID,
     START_ID,
     STOP_ID,
+    UNK,
+    UNK_ID,
     TokenFeature,
     TokenPreprocessing,
     length_percentile,
@@ -34,13 +42,23 @@ from tasks.features.tokens import (
 )
 
 
+def ludwig_symbols() -> dict:
+    """The special-symbol keys Ludwig reads from a sequence or text feature's metadata."""
+    return {"padding_symbol": PAD, "unknown_symbol": UNK, "pad_idx": PAD_ID, "unk_idx": UNK_ID}
+
+
 class SequencePreprocessing(TokenPreprocessing):
     most_common: int = Field(default=20000, gt=0)
     max_sequence_length: int = Field(default=256, gt=0)
+    sequence_length: int | None = Field(default=None, gt=0)  # Ludwig: L exactly (else from the data, capped)
     length_percentile: float | None = Field(default=None, gt=0, le=100)
     padding: Literal["right", "left"] = "right"
     truncation: Literal["right", "left"] = "right"
     start_stop: bool = False
+    # Ludwig's symbol names, recorded in the metadata's preprocessing (Ludwig reads them from there); only its
+    # defaults, prepflow's names, are accepted
+    padding_symbol: Literal["<PAD>"] = "<PAD>"
+    unknown_symbol: Literal["<UNK>"] = "<UNK>"
 
 
 class SequenceFeature(TokenFeature):
@@ -48,8 +66,11 @@ class SequenceFeature(TokenFeature):
     Preprocessing = SequencePreprocessing
     fitted_keys = ("idx2str", "max_sequence_length")
 
-    def sequence_length(self, hist: dict, limit: int) -> int:
-        """``L``: min(longest row, ``limit``, the ``length_percentile`` length), at least 1."""
+    def sequence_length(self, hist: dict, limit: int, fixed: int | None = None) -> int:
+        """``L``: ``fixed`` (Ludwig's ``sequence_length``) when set, else min(longest row, ``limit``, the
+        ``length_percentile`` length), at least 1."""
+        if fixed is not None:
+            return int(fixed)
         extra = 2 if self.uses_start_stop else 0
         length = min(max(hist, default=0) + extra, limit)
         if self.options.length_percentile is not None:
@@ -58,7 +79,9 @@ class SequenceFeature(TokenFeature):
 
     def finalize(self, partial: dict, missing_state: dict) -> dict:
         meta = self.vocabulary(partial["counts"])
-        meta["max_sequence_length"] = self.sequence_length(partial["lengths"], self.options.max_sequence_length)
+        meta["max_sequence_length"] = self.sequence_length(partial["lengths"], self.options.max_sequence_length,
+                                                           self.options.sequence_length)
+        meta.update(ludwig_symbols())
         return meta
 
     def pad_ids(self, ids: np.ndarray, offsets: np.ndarray, width: int) -> np.ndarray:

@@ -32,7 +32,8 @@ OOV token in count/binary/tfidf modes, where prepflow's column 0 is ``<PAD>``, a
 Metadata: word vocabulary under Ludwig's ``idx2str``, ``str2idx``, ``str2freq``, ``vocab_size``,
 ``max_sequence_length``; character vocabulary under ``char_idx2str``, ``char_str2idx``,
 ``char_str2freq``, ``char_vocab_size``, ``char_max_sequence_length`` (int mode only); ``str2idf``
-(tfidf only).
+(tfidf; null otherwise, as Ludwig's); and Ludwig's ``max_sequence_length_99ptile``, ``padding_symbol``,
+``unknown_symbol``, ``pad_idx``, ``unk_idx``.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ import pyarrow.compute as pc
 from pydantic import Field, model_validator
 
 from tasks.features.base import ColumnSpec
-from tasks.features.sequence import SequenceFeature, SequencePreprocessing
+from tasks.features.sequence import SequenceFeature, SequencePreprocessing, ludwig_symbols
 from tasks.features.tokens import (
     PAD,
     UNK,
@@ -58,6 +59,7 @@ from tasks.features.tokens import (
     counts_of,
     document_counts,
     length_histogram,
+    length_percentile,
     lookup_code_points,
     ngrams,
     standardize,
@@ -153,8 +155,12 @@ class TextFeature(SequenceFeature):
         if self.options.max_tokens is not None:
             most_common = min(most_common, max(self.options.max_tokens - len(self.specials), 1))
         meta = self.vocabulary(partial["counts"], most_common)
+        meta.update(ludwig_symbols())
+        meta["str2idf"] = None  # Ludwig's key (its compute_idf: false); tfidf fills it below
+        meta["max_sequence_length_99ptile"] = length_percentile(partial["lengths"], 99)
         if self.int_mode:
-            meta["max_sequence_length"] = self.sequence_length(partial["lengths"], self.options.max_sequence_length)
+            meta["max_sequence_length"] = self.sequence_length(partial["lengths"], self.options.max_sequence_length,
+                                                               self.options.sequence_length)
             chars = build_vocab(partial["char_counts"], self.specials, self.options.char_most_common)
             meta.update({f"char_{k}": v for k, v in chars.items()})
             meta["char_max_sequence_length"] = self.sequence_length(partial["char_lengths"],

@@ -1,0 +1,169 @@
+"""Ludwig's own configs run unchanged: 18 from Ludwig's examples, dataset configs and docs, and four resolved
+configs (three printed by Ludwig 0.5 when training, one built from Ludwig 0.17's schema defaults). Each
+fixture in tests/data/ludwig_configs/ names its source in its first lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from core.errors import ConfigError
+from tasks.config_loader import load_config, parse_config
+from tasks.features import build_all
+from tasks.features.binary import BinaryFeature, BinaryPreprocessing
+from tests.unit.feature_helpers import feature, fit
+
+FIXTURES = Path(__file__).resolve().parents[1] / "data" / "ludwig_configs"
+UNSUPPORTED = {"forecasting.yaml": r"input_features\[0\]\.preprocessing\.window_size: Ludwig's option 'window_size' = 10 "
+                                   r"is not supported by prepflow's timeseries feature"}
+ACCEPTED = sorted(p.name for p in FIXTURES.glob("*.yaml") if p.name not in UNSUPPORTED)
+
+
+def test_the_fixtures_are_real_configs_with_their_source():
+    assert len(ACCEPTED) >= 17 + 4
+    for path in FIXTURES.glob("*.yaml"):
+        assert path.read_text().startswith(("# Source: github.com/ludwig-ai/", "# Constructed")), path.name
+
+
+@pytest.mark.parametrize("name", ACCEPTED)
+def test_ludwig_config_parses_unchanged(name):
+    config = load_config(FIXTURES / name)
+    raw = yaml.safe_load((FIXTURES / name).read_text())
+    assert [f.name for f in config.input_features] == [f["name"] for f in raw["input_features"]]
+    assert len(build_all(config)) == len(config.features)  # every typed feature builds with its options
+
+
+@pytest.mark.parametrize(("name", "error"), sorted(UNSUPPORTED.items()))
+def test_an_unsupported_ludwig_option_is_one_clear_error(name, error):
+    with pytest.raises(ConfigError, match=error):
+        load_config(FIXTURES / name)
+
+
+def _features(name: str) -> dict:
+    return {f.name: f for f in load_config(FIXTURES / name).features}
+
+
+def test_legacy_and_model_side_keys_are_dropped_as_ludwig_moves_them_into_encoder_or_decoder():
+    image = _features("insurance_lite.yaml")["image_path"]
+    dumped = image.model_dump(exclude_none=True)
+    assert "img_height" not in str(dumped) and "encoder" not in dumped  # img_height, hidden_size, ... ignored
+    assert image.preprocessing["height"] == 224 and image.preprocessing["in_memory"] is True
+    label = _features("tabnet_higgs_small.yaml")["label"]  # output feature with weight_regularization: null
+    assert label.type == "binary"
+    mnist = _features("mnist.yaml")["image_path"]  # conv_layers / fc_layers flat on the feature
+    assert mnist.preprocessing["num_processes"] == 4
+
+
+def test_date_fill_value_empty_string_is_accepted():
+    date = _features("insurance_lite.yaml")["expiry_date"]
+    assert date.preprocessing["fill_value"] == "" and date.preprocessing["datetime_format"] == "%Y-%m-%d"
+
+
+def test_fixed_split_defaults_its_column_to_split():
+    for name in ("sst2_benchmark.yaml", "ames_housing_benchmark.yaml"):
+        split = load_config(FIXTURES / name).preprocessing.split
+        assert (split.type, split.column) == ("fixed", "split")
+
+
+def test_fallback_true_label_with_its_leading_space():
+    income = _features("adult_census_income_docs.yaml")["income"]
+    assert income.preprocessing["fallback_true_label"] == ">50K"
+    f = BinaryFeature("income", "income", BinaryPreprocessing(fallback_true_label=" >50K"))
+    raw = pd.Series([" <=50K", " >50K", " >50K", None], dtype="string")
+    typed = f.cast(raw, np.arange(4))
+    state = f.missing_state(f.missing_partial(typed))
+    assert state["str2bool"] == {"<=50K": False, ">50K": True}
+    assert f.normalize(typed, state, np.arange(4)).tolist()[:3] == [False, True, True]
+
+
+def test_defaults_block_applies_and_legacy_training_section_is_accepted():
+    features = _features("adult_census_income_docs.yaml")
+    assert features["age"].preprocessing["missing_value_strategy"] == "fill_with_mean"
+    assert _features("adult_census_income_default.yaml")["income"].type == "category"  # has `training:`
+
+
+def test_resolved_configs_keep_what_prepflow_reads():
+    text = _features("resolved_text_0_5.yaml")["title"]  # 0.5: per-type options under preprocessing
+    assert text.preprocessing["fill_value"] == "<UNK>" and text.preprocessing["tokenizer"] == "space_punct"
+    config = load_config(FIXTURES / "resolved_constructed_0_17.yaml")
+    by_name = {f.name: f for f in config.features}
+    assert by_name["number_in"].preprocessing["missing_value_strategy"] == "fill_with_const"
+    assert by_name["number_in"].preprocessing["fill_value"] == 0.0  # Ludwig's resolved fill, followed as written
+    assert by_name["amount"].preprocessing["normalization"] == "none"  # Ludwig's null
+    assert by_name["image_in"].preprocessing["mode"] == "lazy"
+    assert by_name["sequence_in"].preprocessing["sequence_length"] is None
+    assert "h3" in config.defaults and "computed_fill_value" not in by_name["text_in"].preprocessing
+
+
+def _config(preprocessing: dict | None = None, defaults: dict | None = None, **feature_keys) -> dict:
+    out = {"input_features": [{"name": "x", "type": "number", "preprocessing": preprocessing or {}, **feature_keys}]}
+    if defaults:
+        out["defaults"] = defaults
+    return out
+
+
+def test_a_bad_key_in_defaults_is_reported_under_defaults():
+    with pytest.raises(ConfigError, match=r"^c\.yaml: defaults\.number\.preprocessing\.normalisation: unknown key; "
+                                          r"did you mean 'normalization'\?"):
+        parse_config(_config(defaults={"number": {"preprocessing": {"normalisation": "minmax"}}}), "c.yaml")
+    with pytest.raises(ConfigError, match=r"^c\.yaml: defaults\.number\.preprocessing\.normalization: the "
+                                          r"'normalization' parameter of defaults\.number must be one of"):
+        parse_config(_config(defaults={"number": {"preprocessing": {"normalization": "l2"}}}), "c.yaml")
+
+
+def test_misspelled_feature_keys_are_still_errors():
+    with pytest.raises(ConfigError, match=r"input_features\[0\]\.preprocesing: unknown key; did you mean "
+                                          r"'preprocessing'\?"):
+        parse_config(_config(preprocesing={"normalization": "minmax"}))
+
+
+def test_a_ludwig_option_prepflow_does_not_implement_is_refused_unless_at_its_default():
+    parse_config(_config({"outlier_strategy": None, "outlier_threshold": 3.0, "computed_fill_value": 0.0}))
+    with pytest.raises(ConfigError, match=r"^config: input_features\[0\]\.preprocessing\.outlier_strategy: "
+                                          r"Ludwig's option 'outlier_strategy' = 'fill_with_mean' is not supported"):
+        parse_config(_config({"outlier_strategy": "fill_with_mean"}))
+    with pytest.raises(ConfigError, match=r"defaults\.category\.preprocessing\.lowercase"):
+        parse_config({"input_features": [{"name": "c", "type": "category"}],
+                      "defaults": {"category": {"preprocessing": {"lowercase": True}}}})
+
+
+def test_legacy_forms_are_upgraded():
+    config = parse_config({
+        "input_features": [{"name": "s", "type": "sequence", "preprocessing": {"word_most_common": 7,
+                                                                               "sequence_length_limit": 9}},
+                           {"name": "n", "type": "numerical", "preprocessing": {"missing_value_strategy": "backfill"}}],
+        "output_features": [{"name": "y", "type": "binary"}],
+        "preprocessing": {"split_probabilities": [0.8, 0.1, 0.1], "stratify": "y", "force_split": False,
+                          "text": {"most_common": 5}},
+        "training": {"epochs": 1},
+    })
+    s, n = config.input_features
+    assert (s.preprocessing["most_common"], s.preprocessing["max_sequence_length"]) == (7, 9)
+    assert (n.type, n.preprocessing["missing_value_strategy"]) == ("number", "bfill")
+    split = config.preprocessing.split
+    assert (split.type, split.column, split.probabilities) == ("stratify", "y", [0.8, 0.1, 0.1])
+    assert config.defaults["text"].preprocessing == {"most_common": 5}
+
+
+def test_sequence_length_fixes_the_width_as_in_ludwig():
+    f = feature("sequence", sequence_length=5)
+    meta = fit(f, ["a b", "a b c d e f g"])
+    assert meta["max_sequence_length"] == 5
+    assert f.encode(pd.Series(["a b"], dtype="string"), meta)["f"].shape == (1, 5)
+
+
+@pytest.mark.parametrize(("type_name", "options"), [("sequence", {}), ("text", {}), ("text", {"output_mode": "tfidf"})])
+def test_sequence_and_text_metadata_carry_the_keys_ludwig_reads(type_name, options):
+    f = feature(type_name, **options)
+    meta = fit(f, ["a b c", "a b", None, "c " * 30])
+    assert (meta["padding_symbol"], meta["unknown_symbol"], meta["pad_idx"], meta["unk_idx"]) == ("<PAD>", "<UNK>", 0, 1)
+    assert meta["idx2str"][meta["pad_idx"]] == "<PAD>" and meta["idx2str"][meta["unk_idx"]] == "<UNK>"
+    assert meta["str2idx"]["<PAD>"] == 0 and len(meta["str2freq"]) == meta["vocab_size"]
+    assert (f.options.padding_symbol, f.options.unknown_symbol) == ("<PAD>", "<UNK>")  # -> metadata preprocessing
+    if type_name == "text":
+        assert meta["max_sequence_length_99ptile"] == 30
+        assert (meta["str2idf"] is None) == (options.get("output_mode") != "tfidf")
