@@ -157,7 +157,8 @@ class TextFeature(SequenceFeature):
         meta = self.vocabulary(partial["counts"], most_common)
         meta.update(ludwig_symbols())
         meta["str2idf"] = None  # Ludwig's key (its compute_idf: false); tfidf fills it below
-        meta["max_sequence_length_99ptile"] = length_percentile(partial["lengths"], 99)
+        meta["max_sequence_length_99ptile"] = length_percentile(partial["lengths"], 99) + (2 if self.uses_start_stop
+                                                                                        else 0)
         if self.int_mode:
             meta["max_sequence_length"] = self.sequence_length(partial["lengths"], self.options.max_sequence_length,
                                                                self.options.sequence_length)
