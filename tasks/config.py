@@ -174,6 +174,8 @@ class Config(StrictModel):
     validation: ValidationConfig = Field(default_factory=ValidationConfig)
     publish: PublishConfig = Field(default_factory=PublishConfig)
     stages: list[StageSpec] = Field(default_factory=list)
+    # ludwig: Ludwig's defaults where prepflow's differ (tasks.ludwig_config.LUDWIG_DEFAULTS), fit_on: all
+    compatibility: Literal["ludwig"] | None = None
     # Ludwig model-side sections, accepted and ignored.
     combiner: Any = None
     trainer: Any = None
@@ -188,6 +190,12 @@ class Config(StrictModel):
 
     def is_output(self, name: str) -> bool:
         return any(f.name == name for f in self.output_features)
+
+    @model_validator(mode="after")
+    def _ludwig_fit_on(self) -> "Config":
+        if self.compatibility == "ludwig" and "fit_on" not in self.preprocessing.model_fields_set:
+            self.preprocessing.fit_on = "all"  # Ludwig fits its metadata on every row
+        return self
 
     @model_validator(mode="after")
     def _unique_names(self) -> "Config":

@@ -27,6 +27,8 @@ the schema validates a config, this module
   timeseries ``window_size: 0``, ...). Any other value of those is a
   ``ConfigError`` naming the key: prepflow never silently changes what Ludwig would compute.
 
+``LUDWIG_DEFAULTS`` holds what ``compatibility: ludwig`` changes.
+
 Paths in errors are the config's own: ``input_features[2].preprocessing.outlier_strategy`` or
 ``defaults.number.preprocessing.outlier_strategy``.
 """
@@ -86,6 +88,19 @@ LUDWIG_ONLY: dict[str, dict[str, Any]] = {
 }
 LUDWIG_ONLY["numerical"] = LUDWIG_ONLY["number"]
 LUDWIG_TYPES = (*LUDWIG_ONLY, "h3")  # Ludwig's feature types (h3: not one of prepflow's)
+
+
+# ``compatibility: ludwig``: Ludwig's defaults where prepflow's differ, for input features, applied under
+# ``defaults.<type>`` and the features' own options (tasks.features.resolve_preprocessing); the config also
+# defaults ``fit_on`` to ``all`` then. Not Ludwig-exact: ties in token frequency are ordered by the token's
+# string (Ludwig: by first occurrence), and category, set and bag keep prepflow's vocabulary layout.
+LUDWIG_DEFAULTS: dict[str, dict[str, Any]] = {
+    "number": {"missing_value_strategy": "fill_with_const", "fill_value": 0.0},
+    "sequence": {"symbols": "ludwig", "fill_value": "<UNK>"},
+    "text": {"symbols": "ludwig", "fill_value": "<UNK>", "lowercase": False},
+    "date": {"missing_value_strategy": "fill_with_const", "fill_value": ""},
+}
+LUDWIG_DEFAULTS["numerical"] = LUDWIG_DEFAULTS["number"]
 
 
 def upgrade(data: dict, source: str = "config") -> dict:

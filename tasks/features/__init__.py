@@ -27,6 +27,7 @@ from tasks.features.set import SetFeature
 from tasks.features.text import TextFeature
 from tasks.features.timeseries import TimeseriesFeature
 from tasks.features.vector import VectorFeature
+from tasks.ludwig_config import LUDWIG_DEFAULTS
 from tasks.plugin_loader import FEATURES_GROUP, code_version, entry_points, load_subclass
 
 REGISTRY: dict[str, type[FeatureType]] = {
@@ -84,6 +85,8 @@ def _resolve_one(feature: FeatureConfig, where: str, config: Config, source: str
         return  # filled in by infer_types once the data is read
     cls = load_feature_class(feature.type, where)
     merged: dict[str, Any] = {}
+    if config.compatibility == "ludwig" and REGISTRY.get(cls.type_name) is cls and not config.is_output(feature.name):
+        merged.update(LUDWIG_DEFAULTS.get(cls.type_name, {}))  # (Ludwig's outputs default to drop_row, as here)
     for key in dict.fromkeys((feature.type, cls.type_name)):
         if key in config.defaults:
             if key not in REGISTRY:  # a custom type's defaults (built-in ones are checked up front)

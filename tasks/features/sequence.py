@@ -29,12 +29,13 @@ from pydantic import Field
 
 from tasks.features.base import ColumnSpec
 from tasks.features.tokens import (
+    EOS,
+    LUDWIG_SPECIALS,
     PAD,
-    PAD_ID,
+    SOS,
     START_ID,
     STOP_ID,
     UNK,
-    UNK_ID,
     TokenFeature,
     TokenPreprocessing,
     length_percentile,
@@ -42,9 +43,9 @@ from tasks.features.tokens import (
 )
 
 
-def ludwig_symbols() -> dict:
+def ludwig_symbols(feature: TokenFeature) -> dict:
     """The special-symbol keys Ludwig reads from a sequence or text feature's metadata."""
-    return {"padding_symbol": PAD, "unknown_symbol": UNK, "pad_idx": PAD_ID, "unk_idx": UNK_ID}
+    return {"padding_symbol": PAD, "unknown_symbol": UNK, "pad_idx": feature.pad_id, "unk_idx": feature.unk_id}
 
 
 class SequencePreprocessing(TokenPreprocessing):
@@ -59,6 +60,9 @@ class SequencePreprocessing(TokenPreprocessing):
     # defaults, prepflow's names, are accepted
     padding_symbol: Literal["<PAD>"] = "<PAD>"
     unknown_symbol: Literal["<UNK>"] = "<UNK>"
+    # special symbol ids: prepflow's (<PAD>=0, <UNK>=1, optional <START>/<STOP>) or Ludwig's (<EOS>=0, <SOS>=1,
+    # <PAD>=2, <UNK>=3, every row wrapped in <SOS> ... <EOS>); ``compatibility: ludwig`` sets ludwig
+    symbols: Literal["prepflow", "ludwig"] = "prepflow"
 
 
 class SequenceFeature(TokenFeature):
@@ -81,13 +85,18 @@ class SequenceFeature(TokenFeature):
         meta = self.vocabulary(partial["counts"])
         meta["max_sequence_length"] = self.sequence_length(partial["lengths"], self.options.max_sequence_length,
                                                            self.options.sequence_length)
-        meta.update(ludwig_symbols())
+        meta.update(ludwig_symbols(self))
         return meta
 
     def pad_ids(self, ids: np.ndarray, offsets: np.ndarray, width: int) -> np.ndarray:
-        start_stop = self.uses_start_stop
-        return pad(ids, offsets, width, padding=self.options.padding, truncation=self.options.truncation,
-                   start=START_ID if start_stop else None, stop=STOP_ID if start_stop else None)
+        if not self.uses_start_stop:
+            start = stop = None
+        elif self.symbols == "ludwig":
+            start, stop = LUDWIG_SPECIALS.index(SOS), LUDWIG_SPECIALS.index(EOS)
+        else:
+            start, stop = START_ID, STOP_ID
+        return pad(ids, offsets, width, fill=self.pad_id, padding=self.options.padding,
+                   truncation=self.options.truncation, start=start, stop=stop)
 
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
         self.check_fitted(metadata)

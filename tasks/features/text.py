@@ -155,7 +155,7 @@ class TextFeature(SequenceFeature):
         if self.options.max_tokens is not None:
             most_common = min(most_common, max(self.options.max_tokens - len(self.specials), 1))
         meta = self.vocabulary(partial["counts"], most_common)
-        meta.update(ludwig_symbols())
+        meta.update(ludwig_symbols(self))
         meta["str2idf"] = None  # Ludwig's key (its compute_idf: false); tfidf fills it below
         meta["max_sequence_length_99ptile"] = length_percentile(partial["lengths"], 99) + (2 if self.uses_start_stop
                                                                                         else 0)
@@ -192,7 +192,7 @@ class TextFeature(SequenceFeature):
                              weights=idf)
             return {self.name: out}
         cps, char_offsets = code_points(text)
-        char_ids = lookup_code_points(cps, metadata["char_idx2str"], len(self.specials))
+        char_ids = lookup_code_points(cps, metadata["char_idx2str"], len(self.specials), self.unk_id)
         return {self.name: self.pad_ids(ids, words.offsets, metadata["max_sequence_length"]),
                 self.char_column: self.pad_ids(char_ids, char_offsets, metadata["char_max_sequence_length"])}
 

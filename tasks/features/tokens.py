@@ -44,6 +44,9 @@ from tasks.features.base import BasePreprocessing, FeatureType, merge_counts
 
 PAD, UNK, START, STOP = "<PAD>", "<UNK>", "<START>", "<STOP>"
 PAD_ID, UNK_ID, START_ID, STOP_ID = 0, 1, 2, 3
+# Ludwig's special symbols and ids (ludwig/utils/strings_utils.py SpecialSymbol), for ``symbols: ludwig``
+EOS, SOS = "<EOS>", "<SOS>"
+LUDWIG_SPECIALS = [EOS, SOS, PAD, UNK]  # ids 0, 1, 2, 3
 
 Tokenizer = Literal["space", "space_punct", "characters", "comma", "regex"]
 TOKENIZERS = ("space", "space_punct", "characters", "comma", "regex")
@@ -387,28 +390,32 @@ def build_vocab(counts: pa.Table | dict[str, int], specials: list[str], most_com
             "vocab_size": len(idx2str)}
 
 
-def specials(start_stop: bool) -> list[str]:
+def specials(start_stop: bool, symbols: str = "prepflow") -> list[str]:
+    """The special symbols at the head of ``idx2str``: prepflow's (``<PAD>``, ``<UNK>``, optionally
+    ``<START>``, ``<STOP>``) or Ludwig's (``<EOS>``, ``<SOS>``, ``<PAD>``, ``<UNK>``)."""
+    if symbols == "ludwig":
+        return list(LUDWIG_SPECIALS)
     return [PAD, UNK, START, STOP] if start_stop else [PAD, UNK]
 
 
 # ---- encoding ----------------------------------------------------------------------------------------
 
-def lookup(flat: pa.Array, idx2str: list[str], first_id: int) -> np.ndarray:
-    """Token ids (int32): the position in ``idx2str`` of tokens from ``first_id`` on, else ``<UNK>``."""
+def lookup(flat: pa.Array, idx2str: list[str], first_id: int, unk_id: int = UNK_ID) -> np.ndarray:
+    """Token ids (int32): the position in ``idx2str`` of tokens from ``first_id`` on, else ``unk_id``."""
     if not len(flat):
         return np.zeros(0, np.int32)
     vocab = pa.array(idx2str[first_id:], type=flat.type)
     idx = np.asarray(pc.fill_null(pc.index_in(flat, value_set=vocab), -1), dtype=np.int32)
-    return np.where(idx >= 0, idx + first_id, UNK_ID).astype(np.int32)
+    return np.where(idx >= 0, idx + first_id, unk_id).astype(np.int32)
 
 
-def lookup_code_points(cps: np.ndarray, idx2str: list[str], first_id: int) -> np.ndarray:
+def lookup_code_points(cps: np.ndarray, idx2str: list[str], first_id: int, unk_id: int = UNK_ID) -> np.ndarray:
     """Character ids (int32) for code points, against a vocabulary of single characters."""
     if not len(cps):
         return np.zeros(0, np.int32)
     vocab = np.array([ord(c) for c in idx2str[first_id:]], dtype=np.int64)
     top = int(max(cps.max(), vocab.max(initial=0)))
-    table = np.full(top + 1, UNK_ID, dtype=np.int32)  # at most 0x110000 entries (4.4 MB)
+    table = np.full(top + 1, unk_id, dtype=np.int32)  # at most 0x110000 entries (4.4 MB)
     table[vocab] = np.arange(first_id, first_id + len(vocab), dtype=np.int32)
     return table[cps]
 
@@ -498,11 +505,24 @@ class TokenFeature(FeatureType):
 
     @property
     def specials(self) -> list[str]:
-        return specials(self.uses_start_stop)
+        return specials(self.uses_start_stop, self.symbols)
+
+    @property
+    def symbols(self) -> str:
+        return getattr(self.options, "symbols", "prepflow")
 
     @property
     def uses_start_stop(self) -> bool:
-        return bool(getattr(self.options, "start_stop", False))
+        """Rows wrapped in start/stop symbols: ``start_stop: true``, and always with Ludwig's symbols."""
+        return self.symbols == "ludwig" or bool(getattr(self.options, "start_stop", False))
+
+    @property
+    def pad_id(self) -> int:
+        return self.specials.index(PAD)
+
+    @property
+    def unk_id(self) -> int:
+        return self.specials.index(UNK)
 
     def standardized(self, values: pd.Series | pa.Array) -> pa.Array:
         return standardize(as_strings(values), lowercase=self.options.lowercase)
@@ -523,4 +543,4 @@ class TokenFeature(FeatureType):
                            self.options.min_frequency, fixed)
 
     def token_ids(self, tokens: Tokens, metadata: dict) -> np.ndarray:
-        return lookup(tokens.flat, metadata["idx2str"], len(self.specials))
+        return lookup(tokens.flat, metadata["idx2str"], len(self.specials), self.unk_id)

@@ -60,6 +60,8 @@ CASES = [(t, {}) for t in SAMPLES] + [
     ("text", {"output_mode": "tfidf", "ngrams": 2, "max_tokens": 12}),
     ("text", {"output_mode": "count", "split": "whitespace", "standardize": "lower_and_strip_punctuation"}),
     ("date", {"missing_value_strategy": "fill_with_const", "fill_value": ""}),
+    ("sequence", {"symbols": "ludwig", "fill_value": "<UNK>"}),
+    ("text", {"symbols": "ludwig", "lowercase": False, "max_sequence_length": 5}),
 ]
 
 

@@ -167,3 +167,24 @@ def test_sequence_and_text_metadata_carry_the_keys_ludwig_reads(type_name, optio
     if type_name == "text":
         assert meta["max_sequence_length_99ptile"] == 30
         assert (meta["str2idf"] is None) == (options.get("output_mode") != "tfidf")
+
+
+def test_compatibility_ludwig_uses_ludwigs_symbols_ids_wrapping_and_defaults():
+    config = parse_config({"compatibility": "ludwig",
+                           "input_features": [{"name": "s", "type": "sequence"}, {"name": "t", "type": "text"},
+                                              {"name": "d", "type": "date"}, {"name": "n", "type": "number"}],
+                           "output_features": [{"name": "y", "type": "number"}]})
+    s, t, d, n, y = build_all(config)
+    assert config.preprocessing.fit_on == "all"
+    assert (t.options.lowercase, t.options.symbols, s.options.fill_value) == (False, "ludwig", "<UNK>")
+    assert (d.options.missing_value_strategy, d.options.fill_value) == ("fill_with_const", "")
+    assert (n.missing_strategy, n.options.fill_value, y.missing_strategy) == ("fill_with_const", 0.0, "drop_row")
+    # ludwig/utils/strings_utils.py: <EOS>=0, <SOS>=1, <PAD>=2, <UNK>=3, each row [<SOS>, ids..., <EOS>],
+    # right-padded with <PAD>, L = longest row + 2; a missing value is filled with "<UNK>"
+    raw = pd.Series(["a b c", "a b", None, "d"], dtype="string")
+    filled = raw.fillna(s.missing_state(s.missing_partial(raw))["computed_fill_value"])
+    meta = fit(s, filled)
+    assert meta["idx2str"] == ["<EOS>", "<SOS>", "<PAD>", "<UNK>", "a", "b", "c", "d"]
+    assert (meta["pad_idx"], meta["unk_idx"], meta["max_sequence_length"]) == (2, 3, 5)
+    assert s.encode(filled, meta)["s"].tolist() == [[1, 4, 5, 6, 0], [1, 4, 5, 0, 2], [1, 3, 0, 2, 2], [1, 7, 0, 2, 2]]
+    assert t.tokens(pd.Series(["Hi, You"], dtype="string")).row(0) == ["Hi", ",", "You"]  # Ludwig: lowercase false
