@@ -19,6 +19,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.errors import ConfigError, DataError
 from storage import Artifact
@@ -97,6 +99,33 @@ def test_nvidia_specs_are_read_with_ids_cardinalities_numbers_and_labels_kept(tm
             vocab = Path(features[name]["preprocessing"]["vocab_file"]).read_text().split()
             assert features[name]["type"] == "set" and vocab == [str(i) for i in range(fs[name]["cardinality"])]
     assert config["publish"]["channels"] == {c: n for c, n in cs.items() if n}
+
+
+@settings(max_examples=6, deadline=None)
+@given(cuts=st.lists(st.integers(1, ROWS["train"] - 1), min_size=1, max_size=4, unique=True),
+       spec_file=st.sampled_from(["dlrm_13_num_10_cat.yaml", "dlrm_transcoding_small_csv.yaml"]))
+def test_files_of_a_chunk_are_read_in_row_order(tmp_path_factory, cuts, spec_file):
+    """A chunk's rows cut into several files (listed in order) read as the one file did."""
+    tmp = tmp_path_factory.mktemp("cut")
+    spec_path, _ = write_like_nvidia(spec_file, tmp / "data")
+    whole = pq.read_table(FeatureSpecInput.load(spec_path).prepare(tmp / "w1")[0])
+    spec = yaml.safe_load(spec_path.read_text())
+    bounds = [0, *sorted(cuts), ROWS["train"]]
+    for chunk in spec["source_spec"]["train"]:
+        path = tmp / "data" / chunk["files"][0]
+        if chunk["type"] == "csv":
+            lines = path.read_text().splitlines(keepends=True)
+            pieces = ["".join(lines[a:b]).encode() for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        else:
+            row = path.stat().st_size // ROWS["train"]
+            data = path.read_bytes()
+            pieces = [data[a * row:b * row] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        chunk["files"] = []
+        for k, piece in enumerate(pieces):
+            (path.parent / f"{path.name}.{k}").write_bytes(piece)
+            chunk["files"].append(str((path.parent / f"{path.name}.{k}").relative_to(tmp / "data")))
+    spec_path.write_text(yaml.safe_dump(spec))
+    assert pq.read_table(FeatureSpecInput.load(spec_path).prepare(tmp / "w2")[0]).equals(whole)
 
 
 def test_auto_cardinality_is_the_largest_id_plus_one(tmp_path):
