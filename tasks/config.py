@@ -1,16 +1,15 @@
-"""The prepflow config: a superset of Ludwig's preprocessing config (DESIGN section 2).
+"""The prepflow config schema: a superset of Ludwig's preprocessing config (pydantic models).
 
-Loading goes in two steps, both before any data is read:
-
-1. the YAML is parsed safely and validated against pydantic models (unknown keys and bad
-   values raise ``ConfigError`` naming the key path and the closest valid spelling);
-2. each feature's ``preprocessing`` is resolved: the type's built-in defaults, then
-   ``defaults.<type>.preprocessing``, then the feature's own block, validated by the feature
-   type's own ``Preprocessing`` model.
+This module is the schema only; it imports no feature type. Read a config with
+``tasks.config_loader.load_config``/``parse_config``, which bring Ludwig's forms to this one
+(``tasks.ludwig_config``), validate it here (unknown keys and bad values raise ``ConfigError`` naming
+the key path and the closest valid spelling) and resolve each feature's ``preprocessing`` with its
+feature type (``tasks.features.resolve_preprocessing``).
 
 Ludwig's model-side sections (``combiner``, ``trainer``, ``hyperopt``, ...) and feature keys
-(``encoder``, ``decoder``, ``loss``, ...) are accepted and ignored, so a Ludwig config that
-uses only supported preprocessing options runs unchanged.
+(``encoder``, ``decoder``, ``loss``, ...) are declared here so that editors and "did you mean" know
+them; ``tasks.ludwig_config`` drops their values before validation, so they never reach the
+normalized config or the artifact id.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-LUDWIG_MODEL_SECTIONS = ("combiner", "trainer", "hyperopt", "backend", "ludwig_version", "model_type")
 LUDWIG_FEATURE_KEYS = ("encoder", "decoder", "loss", "tied", "dependencies", "reduce_input",
                        "reduce_dependencies", "top_k", "calibration", "threshold", "class_similarities",
                        "column", "proc_column", "active", "augmentation", "input_size")

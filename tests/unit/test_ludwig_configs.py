@@ -188,3 +188,28 @@ def test_compatibility_ludwig_uses_ludwigs_symbols_ids_wrapping_and_defaults():
     assert (meta["pad_idx"], meta["unk_idx"], meta["max_sequence_length"]) == (2, 3, 5)
     assert s.encode(filled, meta)["s"].tolist() == [[1, 4, 5, 6, 0], [1, 4, 5, 0, 2], [1, 3, 0, 2, 2], [1, 7, 0, 2, 2]]
     assert t.tokens(pd.Series(["Hi, You"], dtype="string")).row(0) == ["Hi", ",", "You"]  # Ludwig: lowercase false
+
+
+def test_the_adult_census_docs_config_runs_end_to_end(tmp_path):
+    """The docs' config unchanged, on data shaped like the adult census file (values with a leading space)."""
+    from storage.artifact import Artifact
+    from tests.helpers import run, write_csv
+
+    rng = np.random.default_rng(7)
+    n = 120
+    df = pd.DataFrame({
+        "age": rng.integers(18, 80, n).astype(float), "fnlwgt": rng.integers(10_000, 400_000, n),
+        "education-num": rng.integers(1, 16, n), "capital-gain": rng.integers(0, 5000, n),
+        "capital-loss": rng.integers(0, 300, n), "hours-per-week": rng.integers(10, 60, n),
+        **{c: rng.choice([" A", " B", " C"], n) for c in ("workclass", "education", "marital-status", "occupation",
+                                                          "relationship", "race", "sex", "native-country")},
+        "income": rng.choice([" <=50K", " >50K"], n),
+    })
+    df.loc[::10, "age"] = np.nan
+    config = yaml.safe_load((FIXTURES / "adult_census_income_docs.yaml").read_text())
+    result = run(config, write_csv(df, tmp_path / "adult.csv"), tmp_path)
+    art = Artifact.open(result.artifact["artifact_path"])
+    income = art.metadata["income"]
+    assert income["str2bool"] == {"<=50K": False, ">50K": True}
+    labels = np.concatenate([art.read_split(s)["income"] for s in art.splits])
+    assert len(labels) == n and labels.dtype == bool and labels.sum() == (df["income"] == " >50K").sum()
