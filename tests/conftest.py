@@ -16,19 +16,16 @@ EXAMPLE = ROOT / "examples" / "titanic"
 
 @pytest.fixture(scope="session", autouse=True)
 def prepflow_home(tmp_path_factory):
-    """Every test session gets its own PREPFLOW_HOME; its local Prefect server and gate server are
-    stopped at the end."""
+    """Every test session gets its own PREPFLOW_HOME; its local Prefect server is stopped at the end."""
     home = tmp_path_factory.mktemp("prepflow-home")
     old = {k: os.environ.get(k) for k in ("PREPFLOW_HOME", "PREPFLOW_SERVER_IDLE_SECONDS", "PREFECT_API_URL")}
     os.environ["PREPFLOW_HOME"] = str(home)
     os.environ["PREPFLOW_SERVER_IDLE_SECONDS"] = "900"  # bounded lifetime even if the test run is killed
     os.environ.pop("PREFECT_API_URL", None)
     yield home
-    from expectations.gate_server import stop_gate_server
     from flows.local_server import stop_server
 
     stop_server()
-    stop_gate_server()
     for k, v in old.items():
         if v is None:
             os.environ.pop(k, None)

@@ -1,20 +1,22 @@
-"""Validation on Dask partitions equals Great Expectations run on the whole pandas frame.
+"""User suites through Great Expectations' public API, per partition, equal GX on the whole frame.
 
 Every supported expectation type is run (passing and failing variants, ``mostly``, row conditions)
-on partitions of uneven size, one of them empty, and compared with GX on the concatenated frame:
-success, counts, unexpected values and their row indices must be equal. Float aggregates (mean,
-sum, stdev) are compared to 1e-12 relative: the merged sums are exact, pandas' are not.
+on partitions of uneven size, one of them empty, cut anywhere (hypothesis), and compared with GX on
+the concatenated frame: the whole result JSON (success, counts, percentages, unexpected values and
+their row indices, observed values) must be equal.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from expectations import engine
+from core.errors import ConfigError
+from expectations import gx_suites, results, runner, suites
+from tasks import validate
 
 N = 3000
 
@@ -32,7 +34,7 @@ def make_frame(n: int = N, seed: int = 11) -> pd.DataFrame:
     })
     df.loc[rng.random(n) < 0.05, "x"] = np.nan
     df.loc[rng.random(n) < 0.03, "s"] = pd.NA
-    df.loc[[5, 2500], "u"] = 35  # one repeated value, far apart: in different partitions
+    df.loc[[5, n * 5 // 6], "u"] = 35  # one repeated value, far apart: in different partitions
     return df
 
 
@@ -90,8 +92,6 @@ E = {
     "expect_table_column_count_to_equal": [{"value": 7}],
     "expect_table_column_count_to_be_between": [{"min_value": 1, "max_value": 3}],
 }
-FLOAT_OBSERVED = {"expect_column_mean_to_be_between", "expect_column_sum_to_be_between",
-                  "expect_column_stdev_to_be_between"}
 
 
 def suite_json() -> dict:
@@ -99,26 +99,18 @@ def suite_json() -> dict:
             "expectations": [{"type": t, "kwargs": kw} for t, kws in E.items() for kw in kws]}
 
 
+def whole_frame(suite: dict, frame: pd.DataFrame) -> list[dict]:
+    return [results.from_gx(d) for d in gx_suites.validate_frame(suite["expectations"], frame)]
+
+
 def test_every_supported_type_is_covered():
-    assert set(E) == engine.SUPPORTED
+    assert set(E) == suites.SUPPORTED
 
 
-def _compare(kind: str, merged, whole) -> None:
-    m, w = merged.to_json_dict(), whole.to_json_dict()
-    label = f"{kind} {m['expectation_config']['kwargs']}"
-    assert m["success"] == w["success"], label
-    assert m["exception_info"]["raised_exception"] == w["exception_info"]["raised_exception"], label
-    if w["exception_info"]["raised_exception"]:
-        return
-    mr, wr = dict(m["result"]), dict(w["result"])
-    if kind in FLOAT_OBSERVED and isinstance(wr.get("observed_value"), float):
-        assert math.isclose(mr.pop("observed_value"), wr.pop("observed_value"), rel_tol=1e-12), label
-    assert mr == wr, label
-
-
-def _key(result) -> str:
-    config = result.expectation_config
-    return config.type + repr(sorted((k, v) for k, v in config.kwargs.items() if k != "batch_id"))
+def assert_same(merged: list[dict], reference: list[dict]) -> None:
+    assert len(merged) == len(reference)
+    for mine, gx in zip(merged, reference, strict=True):
+        assert mine == gx, (mine, gx)
 
 
 @pytest.fixture(scope="module")
@@ -128,77 +120,59 @@ def frame():
 
 @pytest.fixture(scope="module")
 def reference(frame):
-    suite = engine.to_gx_suite(suite_json(), "test")
-    return engine.run_whole_frame(suite, frame).results
+    return whole_frame(suite_json(), frame)
 
 
 @pytest.mark.parametrize("cuts", [[], [1000, 1000, 2200], [1, 2, 3, 2999]], ids=["one", "uneven+empty", "tiny"])
 def test_merged_partitions_equal_gx_on_the_whole_frame(frame, reference, cuts):
-    suite = engine.to_gx_suite(suite_json(), "test")
-    [result] = engine.run([suite], partitions(frame, cuts), list(frame.columns))
-    kinds = [e["type"] for e in suite_json()["expectations"]]
-    assert len(result.results) == len(reference) == len(kinds)
-    by_config = {_key(r): r for r in reference}  # GX does not keep the suite's order
-    for kind, merged in zip(kinds, result.results, strict=True):
-        _compare(kind, merged, by_config[_key(merged)])
+    [entry] = runner.run([("user.json", suite_json())], partitions(frame, cuts), list(frame.columns))
+    assert_same(entry["results"], reference)
     # the suite both passes and fails somewhere, so the comparison is not vacuous
-    assert {r.success for r in result.results} == {True, False}
+    assert {r["success"] for r in entry["results"]} == {True, False}
+    assert any(r["result"].get("partial_unexpected_index_list") for r in entry["results"])
+
+
+@settings(max_examples=4, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(0, 400), max_size=3), st.integers(0, 2**16))
+def test_partition_cuts_anywhere(cuts, seed):
+    frame = make_frame(400, seed)
+    [entry] = runner.run([("user.json", suite_json())], partitions(frame, sorted(cuts)), list(frame.columns),
+                         scheduler="sync")
+    assert_same(entry["results"], whole_frame(suite_json(), frame))
 
 
 def test_dask_delayed_partitions_give_the_same_results(frame, reference):
     import dask
 
-    suite = engine.to_gx_suite(suite_json(), "test")
     parts = [dask.delayed(lambda p: p)(p) for p in partitions(frame, [700, 1900])]
-    [result] = engine.run([suite], parts, list(frame.columns))
-    assert [r.success for r in result.results] == [r.success for r in engine.run(
-        [suite], [frame], list(frame.columns))[0].results]
-
-
-def test_a_kept_plan_gives_gx_results_on_other_data(frame):
-    """``engine.planned`` keeps GX's plan per suite and columns: the second and third runs reuse it, on
-    other rows, and still equal GX on the whole frame (nothing of an earlier run leaks into the plan)."""
-    named = [("test", suite_json())]
-    first = engine.planned(named, list(frame.columns))
-    for seed in (12, 13):
-        other = make_frame(seed=seed)
-        suites, plan = engine.planned(named, list(other.columns))
-        assert plan is first[1]
-        [result] = engine.run(suites, partitions(other, [900, 2100]), list(other.columns), plan=plan)
-        reference = {_key(r): r for r in engine.run_whole_frame(engine.to_gx_suite(suite_json(), "t"), other).results}
-        kinds = [e["type"] for e in suite_json()["expectations"]]
-        for kind, merged in zip(kinds, result.results, strict=True):
-            _compare(kind, merged, reference[_key(merged)])
-    assert engine.planned(named, ["x"])[1] is not first[1]  # other columns: another plan
+    [entry] = runner.run([("user.json", suite_json())], parts, list(frame.columns))
+    assert_same(entry["results"], reference)
 
 
 def test_an_unsupported_expectation_type_is_a_clear_error():
     data = {"name": "s", "expectations": [{"type": "expect_column_kl_divergence_to_be_less_than",
                                            "kwargs": {"column": "x"}}]}
-    with pytest.raises(engine.SuiteError, match="expectations\\[0\\].*kl_divergence.*not supported.*Supported:"):
-        engine.check_suite(data, "my_suite.json")
+    with pytest.raises(suites.SuiteError, match="expectations\\[0\\].*kl_divergence.*not supported.*Supported:"):
+        suites.check_suite(data, "my_suite.json")
 
 
 def test_a_misspelled_type_gets_a_suggestion():
     data = {"name": "s", "expectations": [{"type": "expect_column_values_to_be_betwen", "kwargs": {}}]}
-    with pytest.raises(engine.SuiteError, match="did you mean 'expect_column_values_to_be_between'"):
-        engine.check_suite(data, "s.json")
+    with pytest.raises(suites.SuiteError, match="did you mean 'expect_column_values_to_be_between'"):
+        suites.check_suite(data, "s.json")
 
 
-def test_row_condition_on_an_aggregate_is_refused():
-    data = {"name": "s", "expectations": [{"type": "expect_column_mean_to_be_between",
-                                           "kwargs": {"column": "x", "row_condition": "i > 3"}}]}
-    with pytest.raises(engine.SuiteError, match="row_condition is supported on row-wise expectations only"):
-        engine.check_suite(data, "s.json")
+def test_kwargs_gx_refuses_are_a_config_error_naming_the_file(frame):
+    data = {"name": "s", "expectations": [{"type": "expect_column_values_to_be_between",
+                                           "kwargs": {"column": "x", "min_value": [1]}}]}
+    with pytest.raises(ConfigError, match="bad.json: invalid expectation suite"):
+        validate.run_suites([("bad.json", data)], [frame], list(frame.columns))
 
 
 def test_a_missing_column_fails_the_expectation_like_gx(frame):
     data = {"name": "s", "expectations": [{"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "q"}},
                                           {"type": "expect_column_mean_to_be_between", "kwargs": {"column": "q"}}]}
-    suite = engine.to_gx_suite(data, "s.json")
-    [result] = engine.run([suite], partitions(frame, [1500]), list(frame.columns))
-    whole = engine.run_whole_frame(suite, frame).results
-    for merged, ref in zip(result.results, whole, strict=True):
-        assert merged.success is False and ref.success is False
-        assert merged.exception_info["raised_exception"]
-        assert '"q"' in merged.exception_info["exception_message"]
+    [entry] = runner.run([("s.json", data)], partitions(frame, [1500]), list(frame.columns))
+    assert_same(entry["results"], whole_frame(data, frame))
+    for r in entry["results"]:
+        assert r["success"] is False and '"q"' in r["exception"]

@@ -1,0 +1,337 @@
+"""The expectations prepflow generates from the config, on numpy/pyarrow kernels (no GX import).
+
+Each generated expectation type has a kernel: ``partial(frame)`` reads one pandas partition (which
+carries its global row index) and returns a small, mergeable value; ``merge(partials)`` (partials in
+partition order, which is row order) returns the result JSON (``expectations.results``) that Great
+Expectations 1.x gives for the whole frame. ``tests/unit/test_gx_kernels.py`` checks every kernel
+against GX itself, on hypothesis frames cut into partitions anywhere.
+
+* row-wise checks (between, not null, the number pattern) count per partition and keep their first
+  ``PARTIAL_UNEXPECTED_COUNT`` unexpected values and index labels; counts add, lists concatenate.
+* uniqueness keeps each partition's sorted non-null values (numbers; anything else as pandas
+  hashes, verified value by value among equal hashes) with their positions; the merge sorts the
+  runs together (numpy's stable sort merges sorted runs in about linear time) and flags every row
+  of a repeated value, as GX's ``duplicated(keep=False)``.
+* distinct values merge as sets, the row count and the non-null proportion as counts.
+
+The number pattern (``NUMBER_PATTERN``, Python ``re`` semantics, the regex GX is given) runs on
+Arrow's RE2 engine as ``NUMBER_PATTERN_ASCII``, which matches the same ASCII strings (Python's
+``\\s`` on ASCII also matches ``\\x1c``-``\\x1f``, its ``\\d`` only ``0-9``); the rare values with
+other characters (Unicode digits and spaces differ between the engines) are matched by ``re``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from expectations import results
+from expectations.suites import PARTIAL_UNEXPECTED_COUNT
+
+NUMBER_PATTERN = r"^\s*(?:[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[Nn][Aa][Nn]?|[Nn][Uu][Ll][Ll]|[Nn]one)?\s*$"
+_S = r"[\t\n\x0b\x0c\r \x1c-\x1f]"
+NUMBER_PATTERN_ASCII = (rf"^{_S}*(?:[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[Nn][Aa][Nn]?|[Nn][Uu][Ll][Ll]"
+                        rf"|[Nn]one)?{_S}*$")
+# Regexes the kernel runs on RE2, with their RE2 equivalent on ASCII strings.
+RE2_EQUIVALENT = {NUMBER_PATTERN: NUMBER_PATTERN_ASCII}
+
+_BETWEEN_TYPE_ERROR = "Column values, min_value, and max_value must either be None or of the same type."
+
+
+class KernelError(Exception):
+    """An expectation that cannot be evaluated on the data (GX raises for it too); its message is
+    reported in the result."""
+
+
+def missing_column(column: str) -> str:
+    return f'Error: The column "{column}" in BatchData does not exist.'
+
+
+def is_numeric(dtype) -> bool:
+    return (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)) \
+        and not isinstance(dtype, pd.CategoricalDtype)
+
+
+def numbers(series: pd.Series) -> np.ndarray:
+    """A null-free numeric series as a numpy array (masked and Arrow dtypes as their numpy dtype)."""
+    numpy_dtype = getattr(series.dtype, "numpy_dtype", None)
+    return series.to_numpy(dtype=numpy_dtype) if numpy_dtype is not None else series.to_numpy()
+
+
+def _float_bound(value):
+    """GX reports integer bounds as floats (its pydantic field type)."""
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class Kernel:
+    """One generated expectation. Subclasses set ``columns`` (the columns it reads)."""
+
+    type: str = ""
+
+    def __init__(self, kwargs: dict, columns: list[str]):
+        self.kwargs = {k: v for k, v in kwargs.items() if v is not None}
+        self.table_columns = list(columns)
+        self.column = kwargs.get("column")
+
+    def reported_kwargs(self) -> dict:
+        return dict(self.kwargs)
+
+    @property
+    def absent(self) -> str | None:
+        """The column this expectation names that the table lacks, if any."""
+        return self.column if self.column is not None and self.column not in self.table_columns else None
+
+    def partial(self, frame: pd.DataFrame) -> Any:
+        raise NotImplementedError
+
+    def result(self, partials: list) -> tuple[bool, dict]:
+        raise NotImplementedError
+
+    def merge(self, partials: list) -> dict:
+        if self.absent is not None:
+            return results.failed(self.type, self.reported_kwargs(), missing_column(self.absent))
+        errors = [p for p in partials if isinstance(p, KernelError)]
+        if errors:
+            return results.failed(self.type, self.reported_kwargs(), str(errors[0]))
+        success, result = self.result(partials)
+        return results.entry(self.type, self.reported_kwargs(), success, result)
+
+    def scan(self, frame: pd.DataFrame) -> Any:
+        """``partial`` guarded: a missing column gives nothing, an evaluation error its message."""
+        if self.absent is not None:
+            return None
+        try:
+            return self.partial(frame)
+        except KernelError as exc:
+            return exc
+
+
+# ---- schema and table --------------------------------------------------------------------------
+
+class ColumnToExist(Kernel):
+    type = "expect_column_to_exist"
+
+    @property
+    def absent(self) -> None:
+        return None
+
+    def partial(self, frame):
+        return None
+
+    def result(self, partials):
+        return self.column in self.table_columns, {}
+
+
+class TableRowCountToEqual(Kernel):
+    type = "expect_table_row_count_to_equal"
+
+    def partial(self, frame):
+        return len(frame)
+
+    def result(self, partials):
+        rows = int(sum(partials))
+        return rows == self.kwargs["value"], {"observed_value": rows}
+
+
+class ProportionOfNonNull(Kernel):
+    type = "expect_column_proportion_of_non_null_values_to_be_between"
+
+    def reported_kwargs(self):
+        return {k: _float_bound(v) if k in ("min_value", "max_value") else v for k, v in self.kwargs.items()}
+
+    def partial(self, frame):
+        col = frame[self.column]
+        return len(col), int(col.notna().sum())
+
+    def result(self, partials):
+        rows, nonnull = sum(p[0] for p in partials), sum(p[1] for p in partials)
+        observed = nonnull / rows if rows > 0 else 0
+        kw = self.kwargs
+        return results.between(observed, kw.get("min_value"), kw.get("max_value"), kw.get("strict_min", False),
+                               kw.get("strict_max", False)), {"observed_value": observed}
+
+
+class DistinctValuesToContainSet(Kernel):
+    type = "expect_column_distinct_values_to_contain_set"
+
+    def partial(self, frame):
+        col = frame[self.column].dropna()
+        return set(pd.unique(numbers(col)).tolist() if is_numeric(col.dtype) else col.unique().tolist())
+
+    def result(self, partials):
+        present = set().union(*partials) if partials else set()
+        missing = set(self.kwargs["value_set"]) - present
+        try:
+            ordered = sorted(missing)
+        except TypeError:
+            ordered = sorted(missing, key=repr)
+        return not missing, {"observed_value": None, "missing_count": len(missing),
+                             "partial_missing_list": ordered[:PARTIAL_UNEXPECTED_COUNT]}
+
+
+# ---- row-wise ----------------------------------------------------------------------------------
+
+class _RowWise(Kernel):
+    """A map expectation: nulls set apart (``missing_count``), ``unexpected(non-null values)`` decides."""
+
+    def unexpected(self, values: pd.Series) -> np.ndarray:
+        raise NotImplementedError
+
+    def partial(self, frame):
+        col = frame[self.column]
+        null = col.isna().to_numpy(dtype=bool)
+        missing = int(null.sum())
+        values = col[~null] if missing else col
+        mask = self.unexpected(values) if len(values) else np.zeros(0, dtype=bool)
+        first = np.flatnonzero(mask)[:PARTIAL_UNEXPECTED_COUNT]
+        return {"rows": len(col), "missing": missing, "unexpected": int(np.count_nonzero(mask)),
+                "values": values.iloc[first].tolist(), "index": values.index[first].tolist()}
+
+    def result(self, partials):
+        return results.map_result(sum(p["rows"] for p in partials), sum(p["missing"] for p in partials),
+                                  sum(p["unexpected"] for p in partials),
+                                  [v for p in partials for v in p["values"]][:PARTIAL_UNEXPECTED_COUNT],
+                                  [i for p in partials for i in p["index"]][:PARTIAL_UNEXPECTED_COUNT],
+                                  self.kwargs.get("mostly", 1.0))
+
+
+class ValuesToBeBetween(_RowWise):
+    type = "expect_column_values_to_be_between"
+
+    def reported_kwargs(self):
+        return {k: _float_bound(v) if k in ("min_value", "max_value") else v for k, v in self.kwargs.items()}
+
+    def partial(self, frame):
+        low, high = self.kwargs.get("min_value"), self.kwargs.get("max_value")
+        if low is None and high is None:
+            raise KernelError("min_value and max_value cannot both be None")
+        if low is not None and high is not None and low > high:
+            raise KernelError("min_value cannot be greater than max_value")
+        return super().partial(frame)
+
+    def unexpected(self, values):
+        kw = self.kwargs
+        low, high = kw.get("min_value"), kw.get("max_value")
+        if not is_numeric(values.dtype):
+            raise KernelError(_BETWEEN_TYPE_ERROR)
+        x = numbers(values)
+        inside = np.ones(len(x), dtype=bool)
+        if low is not None:
+            inside &= x > low if kw.get("strict_min") else x >= low
+        if high is not None:
+            inside &= x < high if kw.get("strict_max") else x <= high
+        return ~inside
+
+
+class ValuesToMatchRegex(_RowWise):
+    type = "expect_column_values_to_match_regex"
+
+    def unexpected(self, values):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        regex = self.kwargs["regex"]
+        if regex not in RE2_EQUIVALENT:
+            raise KernelError(f"no RE2 equivalent of the regex {regex!r} is known to prepflow")
+        if not pd.api.types.is_string_dtype(values.dtype) or values.dtype == object:
+            values = values.astype(str)  # what GX matches: the values as Python strings
+        arr = pa.array(values, type=pa.large_string())
+        matched = pc.match_substring_regex(arr, RE2_EQUIVALENT[regex]).to_numpy(zero_copy_only=False)
+        other = np.flatnonzero(~pc.string_is_ascii(arr).to_numpy(zero_copy_only=False))
+        if len(other):  # non-ASCII values: Python's re, which GX uses
+            pattern = re.compile(regex)
+            matched = matched.copy()
+            matched[other] = [pattern.search(s) is not None for s in arr.take(pa.array(other)).to_pylist()]
+        return ~matched
+
+
+class ValuesToNotBeNull(Kernel):
+    type = "expect_column_values_to_not_be_null"
+
+    def partial(self, frame):
+        col = frame[self.column]
+        null = col.isna().to_numpy(dtype=bool)
+        first = np.flatnonzero(null)[:PARTIAL_UNEXPECTED_COUNT]
+        # the null values themselves: GX counts each NaN apart (NaN != NaN) but None or pd.NA together
+        return {"rows": len(col), "unexpected": int(null.sum()), "values": col.iloc[first].tolist(),
+                "index": col.index[first].tolist()}
+
+    def result(self, partials):
+        return results.map_result(sum(p["rows"] for p in partials), None, sum(p["unexpected"] for p in partials),
+                                  [v for p in partials for v in p["values"]][:PARTIAL_UNEXPECTED_COUNT],
+                                  [i for p in partials for i in p["index"]][:PARTIAL_UNEXPECTED_COUNT],
+                                  self.kwargs.get("mostly", 1.0))
+
+
+class ValuesToBeUnique(Kernel):
+    """Every non-null value occurs once; unexpected: every row whose value repeats (GX:
+    ``duplicated(keep=False)``)."""
+
+    type = "expect_column_values_to_be_unique"
+
+    def partial(self, frame):
+        col = frame[self.column]
+        null = col.isna().to_numpy(dtype=bool)
+        values = col[~null] if null.any() else col
+        hashed = not is_numeric(values.dtype)
+        keys = pd.util.hash_pandas_object(values, index=False).to_numpy() if hashed else numbers(values)
+        order = np.argsort(keys, kind="stable")
+        return {"rows": len(col), "missing": int(null.sum()), "keys": keys[order], "order": order,
+                "values": values if hashed else None, "labels": values.index}
+
+    def result(self, partials):
+        rows = sum(p["rows"] for p in partials)
+        missing = sum(p["missing"] for p in partials)
+        keys = [p["keys"] for p in partials]
+        part = np.concatenate([np.full(len(k), i, dtype=np.int64) for i, k in enumerate(keys)]) if keys else \
+            np.zeros(0, dtype=np.int64)
+        pos = np.concatenate([p["order"] for p in partials]) if partials else np.zeros(0, dtype=np.int64)
+        merged = np.concatenate(keys) if keys else np.zeros(0)
+        by_key = np.argsort(merged, kind="stable")  # sorted runs: merged in about linear time
+        merged, part, pos = merged[by_key], part[by_key], pos[by_key]
+        same = merged[1:] == merged[:-1]
+        repeated = np.zeros(len(merged), dtype=bool)
+        repeated[1:] |= same
+        repeated[:-1] |= same
+        keys, part, pos = merged[repeated], part[repeated], pos[repeated]
+        hashed = bool(partials) and partials[0]["values"] is not None
+        if hashed and len(part):  # equal hashes: compare the values themselves
+            candidates = pd.Series([partials[p]["values"].iloc[i] for p, i in zip(part.tolist(), pos.tolist(),
+                                                                                  strict=True)], dtype=object)
+            keep = candidates.duplicated(keep=False).to_numpy()
+            keys, part, pos = keys[keep], part[keep], pos[keep]
+        first = np.lexsort((pos, part))[:PARTIAL_UNEXPECTED_COUNT]  # row order: partition, then position
+        index = [partials[p]["labels"][i] for p, i in zip(part[first].tolist(), pos[first].tolist(), strict=True)]
+        values = ([partials[p]["values"].iloc[i] for p, i in zip(part[first].tolist(), pos[first].tolist(),
+                                                                  strict=True)]
+                  if hashed else keys[first].tolist())
+        return results.map_result(rows, missing, len(part), values, results.clean(index),
+                                  self.kwargs.get("mostly", 1.0))
+
+
+KERNELS: dict[str, type[Kernel]] = {k.type: k for k in (
+    ColumnToExist, TableRowCountToEqual, ProportionOfNonNull, DistinctValuesToContainSet, ValuesToBeBetween,
+    ValuesToMatchRegex, ValuesToNotBeNull, ValuesToBeUnique)}
+
+
+def kernels(suite: dict, columns: list[str]) -> list[Kernel]:
+    """The kernels of a generated suite's expectations, in suite order."""
+    out = []
+    for exp in suite["expectations"]:
+        if exp["type"] not in KERNELS:  # a generator and its kernels disagree: a bug, not a user error
+            raise AssertionError(f"no kernel for generated expectation type {exp['type']}")
+        out.append(KERNELS[exp["type"]](exp.get("kwargs", {}), columns))
+    return out
+
+
+def scan(checks: list[Kernel], frame: pd.DataFrame) -> list:
+    """One partition's partials, one per kernel."""
+    return [check.scan(frame) for check in checks]
+
+
+def merge(checks: list[Kernel], scanned: list[list]) -> list[dict]:
+    """Result JSON per kernel from every partition's ``scan`` (in partition order)."""
+    return [check.merge([s[i] for s in scanned]) for i, check in enumerate(checks)]
