@@ -136,7 +136,8 @@ def test_legacy_forms_are_upgraded():
         "input_features": [{"name": "s", "type": "sequence", "preprocessing": {"word_most_common": 7,
                                                                                "sequence_length_limit": 9}},
                            {"name": "n", "type": "numerical", "preprocessing": {"missing_value_strategy": "backfill"}}],
-        "output_features": [{"name": "y", "type": "binary"}],
+        "output_features": [{"name": "y", "type": "binary", "fc_layers": [{"output_size": 64}], "num_fc_layers": 2,
+                             "weight_regularization": None}],
         "preprocessing": {"split_probabilities": [0.8, 0.1, 0.1], "stratify": "y", "force_split": False,
                           "text": {"most_common": 5}},
         "training": {"epochs": 1},
@@ -147,6 +148,7 @@ def test_legacy_forms_are_upgraded():
     split = config.preprocessing.split
     assert (split.type, split.column, split.probabilities) == ("stratify", "y", [0.8, 0.1, 0.1])
     assert config.defaults["text"].preprocessing == {"most_common": 5}
+    assert config.output_features[0].model_dump(exclude_none=True).keys() == {"name", "type", "preprocessing"}
 
 
 def test_sequence_length_fixes_the_width_as_in_ludwig():
