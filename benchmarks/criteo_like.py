@@ -5,7 +5,8 @@ integer counts as float64, 0-45 % nulls per column), ``C1..C26`` (8-hex-digit st
 Criteo's hashed ids, 0-40 % nulls per column). Each categorical column draws ranks from a
 truncated Zipf (s = 1.05) over its value space, Criteo 1TB's cardinalities (DLRM's table) clipped to
 [10, 10^7]; a rank becomes a string by a bijective 32-bit mix, so distinct ranks stay distinct. The
-table is written as one Parquet file in row groups of 1M rows, generated 1M rows at a time.
+table is written as one Parquet file in row groups of ``--row-group-rows`` (262,144: 8 row groups at 2M
+rows), generated 1M rows at a time.
 
 Config: 13 number features (zscore, mean fill), 26 category features keeping every value
 (``most_common`` 10^8, ``min_frequency`` 1: the largest vocabularies, several over 10^6 ids and so
@@ -15,11 +16,18 @@ For each worker count a fresh ``LocalCluster`` (processes, 1 thread each, worker
 ``ARROW_DEFAULT_MEMORY_POOL=system``) and a fresh stage cache; records wall time, stage seconds,
 peak RSS (VmHWM) and CPU seconds of each worker (read from the workers after the run) and of the
 prepflow process (VmHWM polled every second; CPU from ``wait4``), and the load average before,
-during (sampled every 10 s) and after. The shuffle volume of the vocabulary fit (rows and
-bytes of the per-partition ``(feature, value, count)`` tables) is computed afterwards from the data,
-the run's split and the ingest partitioning.
+during (sampled every 10 s) and after. ``--shuffle-volume``: the shuffle volume of the vocabulary fit
+(rows and bytes of the per-partition ``(feature, value, count)`` tables), computed afterwards from the
+data, the run's split and the ingest partitioning. Worker count 0 is a local run (no cluster: Dask's
+threads in the prepflow process).
 
-    python benchmarks/criteo_like.py --rows 20000000 --workers 1,2 [--work /tmp/criteo] [--keep]
+In the same invocation, ``benchmarks/polars_reference.py`` (a hand-written polars pass: the same fit,
+encode, split and zstd Parquet write; ``pip install .[bench]``) runs on the same file, and each run
+prints the flow process's share of all CPU, its peak RSS, the workers' CPU per row and the ratio of
+the run's CPU (flow + workers) to polars' CPU. ``--baseline DIR`` also runs the prepflow of another
+checkout (e.g. ``git worktree add /tmp/h7-base 34adbce``) on the same file, alternating with this one.
+
+    python benchmarks/criteo_like.py --rows 2000000 --workers 0,1,2 [--baseline /tmp/h7-base] [--work /tmp/criteo]
 """
 
 from __future__ import annotations
@@ -77,7 +85,7 @@ def _zipf_ranks(rng: np.random.Generator, n: int, card: int) -> np.ndarray:
     return np.minimum(np.floor(x).astype(np.int64), card) - 1
 
 
-def generate(rows: int, path: Path, seed: int = 0) -> None:
+def generate(rows: int, path: Path, seed: int = 0, row_group_rows: int = 1 << 18) -> None:
     rng = np.random.default_rng(seed)
     num_null = rng.uniform(0.0, 0.45, len(NUMERIC))
     cat_null = np.where(rng.random(len(CATEGORICAL)) < 0.5, 0.0, rng.uniform(0.0, 0.4, len(CATEGORICAL)))
@@ -98,7 +106,7 @@ def generate(rows: int, path: Path, seed: int = 0) -> None:
         table = pa.table(cols)
         if writer is None:
             writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
-        writer.write_table(table, row_group_size=CHUNK)
+        writer.write_table(table, row_group_size=row_group_rows)
     writer.close()
     os.replace(tmp, path)
 
@@ -163,53 +171,100 @@ class LoadSampler:
         self._thread.join()
 
 
-def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str) -> dict:
+def _cpu(usage) -> float:
+    return usage.ru_utime + usage.ru_stime
+
+
+def _run_child(cmd: list[str], cwd: Path, env: dict, work: Path) -> tuple[float, float, float, list[float]]:
+    """Run ``cmd``; its own CPU seconds (all its threads, from ``wait4``), wall seconds, peak RSS (MB) and
+    the 1-minute load averages sampled meanwhile."""
+    start = time.perf_counter()
+    with LoadSampler() as load, open(work / "stdout.txt", "w") as stdout, open(work / "stderr.txt", "w") as stderr:
+        proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, cwd=cwd, env=env)
+        load.pid = proc.pid
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own CPU time (not the workers')
+    if os.waitstatus_to_exitcode(status):
+        raise SystemExit(f"{cmd[:3]} failed:\n{(work / 'stderr.txt').read_text()[-4000:]}")
+    return _cpu(usage), time.perf_counter() - start, load.peak_mb, load.samples
+
+
+def run_polars(data: Path, work: Path) -> dict:
+    out = work / "polars_out"
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "polars_reference.py"), str(data), str(out)]
+    cpu, wall, peak, _load = _run_child(cmd, ROOT, dict(os.environ), work)
+    shutil.rmtree(out, ignore_errors=True)
+    return {"variant": "polars", "cpu_s": round(cpu, 1), "wall_s": round(wall, 1), "peak_rss_mb": round(peak)}
+
+
+def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str, tree: Path = ROOT,
+             variant: str = "this") -> dict:
+    """One cold ``prepflow run`` of the checkout ``tree`` (its code in the flow process and the workers);
+    ``workers`` 0: without a cluster."""
+    import contextlib
+
     from distributed import Client, LocalCluster
 
-    cache, out = work / f"cache_w{workers}", work / f"out_w{workers}"
+    cache, out = work / f"cache_{variant}_w{workers}", work / f"out_{variant}_w{workers}"
     shutil.rmtree(cache, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
+    # this checkout starts and keeps its own local Prefect server
+    env = {**os.environ, "PYTHONPATH": str(tree), "PREPFLOW_HOME": str(work / f"home_{variant}")}
+    started = sorted((work / "home_this").glob("servers/*/server.json"))
+    if variant != "this" and started:  # another checkout uses this one's server (a start can take > 60 s here)
+        env["PREFECT_API_URL"] = json.loads(started[0].read_text())["url"]
     load_before = os.getloadavg()
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, memory_limit=memory_limit,
-                      host="127.0.0.1", dashboard_address=None, worker_dashboard_address=None,
-                      env={"ARROW_DEFAULT_MEMORY_POOL": "system"}) as cluster, Client(cluster) as client:
-        cmd = [str(Path(sys.executable).parent / "prepflow"), "run", str(cfg), "--dataset", str(data), "--output",
-               str(out), "--cache-dir", str(cache), "--dask-address", cluster.scheduler_address, "--json"]
-        idle = client.run(_worker_usage)
-        start = time.perf_counter()
-        with LoadSampler() as load, open(work / "stdout.txt", "w") as stdout, \
-                open(work / "stderr.txt", "w") as stderr:
-            proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, cwd=ROOT)
-            load.pid = proc.pid
-            _, status, usage = os.wait4(proc.pid, 0)  # this child's own CPU time (not the workers')
-            proc.returncode = os.waitstatus_to_exitcode(status)
-        wall = time.perf_counter() - start
-        if proc.returncode:
-            raise SystemExit(f"prepflow failed ({proc.returncode}):\n{(work / 'stderr.txt').read_text()[-4000:]}")
-        used = client.run(_worker_usage)
+    with contextlib.ExitStack() as stack:
+        cmd = [sys.executable, "-m", "flows.cli", "run", str(cfg), "--dataset", str(data), "--output", str(out),
+               "--cache-dir", str(cache), "--json"]
+        client = None
+        if workers:
+            cluster = stack.enter_context(LocalCluster(
+                n_workers=workers, threads_per_worker=1, processes=True, memory_limit=memory_limit,
+                host="127.0.0.1", dashboard_address=None, worker_dashboard_address=None,
+                env={"ARROW_DEFAULT_MEMORY_POOL": "system", "PYTHONPATH": str(tree)}))
+            client = stack.enter_context(Client(cluster))
+            cmd += ["--dask-address", cluster.scheduler_address]
+            idle = client.run(_worker_usage)
+        flow_cpu, wall, flow_peak, samples = _run_child(cmd, tree, env, work)
+        used = client.run(_worker_usage) if client is not None else {}
     load_after = os.getloadavg()
     summary = json.loads((work / "stdout.txt").read_text().strip().splitlines()[-1])
     stages = {s["name"]: round(s["seconds"], 1) for s in summary["stages"]}
-    rows = sum(summary["rows"].values())
     meta = json.loads((Path(summary["artifact_path"]) / "training_set_metadata.json").read_text())
+    worker_cpu = sum(v["cpu_s"] for v in used.values()) - sum(v["cpu_s"] for v in idle.values()) if used else 0.0
     result = {
-        "workers": workers, "command": " ".join(cmd[1:]), "wall_s": round(wall, 1), "stages": stages,
-        "rows_published": rows,
-        "client_cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
-        "client_peak_rss_mb": round(load.peak_mb),
+        "variant": variant, "tree": str(tree), "workers": workers, "command": " ".join(cmd[3:]),
+        "wall_s": round(wall, 1), "stages": stages, "rows_published": sum(summary["rows"].values()),
+        "client_cpu_s": round(flow_cpu, 1), "client_peak_rss_mb": round(flow_peak),
         "worker_peak_rss_mb": sorted(round(v["peak_rss_mb"]) for v in used.values()),
-        "worker_cpu_s": round(sum(v["cpu_s"] for v in used.values()) - sum(v["cpu_s"] for v in idle.values()), 1),
+        "worker_cpu_s": round(worker_cpu, 1),
+        "flow_cpu_share": round(flow_cpu / (flow_cpu + worker_cpu), 3),
         "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in load_after],
-        "loadavg_1min_during": {"mean": round(float(np.mean(load.samples)), 2) if load.samples else None,
-                                "max": round(max(load.samples), 2) if load.samples else None},
+        "loadavg_1min_during": {"mean": round(float(np.mean(samples)), 2) if samples else None,
+                                "max": round(max(samples), 2) if samples else None},
         "vocab_sizes": {c: meta[c]["vocab_size"] for c in CATEGORICAL},
         "parquet_vocabularies": sorted(c for c in CATEGORICAL if "vocab_file" in meta[c]),
         "artifact_mb": round(sum(p.stat().st_size for p in Path(summary["artifact_path"]).rglob("*")
                                  if p.is_file()) / 2**20),
+        "artifact_sha256": _artifact_digest(Path(summary["artifact_path"])),
     }
     result["split_path"] = str(next((cache / "split").glob("*/split.npy")))
     result["ingest_parts"] = len(list((cache / "ingest").glob("*/data/part-*.arrow")))
     return result
+
+
+def _artifact_digest(path: Path) -> str:
+    """sha256 over the artifact's row files (names and bytes): equal for two checkouts that publish the
+    same data (manifest and feature spec carry the artifact id, which changes with the code)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for p in sorted(path.rglob("*")):
+        if p.is_file() and p.suffix in (".parquet", ".npy"):
+            h.update(p.relative_to(path).as_posix().encode())
+            h.update(hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()
 
 
 def shuffle_volume(data: Path, split_npy: str, part_rows: int) -> dict:
@@ -229,37 +284,64 @@ def shuffle_volume(data: Path, split_npy: str, part_rows: int) -> dict:
     return {"rows": rows, "bytes": nbytes}
 
 
+def per_row(result: dict, rows: int, polars_cpu: float | None) -> dict:
+    total = result["client_cpu_s"] + result["worker_cpu_s"]
+    out = {"cpu_s": round(total, 1), "us_per_row": round(total / rows * 1e6, 2),
+           "worker_us_per_row": round(result["worker_cpu_s"] / rows * 1e6, 2),
+           "flow_us_per_row": round(result["client_cpu_s"] / rows * 1e6, 2)}
+    if polars_cpu:
+        out["ratio_to_polars"] = round(total / polars_cpu, 2)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rows", type=int, default=20_000_000)
-    parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--workers", default="1,2", help="worker processes per run, comma-separated; 0: local run")
     parser.add_argument("--work", default="/tmp/prepflow-criteo")
     parser.add_argument("--memory-limit", default="8GB", help="per worker")
+    parser.add_argument("--row-group-rows", type=int, default=1 << 18)
+    parser.add_argument("--baseline", type=Path, help="another checkout, run alternately with this one")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each variant and worker count")
+    parser.add_argument("--no-polars", action="store_true")
+    parser.add_argument("--shuffle-volume", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep caches and artifacts")
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    data = work / f"criteo_like_{args.rows}.parquet"
+    data = work / f"criteo_like_{args.rows}_rg{args.row_group_rows}.parquet"
     if not data.exists():
         start = time.perf_counter()
-        generate(args.rows, data)
+        generate(args.rows, data, row_group_rows=args.row_group_rows)
         print(json.dumps({"generated_rows": args.rows, "seconds": round(time.perf_counter() - start, 1),
                           "parquet_mb": round(data.stat().st_size / 2**20)}), flush=True)
     cfg = work / "config.yaml"
     cfg.write_text(yaml.safe_dump(config()))
+    polars_cpu = None
+    if not args.no_polars:
+        ref = run_polars(data, work)
+        polars_cpu = ref["cpu_s"]
+        print(json.dumps({**ref, "us_per_row": round(ref["cpu_s"] / args.rows * 1e6, 2)}), flush=True)
+    variants = [("this", ROOT)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
     volume = None
-    for workers in (int(w) for w in args.workers.split(",")):
-        result = run_once(workers, cfg, data, work, args.memory_limit)
-        result["cores"] = os.cpu_count()
-        if volume is None:
-            from tasks.ingest import PART_ROWS
+    for _ in range(args.repeat):
+        for workers in (int(w) for w in args.workers.split(",")):
+            for variant, tree in variants:
+                result = run_once(workers, cfg, data, work, args.memory_limit, tree, variant)
+                result["cores"] = os.cpu_count()
+                result["per_row"] = per_row(result, args.rows, polars_cpu)
+                if args.shuffle_volume and volume is None:
+                    from tasks.ingest import PART_ROWS
 
-            volume = shuffle_volume(data, result["split_path"], PART_ROWS)
-        result["shuffle"] = volume
-        print(json.dumps(result), flush=True)
-        if not args.keep:
-            shutil.rmtree(work / f"cache_w{workers}", ignore_errors=True)
-            shutil.rmtree(work / f"out_w{workers}", ignore_errors=True)
+                    volume = shuffle_volume(data, result["split_path"], PART_ROWS)
+                result["shuffle"] = volume
+                print(json.dumps(result), flush=True)
+                if not args.keep:
+                    shutil.rmtree(work / f"cache_{variant}_w{workers}", ignore_errors=True)
+                    shutil.rmtree(work / f"out_{variant}_w{workers}", ignore_errors=True)
+    if not args.no_polars:  # polars again at the end: the machine's load may have changed
+        ref = run_polars(data, work)
+        print(json.dumps({**ref, "us_per_row": round(ref["cpu_s"] / args.rows * 1e6, 2)}), flush=True)
 
 
 if __name__ == "__main__":
