@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Callable
 
 from core.errors import ConfigError, PrepflowError
+from flows import serve as serve_command
+from flows.flow_parameters import add_flow_parameters
 
 COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
 
@@ -49,16 +51,6 @@ def _quiet_prefect_tracebacks() -> None:
 
 
 # ---- run ---------------------------------------------------------------------------------------
-
-def add_flow_parameters(p: argparse.ArgumentParser) -> None:
-    """The preprocess flow's parameters (shared by ``run`` and ``serve``)."""
-    p.add_argument("config", help="config YAML")
-    p.add_argument("--dataset", required=True, help="dataset path or fsspec URL")
-    p.add_argument("--output", required=True, help="artifact root folder or URL")
-    p.add_argument("--cache-dir", default=".prepflow-cache", help="stage cache folder (default .prepflow-cache)")
-    p.add_argument("--npartitions", type=int, default=None, help="Dask partitions (default: one per 256k rows)")
-    p.add_argument("--dask-address", default=None, help="Dask scheduler, e.g. tcp://host:8786")
-
 
 def _setup_run(p: argparse.ArgumentParser) -> None:
     add_flow_parameters(p)
@@ -125,20 +117,71 @@ def _progress_bar(enabled: bool):
     return running()
 
 
-def _no_heartbeat_for_local_runs():
-    """A CLI run is watched by the user's terminal: skip Prefect's flow heartbeat thread.
-
-    Its shutdown joins a thread that sleeps in 1 s steps, costing ~0.9 s per run (measured:
-    0.30 s vs 1.15 s for a one-task flow). Deployments run by a worker keep heartbeats (crash
-    detection); so does a user who sets PREFECT_FLOWS_HEARTBEAT_FREQUENCY.
-    """
+def _no_heartbeat(mode: str):
+    """A run on the local server skips Prefect's flow heartbeat thread: its shutdown joins a thread that
+    sleeps in 1 s steps, ~0.9 s per run (measured: 0.30 s vs 1.15 s for a one-task flow), and the local
+    server marks a run whose process died as Crashed anyway (flows/run_registry.py). With a remote server
+    (PREFECT_API_URL) the heartbeat stays on, so does it when PREFECT_FLOWS_HEARTBEAT_FREQUENCY is set."""
     import contextlib
 
-    if os.environ.get("PREFECT_FLOWS_HEARTBEAT_FREQUENCY"):
+    if mode == "remote" or os.environ.get("PREFECT_FLOWS_HEARTBEAT_FREQUENCY"):
         return contextlib.nullcontext()
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     return temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
+
+
+def _run_flow(args: argparse.Namespace, config) -> dict:
+    """The preprocess flow, named and tagged for the UI (flows/run_labels.py). Bookkeeping never fails the
+    run: a Prefect API that cannot be reached, or fails the flow, leaves the run to finish without it."""
+    from flows import bookkeeping, without_prefect
+    from flows.local_server import configure_prefect, runs_dir
+
+    try:
+        mode = configure_prefect()
+    except PrepflowError as exc:  # no local server: the run goes on without one
+        bookkeeping.note_incomplete("local Prefect server", exc)
+        return _finish_without_prefect(args, without_prefect, bookkeeping)
+    from prefect import tags
+
+    from flows.preprocess import preprocess
+    from flows.run_labels import run_name, run_tags
+
+    _quiet_prefect_tracebacks()
+    record = bookkeeping.RunRecord(runs_dir() if mode == "local" else None)
+    flow = preprocess.with_options(flow_run_name=run_name(args.dataset, args.config, config),
+                                   on_running=[*preprocess.on_running_hooks, record])
+    try:
+        with _no_heartbeat(mode), tags(*run_tags(args.dataset, config)), \
+                _progress_bar(enabled=not args.json and sys.stderr.isatty()):
+            summary = flow(config=args.config, dataset=args.dataset, output=args.output,
+                           cache_dir=args.cache_dir, npartitions=args.npartitions, dask_address=args.dask_address)
+    except Exception as exc:
+        if not bookkeeping.is_api_failure(exc):
+            record.finish()  # a failed run, recorded as Failed
+            raise
+        record.finish(recorded=False)  # its final state may be missing: the next sweep marks it Crashed
+        bookkeeping.note_incomplete("flow run", exc)
+        return _finish_without_prefect(args, without_prefect, bookkeeping)
+    record.finish(summary.get("artifact_id"))
+    return _with_ui_record(summary, bookkeeping)
+
+
+def _finish_without_prefect(args: argparse.Namespace, without_prefect, bookkeeping) -> dict:
+    print("prepflow: warning: the Prefect API failed; finishing the run without it (its UI record is "
+          "incomplete)", file=sys.stderr)
+    summary = without_prefect.run(args.config, args.dataset, args.output, args.cache_dir, args.npartitions,
+                                  args.dask_address)
+    return _with_ui_record(summary, bookkeeping)
+
+
+def _with_ui_record(summary: dict, bookkeeping) -> dict:
+    """``ui_record_incomplete``: what did not reach the Prefect API (absent when everything did)."""
+    missing = bookkeeping.incomplete()
+    if missing:
+        print(f"prepflow: warning: Prefect UI record incomplete: {'; '.join(missing)}", file=sys.stderr)
+        return {**summary, "ui_record_incomplete": missing}
+    return summary
 
 
 @command("run", _setup_run)
@@ -169,20 +212,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             summary["report_path"] = _reused_report(reused["artifact_path"])
             _report(args, summary, time.perf_counter() - start)
             return 0
-    from flows import process_tuning
-    from flows.local_server import configure_prefect
-    from tasks import validate
-
-    validate.start_gate_server(config, local=False if args.dask_address else None)  # warms while Prefect starts
-    configure_prefect()
-    from flows.preprocess import preprocess
-
-    process_tuning.freeze_imports()  # Prefect, Dask, pandas, pyarrow: imported for good
-    _quiet_prefect_tracebacks()
-    with _no_heartbeat_for_local_runs(), _progress_bar(enabled=not args.json and sys.stderr.isatty()):
-        summary = preprocess(config=args.config, dataset=args.dataset, output=args.output,
-                             cache_dir=args.cache_dir, npartitions=args.npartitions,
-                             dask_address=args.dask_address)
+    summary = _run_flow(args, config)
     _report(args, summary, time.perf_counter() - start)
     return 0
 
@@ -344,18 +374,41 @@ def cmd_infer(args: argparse.Namespace) -> int:
 
 # ---- serve ---------------------------------------------------------------------------------------------
 
-def _setup_serve(p: argparse.ArgumentParser) -> None:
-    from flows.serve import setup_parser
-
-    setup_parser(p)
-
-
-@command("serve", _setup_serve)
+@command("serve", serve_command.setup_parser)
 def cmd_serve(args: argparse.Namespace) -> int:
     """The flow as a deployment with a cron schedule, triggerable from the UI (flows/serve.py)."""
-    from flows.serve import serve
+    return serve_command.serve(args)
 
-    return serve(args)
+
+# ---- server --------------------------------------------------------------------------------------------
+
+def _setup_server(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=["status", "stop"],
+                   help="status: where this installation's local Prefect server runs and keeps its state; "
+                        "stop: stop it (the next run starts it again)")
+    p.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
+
+
+@command("server", _setup_server)
+def cmd_server(args: argparse.Namespace) -> int:
+    """This installation's local Prefect server (flows/local_server.py): one per virtualenv and checkout."""
+    from flows import local_server
+
+    if args.action == "stop":
+        stopped = local_server.stop_server()
+        print(json.dumps({"stopped": stopped}) if args.json else
+              "stopped the local Prefect server" if stopped else "no local Prefect server was running")
+        return 0
+    info = local_server.status()
+    if args.json:
+        print(json.dumps(info))
+    elif info["running"]:
+        print(f"local Prefect server: UI {info['ui']}, API {info['url']}, pid {info['pid']}"
+              f"{'' if info['healthy'] else ' (not answering)'}; {len(info['live_runs'])} run(s) in progress")
+        print(f"state (database, log, reports): {info['state_dir']}")
+    else:
+        print(f"no local Prefect server running; its state would be in {info['state_dir']}")
+    return 0
 
 
 # ---- validate ------------------------------------------------------------------------------------------
@@ -400,9 +453,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    from flows import process_tuning
-
-    process_tuning.tune_malloc()  # a batch process: freed stage memory is kept for the next stage
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -3,11 +3,21 @@
 Artifact keys (Prefect requires lowercase letters, digits and dashes) stay the same from run to
 run, so the UI keeps each key's history: ``prepflow-statistics``, ``prepflow-validation-raw``,
 ``prepflow-validation-encoded``, ``prepflow-validation`` (the ``validate`` flow) and ``prepflow-report``
-(where the HTML data report is, ``tasks/report.py``).
+(where the HTML data report is, ``tasks/report.py``, with an http link to it: ``report_link``).
+
+Recording an artifact is bookkeeping: when the Prefect API fails (after the client's retries), it is
+logged and the run's UI record is marked incomplete (``flows/bookkeeping.py``), never raised.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+from flows import local_server
+from flows.bookkeeping import best_effort
+
+PRESIGNED_SECONDS = 7 * 24 * 3600  # the longest an S3 (SigV4) presigned URL may live
 STATISTICS_KEY = "prepflow-statistics"
 VALIDATION_KEY = "prepflow-validation"
 REPORT_KEY = "prepflow-report"
@@ -25,8 +35,9 @@ def statistics_artifact(stages: list) -> None:
 
     from tasks.pipeline import merged_statistics
 
-    create_table_artifact(key=STATISTICS_KEY, table=statistics_table(merged_statistics(stages)),
-                          description="prepflow statistics, merged over partitions and stages")
+    best_effort("statistics artifact", create_table_artifact, key=STATISTICS_KEY,
+                table=statistics_table(merged_statistics(stages)),
+                description="prepflow statistics, merged over partitions and stages")
 
 
 def validation_artifact(gates: list[dict], key: str | None = None) -> None:
@@ -38,18 +49,52 @@ def validation_artifact(gates: list[dict], key: str | None = None) -> None:
     if key is None:
         key = f"{VALIDATION_KEY}-{gates[0]['gate']}" if len(gates) == 1 else VALIDATION_KEY
     failed = [g["gate"] for g in gates if not g["success"]]
-    create_markdown_artifact(key=key, markdown=markdown(gates),
-                             description=f"failed gate(s): {', '.join(failed)}" if failed else "all gates passed")
+    best_effort(f"{key} artifact", create_markdown_artifact, key=key, markdown=markdown(gates),
+                description=f"failed gate(s): {', '.join(failed)}" if failed else "all gates passed")
 
 
-def report_artifact(location: str, summary: dict) -> None:
-    """Where the run's HTML data report is, with the run's summary, as a Markdown artifact."""
+def report_artifact(location: str, summary: dict) -> str:
+    """The run's HTML data report as a Markdown artifact: an http link to it (``report_link``) and the run's
+    summary. Call it for every run, cached or not. Returns the link."""
     from prefect.artifacts import create_markdown_artifact
 
     from tasks.report import markdown_summary
 
-    create_markdown_artifact(key=REPORT_KEY, markdown=markdown_summary(location, summary),
-                             description=f"prepflow data report: {location}")
+    link = report_link(location)
+    lines = markdown_summary(location, summary).splitlines()
+    opener = f"**[Open the data report]({link})**" + ("" if link.startswith("http") else
+                                                       " (a local file: copy the link into the address bar)")
+    markdown = "\n".join([lines[0], "", opener, *lines[1:]]) + "\n"
+    best_effort("report artifact", create_markdown_artifact, key=REPORT_KEY, markdown=markdown,
+                description=f"prepflow data report: {link}")
+    return link
+
+
+def report_link(location: str) -> str:
+    """Where a browser opens the report: served over http by this installation's local server (the report
+    is copied into the folder it serves), a presigned https/http URL for an S3 report, else ``file://``."""
+    if location.startswith(("http://", "https://")):
+        return location
+    if location.startswith("s3://"):
+        return _presigned(location) or location
+    if "://" in location:
+        return location
+    return local_server.publish_report(location) or Path(location).resolve().as_uri()
+
+
+def _presigned(location: str) -> str | None:
+    """A GET URL for an S3 object that needs no credentials for 7 days, shown as HTML in the browser."""
+    try:
+        import botocore.session  # optional heavy dependency: only for S3 outputs (s3fs brings it)
+
+        bucket, _, key = location.removeprefix("s3://").partition("/")
+        endpoint = os.environ.get("S3_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3")
+        client = botocore.session.get_session().create_client("s3", endpoint_url=endpoint)
+        return client.generate_presigned_url(
+            "get_object", ExpiresIn=PRESIGNED_SECONDS,
+            Params={"Bucket": bucket, "Key": key, "ResponseContentType": "text/html; charset=utf-8"})
+    except Exception:  # no credentials or botocore: the s3:// location itself
+        return None
 
 
 def print_statistics(console, artifact_path: str) -> None:

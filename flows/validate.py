@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
+from core.errors import ValidationFailed
+from expectations.report import format_gate
+from flows.reporting import validation_artifact
+from tasks.validate import validate_dataset
+
 
 @flow(name="validate", log_prints=True)
 def validate(dataset: str, configs: list[str] | None = None, suites: list[str] | None = None,
              cache_dir: str = ".prepflow-cache", npartitions: int | None = None) -> dict:
     """Validate ``dataset`` against the gates of ``configs`` and the expectation ``suites``."""
-    from expectations.report import format_gate
-    from flows.reporting import validation_artifact
-    from core.errors import ValidationFailed
-    from tasks.validate import validate_dataset
-
     report = validate_dataset(dataset, configs or [], suites or [], cache_dir=cache_dir, npartitions=npartitions)
     validation_artifact(report["gates"], key="prepflow-validation")
     logger = get_run_logger()

@@ -1,0 +1,34 @@
+"""How a ``prepflow run`` is named and tagged in the Prefect UI, so that a person can find it.
+
+Name: ``<dataset file> · <config file> · <config hash, 6 hex>``, e.g. ``flights.csv · c.yaml · 1a2b3c``.
+Tags: ``prepflow``, ``dataset:<dataset file>``, ``config:<config hash, 12 hex>``, and once the run has
+published, ``artifact:<artifact id>`` (``flows/bookkeeping.py:RunRecord.finish``). The config hash is
+the hash of the parsed, normalized config (the same content the artifact id hashes), so two edits of
+one YAML file get two hashes and a reformatted file keeps its hash.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from urllib.parse import urlparse
+
+from storage.hashing import stable_hash
+from tasks.publish import normalized_config
+
+
+def file_name(path_or_url: str) -> str:
+    """The last path component of a path or URL (``s3://b/data/flights.csv`` -> ``flights.csv``)."""
+    path = urlparse(path_or_url).path if "://" in path_or_url else path_or_url
+    return PurePosixPath(path.replace("\\", "/")).name or path_or_url
+
+
+def config_hash(config) -> str:
+    return stable_hash(normalized_config(config), length=12)
+
+
+def run_name(dataset: str, config_path: str, config) -> str:
+    return f"{file_name(dataset)} · {file_name(config_path)} · {config_hash(config)[:6]}"
+
+
+def run_tags(dataset: str, config) -> list[str]:
+    return ["prepflow", f"dataset:{file_name(dataset)}", f"config:{config_hash(config)}"]

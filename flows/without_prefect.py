@@ -1,0 +1,47 @@
+"""``prepflow run`` without the Prefect API: the fallback when bookkeeping fails.
+
+When the Prefect server cannot be reached (or keeps failing after the client's retries), the data run
+still finishes: the same stages run in this process through ``tasks.pipeline.run_pipeline`` (the
+in-process runner of the same stage graph). Stages the flow already finished are served from the
+stage cache, so nothing is computed twice; the artifact is the one the flow would have published.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+from storage.cache import StageCache
+from tasks.config_loader import load_config
+from tasks.context import RunContext
+from tasks.pipeline import run_pipeline
+from tasks.report import write_report
+
+
+def run(config_path: str, dataset: str, output: str, cache_dir: str, npartitions: int | None,
+        dask_address: str | None) -> dict:
+    """The pipeline in-process, with the data report; returns the run summary (as the flow does)."""
+    cache = cache_dir if "://" in cache_dir else os.path.abspath(cache_dir)
+    ctx = RunContext(load_config(config_path), dataset, StageCache(cache), npartitions, output)
+    with _dask_client(dask_address):
+        result = run_pipeline(ctx)
+    summary = result.summary()
+    summary["report_path"] = _report(summary)
+    return summary
+
+
+def _dask_client(address: str | None):
+    if not address:
+        return contextlib.nullcontext()
+    from distributed import Client  # optional heavy dependency: only with --dask-address
+
+    return Client(address, timeout=os.environ.get("PREPFLOW_DASK_CONNECT_TIMEOUT", "30s"))
+
+
+def _report(summary: dict) -> str | None:
+    try:
+        return write_report(summary["artifact_path"], summary)
+    except Exception as exc:  # the artifact is the product: a report that fails is a warning
+        print(f"prepflow: warning: report not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None
