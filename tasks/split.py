@@ -395,6 +395,7 @@ def run(ctx, ingest):
             rows, values = rows[kept], values[kept].reset_index(drop=True)
             assign[rows] = fn(values, rows, split, hints)
         check_nonempty(assign, split.probabilities)
+        degenerate.check(ctx, ingest.path, assign)  # before the entry is written: warns or raises
         np.save(out / "split.npy", assign)
         stats = Statistics()
         for i, name in enumerate(SPLIT_NAMES):
@@ -403,7 +404,8 @@ def run(ctx, ingest):
         return stats
 
     result = run_cached(ctx, "split", CODE_VERSION, [ingest.key], config_slice, compute)
-    degenerate.check(ctx, ingest.path, load(result))  # every run (features are not in the key): warns or raises
+    if result.cached:  # features are not in the split's key: checked again for this run's features
+        degenerate.check(ctx, ingest.path, load(result))
     return result
 
 
