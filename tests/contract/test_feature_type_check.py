@@ -9,7 +9,7 @@ import pytest
 from prepflow_example_plugin.features import HashedTokens
 
 from core.errors import NotFittedError
-from tasks.feature_contract import FeatureContractError, check_feature_type
+from flows.feature_contract import FeatureContractError, check_feature_type
 from tasks.features import REGISTRY
 from tasks.features.number import NumberFeature
 from tasks.features.set import SetFeature

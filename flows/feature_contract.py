@@ -2,7 +2,7 @@
 
 Run it in a plugin's tests with a sample of raw values (missing ones included)::
 
-    from tasks.feature_contract import check_feature_type
+    from flows.feature_contract import check_feature_type
     check_feature_type(HashedTokens, ["a b", None, "c"], {"buckets": 8})
 
 It prepares the values the way the pipeline does (read as ingest reads a CSV column: ``""``, ``NA``,
@@ -23,6 +23,8 @@ It prepares the values the way the pipeline does (read as ingest reads a CSV col
    bytes (rows a ``drop_row`` strategy removes are left out of the request).
 
 A broken property raises ``FeatureContractError`` naming it; the result is the fitted metadata.
+It lives in ``flows`` because it drives the serving ``Preprocessor``, which only the top layer may
+import (``.importlinter``).
 Media types (image, audio) finalize from the files in the ``media_cache`` stage and are not covered.
 """
 
