@@ -36,9 +36,12 @@ Paths in errors are the config's own: ``input_features[2].preprocessing.outlier_
 from __future__ import annotations
 
 import difflib
+import logging
 from typing import Any
 
 from core.errors import ConfigError
+
+log = logging.getLogger("prepflow.config")
 
 # Top-level sections of Ludwig's ECD and LLM model configs that preprocessing does not read.
 MODEL_SECTIONS = ("combiner", "trainer", "hyperopt", "backend", "ludwig_version", "model_type", "preset",
@@ -156,11 +159,18 @@ def _upgrade_global(preprocessing: dict, data: dict) -> None:
 def _upgrade_feature(feature: dict, where: str) -> None:
     if feature.get("type") == "numerical":
         feature["type"] = "number"
+    flat = []
     for key in list(feature):
         if key in FEATURE_KEYS:
             continue
-        if key in FEATURE_MODEL_KEYS or not difflib.get_close_matches(key, FEATURE_KEYS, n=1, cutoff=0.8):
-            del feature[key]  # model side, or a flat encoder/decoder parameter (Ludwig nests it there)
+        if key in FEATURE_MODEL_KEYS:
+            del feature[key]
+        elif not difflib.get_close_matches(key, FEATURE_KEYS, n=1, cutoff=0.8):
+            del feature[key]  # a flat encoder/decoder parameter (Ludwig nests it there)
+            flat.append(key)
+    if flat:
+        log.warning("%s: %s: not feature keys; as Ludwig does, taken as encoder/decoder parameters and ignored",
+                    where, ", ".join(flat))
     options = feature.get("preprocessing")
     if isinstance(options, dict):
         _upgrade_options(feature.get("type"), options, f"{where}.preprocessing")

@@ -215,3 +215,11 @@ def test_the_adult_census_docs_config_runs_end_to_end(tmp_path):
     assert income["str2bool"] == {"<=50K": False, ">50K": True}
     labels = np.concatenate([art.read_split(s)["income"] for s in art.splits])
     assert len(labels) == n and labels.dtype == bool and labels.sum() == (df["income"] == " >50K").sum()
+
+
+def test_flat_model_keys_are_named_in_one_warning(caplog):
+    with caplog.at_level("WARNING", logger="prepflow.config"):
+        parse_config(_config(img_height=224, use_pretrained=True, encoder={"type": "dense"}), "c.yaml")
+    assert [r.getMessage() for r in caplog.records] == [
+        "c.yaml: input_features[0]: img_height, use_pretrained: not feature keys; as Ludwig does, taken as "
+        "encoder/decoder parameters and ignored"]
