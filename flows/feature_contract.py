@@ -22,15 +22,20 @@ It prepares the values the way the pipeline does (read as ingest reads a CSV col
    vocab stage writes (type, column, options, fill state), transforms the raw rows to the same
    bytes (rows a ``drop_row`` strategy removes are left out of the request).
 
+Media types (image, audio) take paths (relative ones against the working directory or ``media_root``):
+the check finalizes their codec from the fit rows' files as the ``media_cache`` stage does
+(``finalize_media``) and compares the decoded tensors; decoding is the ``media_cache`` stage's in a
+run, so the partitions' ``encode`` there is the serving one.
+
 A broken property raises ``FeatureContractError`` naming it; the result is the fitted metadata.
 It lives in ``flows`` because it drives the serving ``Preprocessor``, which only the top layer may
 import (``.importlinter``).
-Media types (image, audio) finalize from the files in the ``media_cache`` stage and are not covered.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 from functools import reduce
 from typing import Any, Sequence
@@ -39,10 +44,12 @@ import numpy as np
 import pandas as pd
 
 from core.errors import NotFittedError
+from storage.media import MediaError, read_bytes, resolve
 from storage.preprocessor import Preprocessor
 from storage.preprocessor import _as_ingested as as_ingested  # the column as ingest hands it to cast
 from tasks.features import REGISTRY
 from tasks.features.base import FeatureType
+from tasks.features.media import MediaFeature
 from tasks.frame import ROW, carries, cast_partition, first_last_valid, normalize_and_fill
 
 PARTITIONS = (1, 2, 3, 5)
@@ -107,7 +114,7 @@ def check_feature_type(cls: type[FeatureType], values: Sequence[Any] | pd.Series
                                      f"{tuple(spec.shape)}")
 
     entry = {**metadata, "type": type_ref(cls), "column": "f",
-             "preprocessing": {**options.model_dump(mode="json"),
+             "preprocessing": {**options.model_dump(mode="json"), **base["media_preprocessing"],
                                "missing_value_strategy": state["missing_value_strategy"],
                                "computed_fill_value": state["computed_fill_value"]}}
     kept = base["rows"]
@@ -135,14 +142,27 @@ def _pipeline(feature: FeatureType, raw: pd.Series, k: int, seed: int) -> dict:
     prepared = [normalize_and_fill(c.copy(), [feature], {"f": state}, carry[i]).frame for i, c in enumerate(casted)]
     merged = _shuffled_reduce(feature.merge, [feature.fit_partial(p["f"]) for p in prepared], seed)
     metadata_object = feature.finalize(merged, state)
+    media_preprocessing: dict = {}
+    if isinstance(feature, MediaFeature):  # what the media_cache stage adds: the codec, from the fit rows' files
+        update = feature.finalize_media(_media_sample(feature, pd.concat([p["f"] for p in prepared])))
+        media_preprocessing = update.pop("preprocessing", {})
+        metadata_object = {**metadata_object, **update}
     metadata = json.dumps(metadata_object, allow_nan=False, sort_keys=True)
     fitted = json.loads(metadata)
     pieces = [feature.encode(p["f"], fitted) for p in prepared]
     encoded = {name: np.concatenate([p[name] for p in pieces]) for name in pieces[0]}
     whole = pd.concat([p["f"] for p in prepared], ignore_index=True)
     return {"state": json.dumps(state, sort_keys=True), "metadata": metadata, "metadata_object": metadata_object,
-            "encoded": encoded, "prepared": whole,
+            "encoded": encoded, "prepared": whole, "media_preprocessing": media_preprocessing,
             "rows": np.concatenate([p[ROW].to_numpy() for p in prepared]).astype(np.int64)}
+
+
+def _media_sample(feature: MediaFeature, values: pd.Series):
+    for raw in values.dropna().tolist():
+        try:
+            yield read_bytes(resolve(str(raw), os.getcwd(), feature.options.media_root))
+        except MediaError:
+            continue
 
 
 def _shuffled_reduce(fn, partials: list, seed: int):

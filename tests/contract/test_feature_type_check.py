@@ -45,7 +45,7 @@ SAMPLES = {
     "date": [None if rng.random() < 0.1 else f"2021-{int(rng.integers(1, 13)):02d}-{int(rng.integers(1, 28)):02d}"
              for _ in range(N)],
 }
-MEDIA = ("image", "audio")  # fitted from the files by the media_cache stage; not covered by the check
+MEDIA = ("image", "audio")  # need files: test_media_types_keep_the_contract
 
 CASES = [(t, {}) for t in SAMPLES] + [
     ("binary", {"missing_value_strategy": "fill_with_mode"}),
@@ -152,3 +152,31 @@ def test_not_fitted_is_one_error_for_every_type():
             continue
         with pytest.raises(NotFittedError, match=rf"^{cls.type_name} feature 'f': "):
             feature.encode(series, {})
+
+
+@pytest.fixture(scope="module")
+def media_files(tmp_path_factory):
+    """Small PNGs of several sizes and WAV tones, a missing value every 7th row."""
+    import soundfile as sf
+    from PIL import Image
+
+    root = tmp_path_factory.mktemp("media")
+    images, sounds = [], []
+    for i in range(20):
+        shade = rng.integers(0, 255, size=(6 + i % 5, 8 + i % 3, 3), dtype=np.uint8)
+        Image.fromarray(shade).save(root / f"im{i}.png")
+        t = np.arange(int(8000 * (0.05 + 0.01 * (i % 4)))) / 8000
+        sf.write(root / f"tone{i}.wav", (0.3 * np.sin(2 * np.pi * (200 + 40 * i) * t)).astype(np.float32), 8000)
+        images.append(None if i % 7 == 3 else str(root / f"im{i}.png"))
+        sounds.append(None if i % 7 == 3 else str(root / f"tone{i}.wav"))
+    return {"image": images, "audio": sounds}
+
+
+@pytest.mark.parametrize(("type_name", "options"), [
+    ("image", {"height": 5, "width": 7, "num_channels": 3}), ("image", {}),
+    ("audio", {"type": "fbank", "num_filter_bands": 8, "audio_file_length_limit_in_s": 0.1}),
+    ("audio", {"type": "raw", "audio_file_length_limit_in_s": 0.05, "missing_value_strategy": "ffill"}),
+])
+def test_media_types_keep_the_contract(media_files, type_name, options):
+    metadata = check_feature_type(REGISTRY[type_name], media_files[type_name], options)
+    assert "codec" in metadata
