@@ -223,3 +223,15 @@ def test_flat_model_keys_are_named_in_one_warning(caplog):
     assert [r.getMessage() for r in caplog.records] == [
         "c.yaml: input_features[0]: img_height, use_pretrained: not feature keys; as Ludwig does, taken as "
         "encoder/decoder parameters and ignored"]
+
+
+@pytest.mark.parametrize("name", ["titanic_model1.yaml", "titanic_model2.yaml", "titanic_default.yaml"])
+def test_ludwigs_titanic_configs_run_on_the_titanic_data(name, tmp_path):
+    from storage.artifact import Artifact
+    from tests.helpers import run
+
+    data = Path(__file__).resolve().parents[2] / "examples" / "titanic" / "titanic.csv"
+    result = run(yaml.safe_load((FIXTURES / name).read_text()), data, tmp_path)
+    art = Artifact.open(result.artifact["artifact_path"])
+    assert sum(art.num_rows(s) for s in art.splits) == len(pd.read_csv(data))
+    assert art.metadata["Survived"]["type"] == "binary" and art.metadata["Sex"]["vocab_size"] == 3
