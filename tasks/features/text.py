@@ -8,7 +8,7 @@ right-padded ids):
 * ``<name>_char``: character ids ``n x Lc`` (int32), ``Lc`` = ``char_max_sequence_length`` (the
   longest row in characters, capped by the option of that name); whitespace counts as a character.
 
-``output_mode: count | binary | tfidf`` publishes ``<name>`` only: ``n x vocab_size`` float32 with,
+``output_mode: count | binary | tfidf`` (Keras' ``multi_hot`` and ``tf_idf`` are the same) publishes ``<name>`` only: ``n x vocab_size`` float32 with,
 per vocabulary entry, its count in the row, 1.0 when present, or count x idf. As in Keras,
 ``idf = log(1 + num_documents / (1 + document_frequency))`` over the fitted rows, and ``<UNK>``
 gets the mean idf of the kept tokens; ``str2idf`` is stored in the metadata (``<PAD>``: 0).
@@ -43,7 +43,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 import pyarrow.compute as pc
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from tasks.features.base import ColumnSpec
 from tasks.features.sequence import SequenceFeature, SequencePreprocessing, ludwig_symbols
@@ -74,10 +74,15 @@ class TextPreprocessing(SequencePreprocessing):
     standardize: Literal["lower_and_strip_punctuation", "lower", "strip_punctuation", "none"] | None = None
     split: Literal["whitespace", "character", "space", "space_punct", "characters", "comma", "regex"] | None = None
     ngrams: int = Field(default=1, ge=1, le=3)
-    output_mode: Literal["int", "count", "binary", "tfidf"] = "int"
+    output_mode: Literal["int", "count", "binary", "tfidf", "multi_hot", "tf_idf"] = "int"  # (Keras' spellings too)
     max_tokens: int | None = Field(default=None, ge=3)
     char_most_common: int = Field(default=70, gt=0)
     char_max_sequence_length: int = Field(default=1024, gt=0)
+
+    @field_validator("output_mode")
+    @classmethod
+    def _keras_names(cls, value: str) -> str:
+        return {"multi_hot": "binary", "tf_idf": "tfidf"}.get(value, value)
 
     @model_validator(mode="after")
     def _modes(self):

@@ -169,3 +169,8 @@ def test_count_mode_decodes_to_ngram_counts(values, ngrams, max_tokens, nparts):
         grams = [" ".join(words[i:i + k]) for k in range(1, ngrams + 1) for i in range(len(words) - k + 1)]
         decoded = Counter({meta["idx2str"][j]: int(row[j]) for j in np.flatnonzero(row)})
         assert decoded == Counter(expected(grams, meta["idx2str"]))
+
+
+def test_keras_output_mode_names_are_accepted():
+    assert feature("text", output_mode="multi_hot").options.output_mode == "binary"
+    assert feature("text", output_mode="tf_idf").options.output_mode == "tfidf"
