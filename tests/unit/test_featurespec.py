@@ -284,6 +284,30 @@ def test_every_nvidia_spec_transcodes(tmp_path, spec_file):
 
 
 @pytest.mark.integration
+def test_a_split_binary_artifact_transcodes_back(tmp_path):
+    """prepflow's own split_binary artifact is an NVIDIA dataset: transcoded, its ids, cardinalities,
+    float16 numbers and labels come back as they were published."""
+    rng = np.random.default_rng(5)
+    n = 300
+    pd.DataFrame({"x": rng.normal(0, 1, n), "z": rng.exponential(2, n), "c": rng.choice(list("abcdefg"), n),
+                  "y": rng.integers(0, 2, n)}).to_csv(tmp_path / "d.csv", index=False)
+    config = {"input_features": [{"name": "x", "type": "number"}, {"name": "z", "type": "number"},
+                                 {"name": "c", "type": "category"}],
+              "output_features": [{"name": "y", "type": "binary"}],
+              "preprocessing": {"split": {"type": "random", "probabilities": [0.8, 0.0, 0.2], "seed": 1}},
+              "publish": {"formats": ["split_binary"]}}
+    first = Artifact.open(run(config, tmp_path / "d.csv", tmp_path / "a").artifact["artifact_path"])
+    spec = FeatureSpecInput.load(Path(first.path) / "feature_spec.yaml")
+    dataset, derived = spec.prepare(tmp_path / "work")
+    second = Artifact.open(run(derived, dataset, tmp_path / "b").artifact["artifact_path"])
+    assert second.feature_spec["feature_spec"]["c"]["cardinality"] == first.feature_spec["feature_spec"]["c"]["cardinality"]
+    for split in ("train", "test"):
+        a, b = first.read_split(split), second.read_split(split)
+        assert np.array_equal(b["c"], a["c"]) and np.array_equal(b["y"], a["y"])
+        assert np.array_equal(b["x"], a["x"].astype(np.float32))
+
+
+@pytest.mark.integration
 def test_prepflow_transcode_cli(cli, tmp_path):
     spec_path, _ = write_like_nvidia("dlrm_default.yaml", tmp_path / "data")
     result = cli("transcode", spec_path, "--output", tmp_path / "out", "--cache-dir", tmp_path / "cache", "--json",
