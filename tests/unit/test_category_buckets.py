@@ -148,17 +148,20 @@ def test_ids_are_the_same_in_other_processes():
 
 # ---- the join against a large vocabulary ------------------------------------------------------------
 
-def test_lookup_is_exact_when_hashes_collide(monkeypatch):
-    values = pa.array([f"v{i}" for i in range(500)])
-    honest = vocab_store.VocabLookup(values, first=2).positions(pa.array(["v2", "v499", "nope", "v7"]))
-    assert honest.tolist() == [0, 497, -1, 5]
-    real = string_hash.hash_strings
-    monkeypatch.setattr(vocab_store, "hash_strings", lambda v: real(v) % np.uint64(4))  # 4 hash values only
-    weak = vocab_store.VocabLookup(values, first=2)
-    assert len(weak.colliding) == 4
-    query = pa.array([f"v{i}" for i in range(499, -40, -1)])
-    expected = [i - 2 if 2 <= i < 500 else -1 for i in range(499, -40, -1)]
-    assert weak.positions(query).tolist() == expected
+def test_lookup_finds_each_value_exactly():
+    values = pa.array(["<UNK>", "<OOV_0>", *[f"v{i}" for i in range(500)], "", "é", "v1 "])
+    lookup = vocab_store.VocabLookup(values, first=2)
+    assert len(lookup) == 503
+    query = pa.array(["v2", "v499", "nope", "v7", "", "é", "v1", "v1 ", "<UNK>", "V2"])
+    assert lookup.positions(query).tolist() == [2, 499, -1, 7, 500, 501, 1, 502, -1, -1]
+    assert lookup.positions(pa.array([], pa.string())).tolist() == []
+    assert vocab_store.VocabLookup(values.slice(0, 2), first=2).positions(query).tolist() == [-1] * 10
+    rng = np.random.default_rng(1)
+    words = [f"w{int(i)}" for i in rng.permutation(3000)]
+    big = vocab_store.VocabLookup(pa.array(words))
+    asked = list(dict.fromkeys(f"w{int(i)}" for i in rng.integers(0, 4000, 2000)))
+    row = {w: i for i, w in enumerate(words)}
+    assert big.positions(pa.array(asked)).tolist() == [row.get(w, -1) for w in asked]
 
 
 # ---- the pipeline: Parquet vocabularies, partition counts, serving ------------------------------------
