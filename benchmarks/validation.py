@@ -1,35 +1,24 @@
-"""Cost of the data-quality gates next to the rest of a ``prepflow run`` on the same table.
+"""CPU cost of the data-quality gates in a ``prepflow`` pipeline run, for two checkouts side by side.
 
 Builds (once, under ``--workdir``) a Titanic-shaped CSV of ``--rows`` rows (9 columns: an id, 3
 numbers, 4 categories, a binary label) and a user suite of 10 expectations over it: 6 row-wise
 (between x2, in_set x3, not_null with ``mostly``), 3 global (row count, unique id, mean) and a
-column-exists. Then, in fresh processes (so GX's import is paid the way a real run pays it):
+column-exists. For each ``--roots`` checkout (default: this one; e.g. a ``git worktree`` of an older
+commit first) and each variant, in a fresh process (so GX's import is paid the way a real run pays it),
+``tasks.pipeline.run_pipeline`` (default partitioning) runs once cold and ``--repeat`` times warm
+(fresh caches, every module imported):
 
-* ``suite10``: the pipeline (``tasks.pipeline.run_pipeline``, default partitioning) on a fresh cache
-  with ``validation: {raw: suite10.json, generated: false}``: the raw gate runs exactly the 10
-  expectations (the encoded gate has nothing to run and costs ~0). The gates' share is
-  ``validate_* seconds / seconds of every other stage``, for the first run in a fresh process
-  (``cold``: GX's one-time import, ~3-5 s, lands in the first gate as far as the background import
-  started at the beginning of the run has not finished it) and for ``--repeat`` further runs on fresh
-  caches in the same process (``warm``: every stage computes, nothing is imported), also in process
-  CPU seconds, which the other engineers' jobs on a shared machine disturb less than wall time.
-* ``default+suite10``: the same with prepflow's generated raw and encoded suites on as well
-  (both gates, ``--rows`` x (10 + generated) expectations).
+* ``generated``: prepflow's generated raw and encoded suites only (no user suite);
+* ``suite10``: the 10-expectation user suite on the raw table only (``generated: false``).
 
-Each is measured three ways (``PREPFLOW_HOME`` is ``--workdir``/home, so a user's servers are not
-touched): ``off`` (``PREPFLOW_GATE_SERVER=off``: the gates in the run's process, GX imported by the
-background thread), ``server, first run`` (gate server on, none running: the run starts it and its
-first gate waits for it) and ``server, running`` (the server the previous process left). For each:
-the cold and warm gate shares, and the whole cold run's wall time (``cold process``: from the
-interpreter's start to the end of the first run, imports included; ``cold run``: ``run_pipeline``
-alone). With the server, the warm CPU seconds count the run's process only (the gates' work is the
-server's), and ``server starts`` counts the servers started during the measurement (more than one
-on a first run, or any on ``running``, means prepflow's code changed meanwhile and the server was
-replaced). The gate server's resident memory is printed at the end.
+Per stage the process CPU seconds (user+sys of every thread, ``time.process_time``) are recorded
+around ``run_cached``. Printed per root and variant: the gates' CPU seconds (``validate_raw`` +
+``validate_encoded``) cold and warm (median), the other stages' warm CPU seconds, and whether the
+process imported ``great_expectations``. The roots alternate variant by variant, so that load from
+other jobs on a shared machine hits both alike. ``PREPFLOW_GATE_SERVER=off`` is set for old
+checkouts that had a gate server (their gates then run in the measured process).
 
-Usage: ``.venv/bin/python benchmarks/validation.py [--rows 1000000] [--repeat 3] [--workdir DIR]``
-Prints one line per measurement (median over ``--repeat`` warm reruns) and a Markdown table to
-append to ``benchmarks/RESULTS.md``.
+Usage: ``.venv/bin/python benchmarks/validation.py [--rows 1000000] [--repeat 3] [--roots DIR,DIR]``
 """
 
 from __future__ import annotations
@@ -63,7 +52,7 @@ SUITE = {"name": "bench-10", "expectations": [
 ]}
 
 
-def config(suite: str, generated: bool) -> dict:
+def config(suite: str | None, generated: bool) -> dict:
     return {
         "input_features": [
             {"name": "age", "type": "number"},
@@ -75,7 +64,7 @@ def config(suite: str, generated: bool) -> dict:
             {"name": "cabin", "type": "category"},
         ],
         "output_features": [{"name": "label", "type": "binary"}],
-        "validation": {"raw": suite, "generated": generated},
+        "validation": {"raw": suite, "generated": generated} if suite else {"generated": generated},
     }
 
 
@@ -93,15 +82,19 @@ def make_dataset(path: Path, n: int) -> None:
     df.to_csv(path, index=False)
 
 
-def one_process(dataset: str, suite: str, generated: bool, workdir: str, repeat: int) -> dict:
+def one_process(dataset: str, suite: str | None, generated: bool, workdir: str, repeat: int) -> dict:
     """Runs in a fresh interpreter: a cold pipeline run (GX imported on the way), then ``repeat`` runs
     on fresh caches with every module already imported. Per stage: wall seconds and process CPU
     seconds (all threads), recorded around ``run_cached``."""
     import tasks.context as context
     from storage.cache import StageCache
-    from tasks.config_loader import parse_config
     from tasks.context import RunContext
     from tasks.pipeline import run_pipeline
+
+    try:
+        from tasks.config_loader import parse_config
+    except ImportError:  # checkouts before the config loader was split out
+        from tasks.config import parse_config
 
     cpu: dict[str, float] = {}
     original = context.run_cached
@@ -131,47 +124,32 @@ def one_process(dataset: str, suite: str, generated: bool, workdir: str, repeat:
         return stages
 
     cold = run("cold")
-    cold_end = time.time()
-    return {"cold": cold, "cold_end": cold_end, "cold_run": walls[0],
-            "warm": [run(f"warm{i}") for i in range(repeat)]}
+    return {"cold": cold, "cold_run": walls[0], "warm": [run(f"warm{i}") for i in range(repeat)],
+            "gx_imported": "great_expectations" in sys.modules}
 
 
-def measure(dataset: Path, workdir: Path, generated: bool, repeat: int, gate_server: str) -> dict:
-    suite = workdir / "suite10.json"
-    suite.write_text(json.dumps(SUITE))
-    code = (f"import json, sys; sys.path.insert(0, {str(ROOT)!r}); from benchmarks.validation import one_process; "
-            f"print(json.dumps(one_process({str(dataset)!r}, {str(suite)!r}, {generated}, {str(workdir)!r}, "
-            f"{repeat})))")
-    start = time.time()
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                         env={**os.environ, "PYTHONWARNINGS": "ignore", "PREPFLOW_GATE_SERVER": gate_server})
+def measure(root: Path, dataset: Path, workdir: Path, generated: bool, suite: bool, repeat: int) -> dict:
+    suite_path = workdir / "suite10.json"
+    suite_path.write_text(json.dumps(SUITE))
+    # this script's one_process, the measured checkout's modules (its root first on sys.path)
+    code = "\n".join([
+        "import json, sys",
+        f"sys.path[:0] = [{str(ROOT)!r}]",
+        "from benchmarks.validation import one_process",
+        f"sys.path[0] = {str(root)!r}",
+        f"print(json.dumps(one_process({str(dataset)!r}, {str(suite_path) if suite else None!r}, {generated}, "
+        f"{str(workdir)!r}, {repeat})))"])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
+                         env={**os.environ, "PYTHONWARNINGS": "ignore", "PREPFLOW_GATE_SERVER": "off",
+                              "PYTHONPATH": str(root)})
     if out.returncode:
         raise SystemExit(out.stderr)
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    result["cold_process"] = result.pop("cold_end") - start
-    return result
-
-
-def server_starts(workdir: Path) -> int:
-    log = workdir / "home" / "gate-server.log"
-    return log.read_text().count(": ready in ") if log.exists() else 0
-
-
-def server_rss_mb() -> float | None:
-    from expectations import gate_server
-
-    state = gate_server.read_state(gate_server.home())
-    if state is None or not gate_server.alive(state["pid"]):
-        return None
-    for line in Path(f"/proc/{state['pid']}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def gx_import_seconds() -> float:
-    code = ("import time, pandas, dask.dataframe; t = time.perf_counter(); import great_expectations; "
-            "print(time.perf_counter() - t)")
+    code = ("import time, pandas, dask.dataframe; t = time.process_time(); import great_expectations; "
+            "print(time.process_time() - t)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     return float(out.stdout.strip().splitlines()[-1])
 
@@ -180,6 +158,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--roots", default=str(ROOT), help="comma-separated checkouts to measure")
+    parser.add_argument("--variants", default="generated,suite10")
     parser.add_argument("--workdir", default=str(ROOT / "benchmarks" / "data" / "validation"))
     args = parser.parse_args()
     workdir = Path(args.workdir)
@@ -187,48 +167,27 @@ def main() -> None:
     dataset = workdir / f"table-{args.rows}.csv"
     if not dataset.exists():
         make_dataset(dataset, args.rows)
+    os.environ["PREPFLOW_HOME"] = str(workdir / "home")
+    print(f"GX import alone (pandas, dask already imported): {gx_import_seconds():.2f} s CPU")
+
+    def cpu(stages: dict, gates: bool) -> float:
+        return sum(v[1] or 0.0 for k, v in stages.items() if k.startswith("validate_") == gates)
 
     lines = []
-    print(f"GX import alone (pandas, dask already imported): {gx_import_seconds():.2f} s")
-
-    def split_up(stages: dict, field: int) -> tuple[float, float]:
-        gates = sum(v[field] or 0.0 for k, v in stages.items() if k.startswith("validate_"))
-        return gates, sum(v[field] or 0.0 for k, v in stages.items() if not k.startswith("validate_"))
-
-    os.environ["PREPFLOW_HOME"] = str(workdir / "home")  # the benchmark's own servers
-    from expectations.gate_server import stop_gate_server
-
-    modes = (("off", "off", False), ("server, first run", "auto", True), ("server, running", "auto", False))
-    for label, generated in (("suite10", False), ("default+suite10", True)):
-        for mode, gate_server, stop_first in modes:
-            if stop_first:
-                stop_gate_server()
-            start, starts = time.perf_counter(), server_starts(workdir)
-            result = measure(dataset, workdir, generated, args.repeat, gate_server)
-            starts = server_starts(workdir) - starts
-            cold_gates, cold_others = split_up(result["cold"], 0)
-            warm = [split_up(w, 0) for w in result["warm"]]
-            warm_cpu = [split_up(w, 1) for w in result["warm"]]
-            share = statistics.median(g / o for g, o in warm)
-            share_cpu = statistics.median(g / o for g, o in warm_cpu)
-            gates, others = statistics.median(g for g, _ in warm), statistics.median(o for _, o in warm)
-            gates_cpu = statistics.median(g for g, _ in warm_cpu)
-            others_cpu = statistics.median(o for _, o in warm_cpu)
-            print(f"{label:>16} [{mode}]: cold process {result['cold_process']:.2f} s (run {result['cold_run']:.2f} s): "
-                  f"gates {cold_gates:.2f} s / other stages {cold_others:.2f} s ({100 * cold_gates / cold_others:.1f}%); "
-                  f"warm (median of {args.repeat}): gates {gates:.2f} s / {others:.2f} s wall ({100 * share:.1f}%), "
-                  f"{gates_cpu:.2f} / {others_cpu:.2f} CPU s ({100 * share_cpu:.1f}%); server starts {starts}   "
-                  f"[{time.perf_counter() - start:.0f} s]")
-            print("                  warm wall: " + ", ".join(f"{k} {v[0]:.2f}" for k, v in result["warm"][0].items()))
-            lines.append(f"| {label} | {mode} | {args.rows:,} | {result['cold_process']:.2f} | {cold_others:.2f} | "
-                         f"{cold_gates:.2f} ({100 * cold_gates / cold_others:.0f}%) | {others:.2f} | "
-                         f"{gates:.2f} ({100 * share:.1f}%) | {others_cpu:.2f} | {gates_cpu:.2f} ({100 * share_cpu:.1f}%) |")
-    rss = server_rss_mb()
-    print(f"gate server resident memory after the runs: {rss:.0f} MB" if rss else "no gate server running")
-    stop_gate_server()
-    print("\n| gates | gate server | rows | cold process s | cold: other stages s | cold: gates s (share) | "
-          "warm: other stages s | warm: gates s (share) | warm CPU: other stages s | warm CPU: gates s (share) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    for variant in args.variants.split(","):
+        for root in [Path(r) for r in args.roots.split(",")]:
+            result = measure(root, dataset, workdir, generated=variant == "generated", suite=variant == "suite10",
+                             repeat=args.repeat)
+            cold = cpu(result["cold"], True)
+            warm = statistics.median(cpu(w, True) for w in result["warm"])
+            others = statistics.median(cpu(w, False) for w in result["warm"])
+            line = (f"| {variant} | {root} | {args.rows:,} | {cold:.2f} | {warm:.2f} | {others:.2f} | "
+                    f"{100 * warm / others:.1f}% | {'yes' if result['gx_imported'] else 'no'} |")
+            print(line, flush=True)
+            lines.append(line)
+    print("\n| gates | checkout | rows | gates cold CPU s | gates warm CPU s (median) | other stages warm CPU s | "
+          "warm share | GX imported |")
+    print("|---|---|---|---|---|---|---|---|")
     print("\n".join(lines))
 
 

@@ -64,7 +64,7 @@ def _batch_definition():
     not thread-safe, so each Dask worker thread has its own), created once."""
     definition = getattr(_LOCAL, "definition", None)
     if definition is None:
-        from great_expectations.data_context.types.base import (
+        from great_expectations.data_context.types.base import (  # GX: optional heavy dependency
             DataContextConfig,
             InMemoryStoreBackendDefaults,
             ProgressBarsConfig,
@@ -123,15 +123,20 @@ class Plan:
         self.row_wise = [i for i, e in enumerate(exps) if e["type"] in ROW_WISE]
         self.schema = [i for i, e in enumerate(exps) if e["type"] in SCHEMA]
         self.whole = [i for i, e in enumerate(exps) if e["type"] in GLOBAL]
+        self.whole_columns = self._columns(self.whole, columns)
+        self.row_columns = self._columns(self.row_wise, columns)
+
+    def _columns(self, positions: list[int], columns: list[str]) -> list[str]:
+        """The columns GX needs for these expectations: those they name (all with a row condition).
+        GX's cost (it also md5-hashes every batch it is given) grows with the columns it gets."""
         named: list[str] = []
-        for i in self.whole:
-            kwargs = exps[i].get("kwargs", {})
+        for i in positions:
+            kwargs = self.suite["expectations"][i].get("kwargs", {})
             if kwargs.get("row_condition"):
-                named = list(columns)
-                break
+                return list(columns)
             named += [kwargs[k] for k in ("column", "column_A", "column_B") if isinstance(kwargs.get(k), str)]
             named += [c for k in ("column_list", "column_set") for c in kwargs.get(k) or [] if isinstance(c, str)]
-        self.whole_columns = [c for c in dict.fromkeys(named) if c in columns]
+        return [c for c in dict.fromkeys(named) if c in columns]
 
     def expectations(self, positions: list[int]) -> list[dict]:
         return [self.suite["expectations"][i] for i in positions]
@@ -141,7 +146,7 @@ def scan(plans: list[Plan], frame: pd.DataFrame, first: bool) -> list[dict]:
     """One partition: the row-wise results of every suite (and the schema ones on the first)."""
     out = []
     for plan in plans:
-        out.append({"row_wise": validate_frame(plan.expectations(plan.row_wise), frame),
+        out.append({"row_wise": validate_frame(plan.expectations(plan.row_wise), frame[plan.row_columns]),
                     "schema": validate_frame(plan.expectations(plan.schema), frame.iloc[:0]) if first else None})
     return out
 

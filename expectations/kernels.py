@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from expectations import results
 from expectations.suites import PARTIAL_UNEXPECTED_COUNT
@@ -230,9 +232,6 @@ class ValuesToMatchRegex(_RowWise):
     type = "expect_column_values_to_match_regex"
 
     def unexpected(self, values):
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         regex = self.kwargs["regex"]
         if regex not in RE2_EQUIVALENT:
             raise KernelError(f"no RE2 equivalent of the regex {regex!r} is known to prepflow")

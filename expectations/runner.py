@@ -13,15 +13,14 @@ whole table, and come in row order.
 
 from __future__ import annotations
 
+import dask
 import pandas as pd
 
-from expectations import kernels, results
+from expectations import gx_suites, kernels, results
 from expectations.suites import is_generated
 
 
 def _partition(frame: pd.DataFrame, checks: list, plans: list, first: bool) -> tuple[list, list]:
-    from expectations import gx_suites
-
     return ([kernels.scan(c, frame) for c in checks],
             gx_suites.scan(plans, frame, first) if plans else [])
 
@@ -30,14 +29,10 @@ def run(named: list[tuple[str, dict]], parts: list, columns: list[str], schedule
     """Run ``(source, suite JSON)`` pairs on ``parts`` (pandas frames or Dask delayed frames, in row
     order, with a global index) whose columns are ``columns``: one suite entry each
     (``expectations.results.suite_entry``). ``scheduler``: Dask's (default: the active one)."""
-    import dask
-
     generated = [(i, kernels.kernels(s, columns)) for i, (_src, s) in enumerate(named) if is_generated(s)]
     user = [(i, s) for i, (_src, s) in enumerate(named) if not is_generated(s) and s["expectations"]]
     plans = []
-    if user:
-        from expectations import gx_suites  # GX only with a user suite that has expectations
-
+    if user:  # GX is imported (by gx_suites, on first use) only for these
         plans = [gx_suites.Plan(s, columns) for _i, s in user]
     checks = [c for _i, c in generated]
     if not parts:

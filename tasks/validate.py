@@ -47,7 +47,7 @@ import numpy as np
 
 from core.code_version import module_version
 from core.errors import ConfigError, ValidationFailed
-from expectations import runner
+from expectations import gx_suites, runner
 from expectations.kernels import NUMBER_PATTERN
 from expectations.report import format_gate
 from expectations.suites import SuiteError, check_suite, is_generated, referenced_columns
@@ -118,8 +118,6 @@ def preload(config, local: bool | None = None) -> None:
     imported: prepflow's generated suites run on its own kernels. ``local``: whether Dask runs in this
     process (with a cluster, the workers import GX themselves, so nothing is preloaded here)."""
     if (config.validation.raw or config.validation.encoded) and local is not False:
-        from expectations import gx_suites  # GX (optional heavy dependency) only for user suites
-
         gx_suites.preload()
 
 
@@ -381,8 +379,6 @@ def run_suites(named: list[tuple[str, dict]], parts: list, columns: list[str], s
     file). ``scheduler``: Dask's (default: the active one, a distributed Client if set)."""
     user = [(src, s) for src, s in named if not is_generated(s) and s["expectations"]]
     if user:
-        from expectations import gx_suites  # GX (optional heavy dependency) only for user suites
-
         try:
             for src, suite in user:
                 gx_suites.check(suite, src)
@@ -572,8 +568,6 @@ def validate_dataset(dataset: str, configs: list[str] = (), suites: list[str] = 
     for _path, config in loaded:
         check_config(config)
     if named or any(c.validation.raw for _p, c in loaded):
-        from expectations import gx_suites  # GX (optional heavy dependency) only for user suites
-
         gx_suites.preload()  # GX's import overlaps the ingest
     runs = list(loaded)
     if named:

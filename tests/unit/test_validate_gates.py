@@ -127,6 +127,13 @@ def test_bounds_from_the_config(dataset, tmp_path):
         run(with_validation(tmp_path, bounds={"x": [None, 6.0]}), dataset, tmp_path)
 
 
+@pytest.mark.parametrize("bounds", [[6, 1], [None, None], [None, 1, 2]])
+def test_bad_bounds_are_config_errors_before_any_data_is_read(dataset, tmp_path, bounds):
+    with pytest.raises(ConfigError, match="validation.bounds.x: "):
+        run(with_validation(tmp_path, bounds={"x": bounds}), dataset, tmp_path)
+    assert not (tmp_path / "cache" / "ingest").exists()
+
+
 def test_number_stored_as_text_is_checked_by_the_raw_gate(tmp_path):
     df = frame().astype({"x": str})
     df.loc[7, "x"] = "seven"
