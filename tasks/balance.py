@@ -59,8 +59,7 @@ def run(ctx, ingest, split, missing):
         assign = split_mod.load(split)
         states = fill_missing.load(missing)
         parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
-        keep = frame.keep_key(ctx, ingest, split, missing)  # vocab and encode take these partitions
-        prepared = frame.filled_partitions(parts, ctx.features, assign, states, keep)
+        prepared = frame.filled_partitions(parts, ctx.features, assign, states)
         from dask import delayed
 
         pairs = frame.compute([delayed(_train_labels)(p, label) for p in prepared])

@@ -99,7 +99,7 @@ def run(ctx, ingest, split, missing, balance, fitted):
         metadata = vocab.load(fitted, resolve_files=True)  # workers read Parquet vocabularies by path
         mult = balance_mod.load(balance)
         parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
-        prepared = frame.filled_partitions(parts, ctx.features, assign, states, keep)  # vocab's, if kept
+        prepared = frame.filled_partitions(parts, ctx.features, assign, states)
         f, md, m = frame.shared(ctx.features), frame.shared(metadata), frame.shared(mult)
         from dask import delayed
 
@@ -111,12 +111,8 @@ def run(ctx, ingest, split, missing, balance, fitted):
         (out / "encode.json").write_text(json.dumps({"rows": counts, "parts": len(results)}))
         return stats
 
-    keep = frame.keep_key(ctx, ingest, split, missing)
-    try:
-        return run_cached(ctx, "encode", CODE_VERSION, [ingest.key, split.key, missing.key, balance.key, fitted.key],
-                          config_slice, compute)
-    finally:
-        frame.release(keep)  # encode is the last stage that prepares partitions
+    return run_cached(ctx, "encode", CODE_VERSION, [ingest.key, split.key, missing.key, balance.key, fitted.key],
+                      config_slice, compute)
 
 
 def split_parts(result, split_name: str) -> list[Path]:

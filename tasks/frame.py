@@ -205,8 +205,19 @@ def normalize_and_fill(frame: pd.DataFrame, features: list[FeatureType], states:
                 primary = primary.fillna(secondary)
             frame[f.name] = primary
         else:
-            frame[f.name] = col.fillna(state["computed_fill_value"])
+            frame[f.name] = fill_constant(col, state["computed_fill_value"])
     return Prepared(frame, filled, dropped)
+
+
+def fill_constant(col: pd.Series, value) -> pd.Series:
+    """``col.fillna(value)``; an Arrow string column by Arrow's ``fill_null`` (pandas' fillna goes through a
+    NumPy object array: ~30x slower on 250k Criteo-like strings, the same values)."""
+    if isinstance(col.array, pd.arrays.ArrowStringArray) and isinstance(value, str):
+        import pyarrow.compute as pc
+
+        filled = pc.fill_null(col.array.__arrow_array__(), value)
+        return pd.Series(type(col.array)(filled), index=col.index, name=col.name, copy=False)
+    return col.fillna(value)
 
 
 def needs_carries(states: dict[str, dict]) -> list[str]:
@@ -225,70 +236,26 @@ def _edges(pdf, features, assign, states):
     return first_last_valid(prepared.frame, names)
 
 
-def _prepare(pdf, features, assign, states, carry, keep=None, index=None):
-    prepared = normalize_and_fill(cast_partition(pdf, features, assign), features, states, carry)
-    if keep is not None:  # for the next stage in this process (see KEEP_ROWS)
-        _kept.setdefault(keep, {})[index] = prepared
-    return prepared
-
-
-# ---- prepared partitions kept between stages ----------------------------------------------------------
-# balance, vocab and encode prepare the same partitions (same ingested parts, split and fill states), one
-# stage after the other. On Dask's local scheduler, for tables of up to KEEP_ROWS rows, the partitions one
-# stage prepared stay in this process under ``keep`` (the stages' content keys, ``keep_key``), and the next
-# stage takes them instead of reading, casting and filling again (336k flights rows: ~0.05 s of encode).
-# At most one set is kept; encode, the last of them, lets it go (``release``).
-KEEP_ROWS = 1_000_000
-_kept: dict[str, dict[int, Prepared]] = {}
-
-
-def keep_key(ctx, ingest, split, missing) -> str:
-    """What a stage's prepared partitions derive from: the ingested table, split and fill states (their
-    cache keys), the partitioning and the features."""
-    from storage.hashing import stable_hash
-
-    return stable_hash([ingest.key, split.key, missing.key, ctx.npartitions, ctx.features_slice()], 32)
-
-
-def release(keep: str) -> None:
-    _kept.pop(keep, None)
-
-
-def _kept_partitions(keep: str, n: int) -> list | None:
-    from dask import delayed
-
-    kept = _kept.get(keep)
-    if kept is None or sorted(kept) != list(range(n)):
-        return None
-    for prepared in kept.values():
-        prepared.fit_cache.clear()  # the previous stage's fit rows: rebuilt if asked for
-    return [delayed(kept[i], name=f"prepared-{keep}-{i}", traverse=False) for i in range(n)]
+def _prepare(pdf, features, assign, states, carry):
+    return normalize_and_fill(cast_partition(pdf, features, assign), features, states, carry)
 
 
 def filled_partitions(parts: list, features: list[FeatureType], assign: np.ndarray,
-                      states: dict[str, dict], keep: str | None = None) -> list:
-    """Delayed ``Prepared`` partitions: typed, split-tagged, rows dropped, values filled. ``keep``: a
-    ``keep_key`` of the content they derive from, to share them with the next stage in this process."""
+                      states: dict[str, dict]) -> list:
+    """Delayed ``Prepared`` partitions: typed, split-tagged, rows dropped, values filled."""
     from dask import delayed
 
     if "__custom_stages__" in states:  # a custom-stage plan (tasks/custom_stages.py) runs inside the preparation
         from tasks import custom_stages
 
         return custom_stages.filled_partitions(parts, features, assign, states)
-    if keep is not None and not (local_only() and len(assign) <= KEEP_ROWS):
-        keep = None
-    if keep is not None:
-        kept = _kept_partitions(keep, len(parts))
-        if kept is not None:
-            return kept
-        _kept.clear()  # at most one set: the last stage's
     names = needs_carries(states)
     f, a, s = shared(features), shared(assign), shared(states)
     carry_list: list = [None] * len(parts)
     if names:
         edges = compute([delayed(_edges)(p, f, a, s) for p in parts])
         carry_list = carries(edges, names)
-    return [delayed(_prepare)(p, f, a, s, c, keep, i) for i, (p, c) in enumerate(zip(parts, carry_list, strict=True))]
+    return [delayed(_prepare)(p, f, a, s, c) for p, c in zip(parts, carry_list, strict=True)]
 
 
 def fit_rows(frame: pd.DataFrame, fit_on: str, drop: np.ndarray | None = None) -> pd.DataFrame:

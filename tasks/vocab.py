@@ -37,8 +37,7 @@ def run(ctx, ingest, split, missing):
         assign = split_mod.load(split)
         states = fill_missing.load(missing)
         parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
-        keep = frame.keep_key(ctx, ingest, split, missing)  # encode takes these partitions
-        prepared = frame.filled_partitions(parts, ctx.features, assign, states, keep)
+        prepared = frame.filled_partitions(parts, ctx.features, assign, states)
         counted = category_vocab.counted_features(ctx.features)  # category vocabularies: by a shuffle
         f = frame.shared([f for f in ctx.features if f not in counted])
         tasks, reducers = category_vocab.fit_tasks(prepared, counted, fit_on, out / "_candidates",

@@ -46,3 +46,13 @@ def test_column_dtypes_reads_the_schema(tmp_path):
     _write_parts(tmp_path, [3, 2])
     assert frame.column_dtypes(str(tmp_path)) == {"x": "float64", "s": str(pd.StringDtype("pyarrow")), ROW: "int64"}
     assert frame.read_ingested(str(tmp_path), None).compute()[ROW].tolist() == list(range(5))
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(max_size=5)), max_size=40), st.text(max_size=5))
+def test_fill_constant_of_an_arrow_string_column_equals_fillna(values, fill):
+    col = pd.Series(pd.array(values, dtype=pd.StringDtype("pyarrow")), name="c", index=range(3, 3 + len(values)))
+    got = frame.fill_constant(col, fill)
+    expected = col.fillna(fill)
+    assert got.dtype == expected.dtype and type(got.array) is type(expected.array)
+    pd.testing.assert_series_equal(got, expected)
