@@ -148,7 +148,9 @@ def _run_flow(args: argparse.Namespace, config) -> dict:
     from flows.run_labels import run_name, run_tags
 
     _quiet_prefect_tracebacks()
-    record = bookkeeping.RunRecord(runs_dir() if mode == "local" else None)
+    # Every run holds its lock (the local server, and the next run against the same API, mark it Crashed
+    # if this process dies); only an ephemeral server, gone with this process, needs none.
+    record = bookkeeping.RunRecord(runs_dir() if mode != "ephemeral" else None)
     flow = preprocess.with_options(flow_run_name=run_name(args.dataset, args.config, config),
                                    on_running=[*preprocess.on_running_hooks, record])
     try:

@@ -276,14 +276,24 @@ def configure_prefect() -> str:
     for key, value in {**QUIET_SETTINGS, **CLIENT_SETTINGS}.items():
         os.environ.setdefault(key, value)
     if os.environ.get("PREFECT_API_URL"):
+        _sweep(os.environ["PREFECT_API_URL"])
         return "remote"
     if os.environ.get("PREPFLOW_PREFECT", "local-server") == "ephemeral":
         os.environ.setdefault("PREFECT_HOME", str(home() / "prefect"))
         return "ephemeral"
     url = ensure_server()
     os.environ["PREFECT_API_URL"] = url
-    run_registry.sweep(runs_dir(), url)  # runs of processes that died since: Crashed
+    _sweep(url)
     return "local"
+
+
+def _sweep(api_url: str) -> None:
+    """Earlier CLI runs against ``api_url`` whose process died: Crashed (flows/run_registry.py). Best effort:
+    an API that fails here is the run's to notice (and survive), not the sweep's."""
+    try:
+        run_registry.sweep(runs_dir(), api_url.rstrip("/"))
+    except Exception as exc:
+        print(f"prepflow: warning: could not mark crashed runs: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 def _housekeeping(state: Path, api_url: str, idle: float) -> None:

@@ -8,7 +8,9 @@ every 20 s and by the next ``prepflow run`` before its own flow) takes each lock
 process is gone, so a flow run still Pending or Running, and its unfinished task runs, are set to
 Crashed through the API.
 
-With a remote server (``PREFECT_API_URL``) runs are not registered here: Prefect's own heartbeat stays on.
+With a remote server (``PREFECT_API_URL``) Prefect's own heartbeat stays on, and the next ``prepflow run``
+on this machine against the same API sweeps too (no local server sweeps for it). Runs started by a
+Prefect worker are the worker's: it reports a flow run whose process exited without a final state.
 """
 
 from __future__ import annotations

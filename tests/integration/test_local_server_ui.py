@@ -1,0 +1,85 @@
+"""What a Prefect user sees of a ``prepflow run`` on the local server (issue 22), against a real server.
+
+* The UI served by the local server reaches that server's API: ``/ui-settings`` read from the UI's port
+  names an API that answers, on the same port; the printed "View at" link is on that port too.
+* The run is named ``titanic.csv · config.yaml · <hash>`` and tagged with the dataset, the config hash and
+  the artifact id.
+* The report artifact links the HTML report over http, served by the same server, and the link opens it.
+* ``prepflow server status`` names the server and where its state lives.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+
+import pytest
+
+from flows import local_server
+from flows.run_labels import config_hash
+from tasks.config_loader import load_config
+from tests.conftest import EXAMPLE
+
+pytestmark = pytest.mark.integration
+
+
+def _get(url: str, timeout: float = 30.0) -> tuple[int, str, str]:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return resp.status, resp.headers.get("Content-Type", ""), resp.read().decode()
+
+
+def test_a_run_is_findable_and_its_links_work(cli, tmp_path):
+    result = cli("run", EXAMPLE / "config.yaml", "--dataset", EXAMPLE / "titanic.csv", "--output", tmp_path / "out",
+                 "--cache-dir", tmp_path / "cache", "--json", "--always-run-flow", timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = result.json()
+    assert "ui_record_incomplete" not in summary, summary
+    assert "503" not in result.stderr
+
+    api = local_server.ensure_server()
+    base = local_server.ui_url(api)
+    # 1. the UI's settings name this server's API, and that API answers
+    status, _, body = _get(f"{base}/ui-settings")
+    ui_api = json.loads(body)["api_url"]
+    assert ui_api.rstrip("/") == api, (ui_api, api)
+    assert _get(f"{ui_api}/health")[0] == 200
+    views = re.findall(r"View at (\S+)", result.stderr)
+    assert views and all(v.startswith(f"{base}/runs/flow-run/") for v in views), views
+
+    # 2. the run's name and tags
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        ArtifactFilterFlowRunId,
+        FlowRunFilter,
+        FlowRunFilterTags,
+    )
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    digest = config_hash(load_config(EXAMPLE / "config.yaml"))
+    with temporary_settings(updates={PREFECT_API_URL: api}), get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            tags=FlowRunFilterTags(all_=[f"artifact:{summary['artifact_id']}"])))
+        assert len(runs) >= 1
+        run = runs[0]
+        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[run.id])))
+    assert run.name == f"titanic.csv · config.yaml · {digest[:6]}"
+    assert {"prepflow", "dataset:titanic.csv", f"config:{digest}", f"artifact:{summary['artifact_id']}"} <= set(
+        run.tags)
+    assert run.state.is_completed()
+
+    # 3. the report, over http from the same server
+    (report,) = [a for a in artifacts if a.key == "prepflow-report"]
+    links = re.findall(r"\[Open the data report\]\((http[^)]+)\)", report.data)
+    assert links and links[0].startswith(f"{base}{local_server.REPORTS_PATH}/"), report.data
+    status, content_type, page = _get(links[0])
+    assert status == 200 and content_type.startswith("text/html")
+    assert summary["artifact_id"] in page
+
+    # 4. where it lives, and how to stop it
+    status_out = cli("server", "status", "--json")
+    info = json.loads(status_out.stdout.strip().splitlines()[-1])
+    assert info["running"] and info["url"] == api and info["live_runs"] == []
+    assert info["state_dir"] == str(local_server.state_dir())
