@@ -7,7 +7,15 @@ Values are compared as strings (``1`` and ``"1"`` are the same category, as in L
 * ``min_frequency`` (default 1): values seen fewer times in the fit rows are not in the vocabulary;
 * ``num_oov_buckets`` (default 0): values not in the vocabulary (rare, cut by ``most_common``, or
   unseen at fit time) are hashed into that many buckets instead of all becoming ``<UNK>``;
-* ``hash_buckets`` (default none): no vocabulary at all; every value is hashed into N buckets.
+* ``hash_buckets`` (default none): no vocabulary at all; every value is hashed into N buckets;
+* ``encoded: true`` with ``cardinality: N``: the column already holds integer ids in ``[0, N)``
+  (pre-encoded data, e.g. an NVIDIA FeatureSpec dataset): each id is kept as given, nothing is
+  fitted, ``vocab_size`` is N. An id outside ``[0, N)`` (or a value that is not an integer) is an
+  error naming the row and column, unless ``out_of_range_id: K`` (an id in ``[0, N)``) maps every
+  out-of-range id to K, as TensorFlow's ``categorical_column_with_identity(default_value=K)`` does.
+  A missing value is filled with ``fill_value`` (an id), else ``out_of_range_id``; with neither, a
+  missing value is an error naming its row (``missing_value_strategy`` such as ``fill_with_mode``
+  or ``drop_row`` works as for any feature).
 
 Id layout with a vocabulary (B = ``num_oov_buckets``)::
 
@@ -25,7 +33,7 @@ made with another hash (``hash: fnv1a64-fmix64-prepflow1``, before prepflow used
 at encode time, naming the feature: its bucket ids differ.
 
 Metadata: ``vocab_size``; ``num_oov_buckets`` and ``hash`` (the hash's name) when B > 0;
-``hash_buckets`` and ``hash`` for hashing. A vocabulary of up to ``INLINE_MAX`` ids is inlined as
+``hash_buckets`` and ``hash`` for hashing; ``encoded: true`` and ``cardinality`` for pre-encoded ids. A vocabulary of up to ``INLINE_MAX`` ids is inlined as
 Ludwig's ``idx2str``/``str2idx``/``str2freq`` (``str2freq`` counts the fit rows per id, so
 ``<UNK>`` and each bucket have their count). A larger one is stored by the vocab stage as Parquet
 (``vocab_file``, see ``storage.vocab_store``: row i = id i, columns ``value`` and ``count``) and
@@ -44,9 +52,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, model_validator
 
-from core.errors import DataError, NotFittedError
+from core.errors import ConfigError, DataError, NotFittedError
 from storage import string_hash
-from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, merge_counts
+from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, first_bad, merge_counts
 
 UNK = "<UNK>"
 INLINE_MAX = 100_000  # ids; a larger vocabulary is stored as Parquet (vocab stage); changing it: bump vocab.CODE_VERSION
@@ -62,12 +70,31 @@ class CategoryPreprocessing(BasePreprocessing):
     min_frequency: int = Field(default=1, ge=1)
     num_oov_buckets: int = Field(default=0, ge=0, le=MAX_IDS // 2)
     hash_buckets: int | None = Field(default=None, gt=0, le=MAX_IDS - 1)
+    encoded: bool = False  # the column holds integer ids in [0, cardinality), kept as given
+    cardinality: int | None = Field(default=None, gt=0, le=MAX_IDS)
+    out_of_range_id: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _one_scheme(self) -> "CategoryPreprocessing":
         if self.hash_buckets is not None and self.num_oov_buckets:
             raise ValueError("hash_buckets hashes every value (no vocabulary), so num_oov_buckets cannot be "
                              "combined with it; use one or the other")
+        if not self.encoded:
+            given = [k for k in ("cardinality", "out_of_range_id") if getattr(self, k) is not None]
+            if given:
+                raise ValueError(f"{', '.join(given)} only apply to pre-encoded ids: add encoded: true")
+            return self
+        if self.cardinality is None:
+            raise ValueError("encoded: true needs cardinality: the number of ids (ids are 0 .. cardinality-1)")
+        fields = type(self).model_fields
+        clash = [k for k in ("most_common", "min_frequency", "num_oov_buckets", "hash_buckets")
+                 if getattr(self, k) != fields[k].default]  # set to something else than the default
+        if clash:
+            raise ValueError(f"encoded: true keeps the ids as given (no vocabulary, no hashing), so "
+                             f"{', '.join(clash)} cannot be combined with it")
+        if self.out_of_range_id is not None and self.out_of_range_id >= self.cardinality:
+            raise ValueError(f"out_of_range_id {self.out_of_range_id} must be an id below cardinality "
+                             f"{self.cardinality}")
         return self
 
 
@@ -147,6 +174,8 @@ class CategoryFeature(FeatureType):
     default_fill_value = UNK
 
     def cast(self, values: pd.Series, rows: np.ndarray) -> pd.Series:
+        if self.encoded:
+            return self._cast_ids(values, rows)
         if pd.api.types.is_float_dtype(values.dtype):
             x = values.to_numpy(dtype="float64", na_value=np.nan)
             whole = np.isfinite(x) & (x == np.round(x))
@@ -155,16 +184,89 @@ class CategoryFeature(FeatureType):
             return text.mask(np.isnan(x))
         return values.astype("string")
 
-    def fill_value_from_config(self, value: Any) -> str:
+    def fill_value_from_config(self, value: Any) -> str | int | None:
+        if self.encoded:
+            return self._fill_id(value)
         return str(value)
 
     @property
     def hashed(self) -> bool:
         return self.options.hash_buckets is not None
 
+    @property
+    def encoded(self) -> bool:
+        return self.options.encoded
+
+    @property
+    def needs_vocabulary(self) -> bool:
+        """Whether fitting counts values into a vocabulary (not for hash buckets or pre-encoded ids)."""
+        return not (self.hashed or self.encoded)
+
+    # ---- pre-encoded ids (encoded: true) ------------------------------------------------------------
+    def _cast_ids(self, values: pd.Series, rows: np.ndarray) -> pd.Series:
+        """Raw column -> nullable Int64 ids, checked against ``cardinality`` (see the module docstring)."""
+        n = self.options.cardinality
+        if pd.api.types.is_bool_dtype(values.dtype):
+            numbers, bad = pd.Series(np.nan, index=values.index), values.notna().to_numpy(dtype=bool)
+        elif pd.api.types.is_numeric_dtype(values.dtype):
+            numbers, bad = values.astype("float64"), np.zeros(len(values), bool)
+        else:
+            text = values.astype("string").str.strip()
+            text = text.mask(text == "")
+            numbers = pd.to_numeric(text, errors="coerce").astype("float64")
+            bad = numbers.isna().to_numpy(dtype=bool) & text.notna().to_numpy(dtype=bool)
+        x = numbers.to_numpy(dtype="float64", na_value=np.nan)
+        present = ~np.isnan(x)
+        bad |= present & ~(np.isfinite(x) & (x == np.round(x)))
+        if bad.any():
+            row, value = first_bad(bad, values, rows)
+            raise DataError(f"row {row + 1}, column '{self.column}': {self.describe()} (encoded: true) expects an "
+                            f"integer id in [0, {n}), got {value!r}")
+        outside = present & ((x < 0) | (x >= n))
+        if outside.any():
+            if self.options.out_of_range_id is None:
+                row, value = first_bad(outside, values, rows)
+                raise DataError(f"row {row + 1}, column '{self.column}': {self.describe()} got id {value!r}, outside "
+                                f"its cardinality {n} (ids 0..{n - 1}); set preprocessing.out_of_range_id to map "
+                                "such ids to one id")
+            x = np.where(outside, self.options.out_of_range_id, x)
+        if not present.all() and self.missing_strategy == "fill_with_const" and self._fill_id_or_none() is None:
+            row, _ = first_bad(~present, values, rows)
+            raise DataError(f"row {row + 1}, column '{self.column}': {self.describe()} (encoded: true) has a missing "
+                            f"value; set preprocessing.fill_value (an id in [0, {n})), out_of_range_id, or a "
+                            "missing_value_strategy")
+        ids = pd.array(np.where(present, x, 0).astype(np.int64), dtype="Int64")
+        ids[~present] = pd.NA
+        return pd.Series(ids, index=values.index)
+
+    def _fill_id_or_none(self) -> int | None:
+        return self._fill_id(self.options.fill_value)
+
+    def _fill_id(self, value: Any) -> int | None:
+        """The configured fill as an id in [0, cardinality); the category default ``<UNK>`` (or none) means
+        ``out_of_range_id`` (None without one). Anything else is a ``ConfigError``."""
+        n = self.options.cardinality
+        if value is None or value == UNK:  # an encoded column has no <UNK>
+            value = self.options.out_of_range_id
+            if value is None:
+                return None
+        try:
+            fill = int(str(value).strip())
+        except ValueError:
+            fill = -1
+        if not 0 <= fill < n:
+            raise ConfigError(f"{self.describe()}: preprocessing.fill_value: expected an id in [0, {n}) "
+                              f"(encoded: true), got {value!r}")
+        return fill
+
+    def encoded_metadata(self) -> dict:
+        n = self.options.cardinality
+        options = {"encoded": True, "cardinality": n, "out_of_range_id": self.options.out_of_range_id}
+        return {"vocab_size": n, "encoded": True, "cardinality": n, "preprocessing": options}
+
     # ---- fit (in memory; tasks.category_vocab is the same at scale) ---------------------------------
     def fit_partial(self, values: pd.Series) -> dict:
-        if self.hashed:
+        if not self.needs_vocabulary:
             return {}
         vc = values.dropna().value_counts(sort=False)
         return {str(k): int(v) for k, v in vc.items()}
@@ -175,6 +277,8 @@ class CategoryFeature(FeatureType):
     def finalize(self, counts: dict, missing_state: dict) -> dict:
         if self.hashed:
             return self.hashed_metadata()
+        if self.encoded:
+            return self.encoded_metadata()
         values = pa.array(list(counts), type=pa.string())
         return self.vocabulary_metadata(Candidates.reduce(values, np.fromiter(counts.values(), np.int64, len(counts)),
                                                           self.options))
@@ -186,7 +290,10 @@ class CategoryFeature(FeatureType):
 
     def vocabulary_metadata(self, cand: Candidates, store=None) -> dict:
         """Metadata from the final candidates. ``store(values, counts) -> vocab_file`` stores a
-        vocabulary of more than ``INLINE_MAX`` ids as a file (the vocab stage); without it, inline."""
+        vocabulary of more than ``INLINE_MAX`` ids as a file (the vocab stage); without it, inline.
+        Pre-encoded ids have no vocabulary: their metadata does not depend on what was counted."""
+        if self.encoded:
+            return self.encoded_metadata()
         buckets = self.options.num_oov_buckets
         kept = cand.values.to_pylist() if store is None or 1 + buckets + len(cand.values) <= INLINE_MAX else None
         unk_freq = cand.unk if buckets else cand.total - int(cand.counts.sum())
@@ -214,6 +321,8 @@ class CategoryFeature(FeatureType):
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
         if "vocab_size" not in metadata:
             raise NotFittedError(f"{self.describe()}: no fitted metadata (vocab_size); fit before encoding")
+        if metadata.get("encoded"):
+            return {self.name: self._encode_ids(values, int(metadata["vocab_size"]))}
         string_hash.check_hash_name(metadata.get("hash"), self.describe())
         arr = as_strings(values)
         if "hash_buckets" in metadata:
@@ -253,9 +362,19 @@ class CategoryFeature(FeatureType):
         return np.where(valid, ids_of[codes.fill_null(0).to_numpy(zero_copy_only=False)], 0).astype(np.int32) \
             if len(ids_of) else np.zeros(len(arr), np.int32)
 
+    def _encode_ids(self, values: pd.Series, n: int) -> np.ndarray:
+        """Filled, checked ids (``_cast_ids``) as int32; a value still missing or out of range fails."""
+        ids = pd.to_numeric(values, errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+        bad = np.isnan(ids) | (ids < 0) | (ids >= n)
+        if bad.any():
+            raise DataError(f"{self.describe()}: {int(bad.sum())} value(s) are missing or not ids in [0, {n}) after "
+                            f"the fill, e.g. {values[bad].iloc[0]!r}")
+        return ids.astype(np.int32)
+
     def oov_count(self, ids: np.ndarray, metadata: dict) -> int | None:
-        """Rows encoded outside the vocabulary (``<UNK>`` or an OOV bucket); None when hashing."""
-        if "hash_buckets" in metadata:
+        """Rows encoded outside the vocabulary (``<UNK>`` or an OOV bucket); None when hashing or for
+        pre-encoded ids (no vocabulary)."""
+        if "hash_buckets" in metadata or metadata.get("encoded"):
             return None
         return int((ids <= int(metadata.get("num_oov_buckets", 0))).sum())
 
