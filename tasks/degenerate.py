@@ -3,12 +3,15 @@ or published.
 
 * a feature with no non-missing value in its fit rows (``fit_on``: the training rows, or all rows) is a
   **warning** naming the feature: every row would get the fill value (a category: 100% ``<UNK>``);
-* an output feature with a single distinct value in its fit rows (a constant target) is a ``DataError``
-  naming the feature: a model would learn one answer.
+* an output feature with a single distinct value (a constant target) or none in all the (sampled) rows
+  is a ``DataError`` naming the feature: a model would learn one answer; one that is constant (or
+  empty) in its fit rows only, which the split of a small or very unbalanced table can cause, is a
+  warning.
 
 Both are judged from the ingested parts' raw columns (nulls as ingest read them: empty cells and the
-null spellings), one Dask task per part: per column the fit rows holding a value and, for outputs, up to
-two of their distinct values, merged in part order (the result does not depend on partitioning).
+null spellings), one Dask task per part: per column the rows holding a value and, for outputs, up to
+two of their distinct values, in the fit rows and in all rows, merged (the result does not depend on
+partitioning).
 A target class that a stratified split leaves out of train is ``tasks.split``'s check
 (``check_classes_in_train``), where the classes are counted.
 """
@@ -35,25 +38,32 @@ def fit_mask(assign: np.ndarray, fit_on: str) -> np.ndarray:
     return assign == 0 if fit_on == "train" else assign >= 0
 
 
-def part_summary(path: str, columns: list[str], outputs: list[str], fit: np.ndarray) -> dict:
-    """One ingested part: fit rows holding a value per column; for outputs, up to two distinct values."""
+def _two_values(col, mask) -> list[str]:
+    return sorted(str(v) for v in pc.unique(col.filter(mask)).slice(0, 2).to_pylist())
+
+
+def part_summary(path: str, columns: list[str], outputs: list[str], assign: np.ndarray, fit: np.ndarray) -> dict:
+    """One ingested part: fit rows holding a value per column; for outputs, up to two distinct values in
+    the fit rows and in all sampled rows."""
     table = feather.read_table(path, columns=[*dict.fromkeys([*columns, ROW])], memory_map=True)
-    in_fit = pa.array(fit[table.column(ROW).to_numpy()])
-    present, values = {}, {}
+    rows = table.column(ROW).to_numpy()
+    in_fit, sampled = pa.array(fit[rows]), pa.array(assign[rows] >= 0)
+    present, values, values_all = {}, {}, {}
     for column in columns:
         col = table.column(column)
         held = pc.and_(pc.is_valid(col), in_fit)
         present[column] = int(pc.sum(pc.cast(held, pa.int64())).as_py() or 0)
         if column in outputs:
-            uniques = pc.unique(col.filter(held))
-            values[column] = sorted(str(v) for v in uniques.slice(0, 2).to_pylist())
-    return {"present": present, "values": values}
+            values[column] = _two_values(col, held)
+            values_all[column] = _two_values(col, pc.and_(pc.is_valid(col), sampled))
+    return {"present": present, "values": values, "values_all": values_all}
 
 
 def merge(summaries: list[dict], columns: list[str], outputs: list[str]) -> dict:
     present = {c: sum(s["present"][c] for s in summaries) for c in columns}
     values = {c: sorted({v for s in summaries for v in s["values"][c]})[:2] for c in outputs}
-    return {"present": present, "values": values}
+    values_all = {c: sorted({v for s in summaries for v in s["values_all"][c]})[:2] for c in outputs}
+    return {"present": present, "values": values, "values_all": values_all}
 
 
 def findings(features: list[tuple[str, str, bool]], merged: dict, fit_on: str, fit_rows: int) -> list[str]:
@@ -61,17 +71,20 @@ def findings(features: list[tuple[str, str, bool]], merged: dict, fit_on: str, f
     where = "training rows" if fit_on == "train" else "rows"
     warnings = []
     for name, column, output in features:
+        everywhere = merged["values_all"][column] if output else None
+        if output and not everywhere:
+            raise DataError(f"output feature '{name}' (column '{column}') has no value in any row; nothing to learn")
+        if output and len(everywhere) == 1:
+            raise DataError(f"output feature '{name}' (column '{column}') is constant: every row with a value "
+                            f"holds {everywhere[0]!r}; a model would learn one answer (check the column, or the "
+                            "filter that made the file)")
         if fit_rows and merged["present"][column] == 0:
-            message = (f"feature '{name}' (column '{column}') has no value in any of its {fit_rows:,} {where}: "
-                       f"every row will get its fill value")
-            if output:
-                raise DataError(f"output feature '{name}' (column '{column}') has no value in any of its "
-                                f"{fit_rows:,} {where}; nothing to learn")
-            warnings.append(message)
+            warnings.append(f"{'output ' if output else ''}feature '{name}' (column '{column}') has no value in any "
+                            f"of its {fit_rows:,} {where}: every row will get its fill value")
         elif output and len(merged["values"][column]) == 1:
-            raise DataError(f"output feature '{name}' (column '{column}') is constant: all {merged['present'][column]:,} "
-                            f"{where} with a value hold {merged['values'][column][0]!r}; a model would learn one "
-                            "answer (check the column, the filter that made the file, or the split)")
+            warnings.append(f"output feature '{name}' (column '{column}') holds one value, "
+                            f"{merged['values'][column][0]!r}, in all {merged['present'][column]:,} {where} with a "
+                            "value (the others are in other splits): a model trained on them learns one answer")
     return warnings
 
 
@@ -92,7 +105,9 @@ def check(ctx, ingest_path: str, assign: np.ndarray) -> list[str]:
     columns = sorted({c for _n, c, _o in features})
     outputs = sorted({c for _n, c, o in features if o})
     fit = fit_mask(np.asarray(assign), fit_on)
-    summaries = compute([delayed(part_summary, pure=True)(f, columns, outputs, shared(fit)) for f in files])
+    assign = np.asarray(assign)
+    summaries = compute([delayed(part_summary, pure=True)(f, columns, outputs, shared(assign), shared(fit))
+                         for f in files])
     messages = findings(features, merge(summaries, columns, outputs), fit_on, int(fit.sum()))
     for message in messages:
         log.warning(message)

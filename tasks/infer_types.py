@@ -277,7 +277,7 @@ def profile_values(values: pd.Series) -> dict:
         prof["n_repeat"] = _rows_with_repeats(short, flat)
         prof["token_counts"] = (dict(zip(tokens.field("values").to_pylist(), tokens.field("counts").to_pylist(),
                                          strict=True)) if len(tokens) <= TOKEN_CAP else None)
-        prof["delimited"] = {d: _delimited_profile(arr, d, prof["counts"]) for d in SET_DELIMITERS}
+        prof["delimited"] = {d: _delimited_profile(arr, d, prof["counts"], prof["tokens"]) for d in SET_DELIMITERS}
     else:
         prof.update(n_date=n if kind == "datetime" else 0, n_image=0, n_audio=0, media_ext={}, media_sample=[],
                     n_vector=0, vector_min=None, vector_max=None, n_uuid=0, token_counts={}, n_repeat=0,
@@ -289,17 +289,18 @@ def _log_histogram(finite: np.ndarray) -> np.ndarray:
     """Counts of ``floor(log2(x + 1))`` over the non-negative values: exact integer counts, so the merged
     histogram (and the tail judged from it) does not depend on the partitioning."""
     x = finite[finite >= 0]
-    return np.bincount(np.floor(np.log2(x + 1.0)).astype(np.int64), minlength=LOG_BUCKETS)
+    exponents = np.frexp(x + 1.0)[1] - 1  # floor(log2(x + 1)), exactly (no rounding near powers of two)
+    return np.bincount(exponents.astype(np.int64), minlength=LOG_BUCKETS)
 
 
-def _delimited_profile(arr: pa.Array, delimiter: str, counts: dict | None) -> dict:
+def _delimited_profile(arr: pa.Array, delimiter: str, counts: dict | None, words: int) -> dict:
     """The values as lists cut at ``delimiter`` (tokens trimmed): rows holding it, tokens per row, empty
     tokens (``a||b``, a trailing delimiter), rows repeating a token, the token counts (up to
-    ``TOKEN_CAP``). A partition without the delimiter: every value is one token (its value counts)."""
+    ``TOKEN_CAP``), words in the tokens. A partition without the delimiter: every value is one token (its
+    value counts; ``words``: the values' whitespace tokens)."""
     has = pc.match_substring(arr, delimiter)
     n_has = _count(has)
     if not n_has:
-        words = int(pc.sum(pc.list_value_length(pc.utf8_split_whitespace(arr))).as_py() or 0)
         return {"n_has": 0, "n_empty": 0, "n_repeat": 0, "n_thousands": 0, "max_tokens": 1 if len(arr) else 0,
                 "words": words,
                 "tokens": len(arr), "token_counts": counts if counts is not None and len(counts) <= TOKEN_CAP else None}
@@ -548,6 +549,9 @@ def decide(name: str, prof: dict, is_target: bool = False, column: str | None = 
         return out("binary", f"boolean values ({_examples(prof, 4)})")
     if prof["n_true"] + prof["n_false"] == n:
         return out(None, f"excluded: every value means the same boolean ({_examples(prof, 2)})")
+    if d == 2 and exact and kind in ("int", "float"):  # stored as numbers (Parquet, a DataFrame), not 0/1
+        return out("category", f"two numbers ({_examples(prof, 2)}) stored as numbers: a binary feature reads "
+                               "stored numbers as 0/1 only; write them as text for a binary with a true label")
     if d == 2 and exact:
         return _decide_two_values(prof, out)
     unique = n >= ID_MIN_ROWS and d >= ID_UNIQUE_SHARE * n

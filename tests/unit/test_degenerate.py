@@ -53,17 +53,26 @@ def test_fit_on_all_looks_at_every_row(tmp_path, caplog):
 
 def test_a_constant_target_is_an_error_naming_it_and_nothing_is_published(tmp_path):
     df = table(label=["yes"] * N)
-    with pytest.raises(DataError, match=r"^output feature 'label' \(column 'label'\) is constant: all \d+ training "
-                                        r"rows with a value hold 'yes'"):
+    with pytest.raises(DataError, match=r"^output feature 'label' \(column 'label'\) is constant: every row with a "
+                                        r"value holds 'yes'; a model would learn one answer"):
         run(CONFIG, write_csv(df, tmp_path / "d.csv"), tmp_path)
     assert published(tmp_path) == []
 
 
-def test_a_target_constant_in_the_training_rows_only_is_an_error(tmp_path):
+def test_a_target_constant_in_the_training_rows_only_is_a_warning(tmp_path, caplog):
     df = table(label=["p"] * (N - 5) + ["q"] * 5, split=[0] * (N - 5) + [2] * 5)
     config = {**CONFIG, "preprocessing": {"split": {"type": "fixed", "column": "split"}}}
-    with pytest.raises(DataError, match=r"output feature 'label' .* is constant: all 55 training rows"):
-        run(config, write_csv(df, tmp_path / "d.csv"), tmp_path)
+    with caplog.at_level(logging.WARNING, logger="prepflow.degenerate"):
+        assert run(config, write_csv(df, tmp_path / "d.csv"), tmp_path).artifact is not None
+    assert [r.getMessage() for r in caplog.records if r.name == "prepflow.degenerate"] == [
+        "output feature 'label' (column 'label') holds one value, 'p', in all 55 training rows with a value (the "
+        "others are in other splits): a model trained on them learns one answer"]
+
+
+def test_an_all_missing_target_is_an_error(tmp_path):
+    config = {**CONFIG, "validation": {"generated": False}}  # the raw gate's non-null check would stop it first
+    with pytest.raises(DataError, match=r"^output feature 'label' \(column 'label'\) has no value in any row"):
+        run(config, write_csv(table(label=[None] * N), tmp_path / "d.csv"), tmp_path)
 
 
 def test_a_target_class_a_stratified_split_leaves_out_of_train_is_an_error(tmp_path):
@@ -93,10 +102,11 @@ def test_filling_an_empty_split_takes_a_class_s_last_training_row_last():
 
 
 def test_findings_merge_parts_in_any_order():
-    parts = [{"present": {"c": 0, "y": 2}, "values": {"y": ["1"]}}, {"present": {"c": 0, "y": 3}, "values": {"y": ["2"]}}]
+    parts = [{"present": {"c": 0, "y": 2}, "values": {"y": ["1"]}, "values_all": {"y": ["1"]}},
+             {"present": {"c": 0, "y": 3}, "values": {"y": ["2"]}, "values_all": {"y": ["2", "3"]}}]
     features = [("c", "c", False), ("y", "y", True)]
     for order in (parts, parts[::-1]):
         merged = degenerate.merge(order, ["c", "y"], ["y"])
-        assert merged == {"present": {"c": 0, "y": 5}, "values": {"y": ["1", "2"]}}
+        assert merged == {"present": {"c": 0, "y": 5}, "values": {"y": ["1", "2"]}, "values_all": {"y": ["1", "2"]}}
         assert degenerate.findings(features, merged, "train", 9) == [
             "feature 'c' (column 'c') has no value in any of its 9 training rows: every row will get its fill value"]

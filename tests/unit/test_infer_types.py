@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 import yaml
 
+from core.errors import ConfigError, DataError
 from flows.cli import main as cli_main
 from tasks import infer_types, ingest
 from tasks.config_loader import load_config
-from core.errors import ConfigError, DataError
 from tests.helpers import run, write_csv
 
 N = 1000
@@ -211,12 +211,15 @@ def test_native_parquet_types(tmp_path):
         "ts": pd.date_range("2020-01-01", periods=200, freq="h"),
         "vec": [RNG.normal(size=3) for _ in range(200)],
         "label": RNG.choice(["a", "b", "c"], 200),
+        "zero_one": RNG.choice([0, 1], 200), "one_two": RNG.choice([1, 2], 200), "sex": RNG.choice(["m", "f"], 200),
     })
     path = tmp_path / "data.parquet"
     df.to_parquet(path)
-    inferred, _rows = infer_types.infer_dataset(str(path), target="label")
-    assert {i.name: i.type for i in inferred} == {"flag": "binary", "n": "number", "x": "number", "ts": "date",
-                                                  "vec": "vector", "label": "category"}
+    inferred = {i.name: i for i in infer_types.infer_dataset(str(path), target="label")[0]}
+    assert {k: i.type for k, i in inferred.items()} == {
+        "flag": "binary", "n": "number", "x": "number", "ts": "date", "vec": "vector", "label": "category",
+        "zero_one": "binary", "one_two": "category", "sex": "binary"}
+    assert "stored as numbers" in inferred["one_two"].reason  # the binary type reads stored numbers as 0/1 only
 
 
 def test_prepflow_infer_prints_a_config_that_loads(crafted, tmp_path, capsys):

@@ -131,8 +131,8 @@ def test_whole_and_streamed_csv_reads_write_the_same_parts(tmp_path, monkeypatch
 
 @pytest.mark.parametrize("whole_read_bytes", [0, 1 << 30])
 def test_a_bad_number_is_located_by_either_csv_read(tmp_path, monkeypatch, whole_read_bytes):
-    from tasks import ingest
     from core.errors import DataError
+    from tasks import ingest
 
     monkeypatch.setattr(ingest, "WHOLE_READ_BYTES", whole_read_bytes)
     path = tmp_path / "d.csv"
