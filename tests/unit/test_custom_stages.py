@@ -392,14 +392,17 @@ def test_stage_that_is_not_a_class_names_what_it_is():
 def test_custom_feature_type_code_is_in_the_cache_key(dataset, tmp_path):
     from prepflow_example_plugin.features import HashedTokens
 
+    from core.code_version import class_version
     from storage.cache import StageCache
     from tasks.context import RunContext
+    from tasks.features.category import CategoryFeature
     from tasks.plugins import code_version
 
     ctx = RunContext(parse_config(PLUGIN_CONFIG), str(dataset), StageCache(tmp_path / "c"))
     slices = {s["name"]: s for s in ctx.features_slice()}
-    assert slices["notes"]["code"] == code_version(HashedTokens)
-    assert "code" not in slices["carrier"]
+    assert slices["notes"]["code"] == code_version(HashedTokens)  # a plugin type: its module's source
+    assert slices["carrier"]["code"] == class_version(CategoryFeature)  # a built-in type: its modules' trees
+    assert slices["notes"]["code"] != slices["carrier"]["code"]
 
 
 def test_code_version_is_the_module_source_hash_unless_a_version_is_declared():
