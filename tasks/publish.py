@@ -262,8 +262,7 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
             described.update(files)
         for split_name in SPLIT_NAMES:
             source_spec[split_name].extend(media_cache.publish_split(encoded, split_name, staging / split_name))
-        (staging / vocab.METADATA_FILE).write_text(
-            json.dumps(metadata, sort_keys=True, ensure_ascii=False))
+        vocab.copy_metadata(fitted, staging)  # the same bytes as json.dumps(metadata, sort_keys=True, ...)
         vocab.copy_files(fitted, metadata, staging)  # Parquet vocabularies beside the metadata (in the manifest)
         feature_spec = {
             "feature_spec": {name: {k: v for k, v in spec.items() if k != "feature"} for name, spec in columns.items()},

@@ -155,3 +155,15 @@ def test_fixed_split(tmp_path):
 
 
 GOLDEN_SPLIT = [0, 1, 0, 0, 2, 0, 0, 2, 0, 0, 0, 0]
+
+
+def test_published_metadata_is_the_sorted_json_of_the_metadata(tmp_path):
+    """publish copies the vocab stage's metadata file: its bytes must be what dumping the metadata gives."""
+    import json
+    from pathlib import Path
+
+    df = pd.DataFrame({"c": ["é", "b", None, "日本", "b"], "x": [1.5, None, 1e-300, 3.0, -0.0]})
+    art, _ = publish(tmp_path, df, [{"name": "c", "type": "category"}, {"name": "x", "type": "number"}])
+    raw = (Path(art.path) / "training_set_metadata.json").read_text()
+    assert raw == json.dumps(json.loads(raw), sort_keys=True, ensure_ascii=False)
+    assert json.loads(raw)["c"]["idx2str"][:2] == ["<UNK>", "b"]
