@@ -477,7 +477,8 @@ class FeatureSpecInput:
 
 def encoded_category_options(cardinality: int) -> dict:
     """The category preprocessing that keeps already-encoded integer ids and their cardinality
-    (``tasks/features/category.py``'s pre-encoded option)."""
+    (``tasks/features/category.py``: ``encoded: true``; no ``out_of_range_id``, since transcode has
+    already refused an id outside ``[0, cardinality)`` naming its file and row)."""
     return {"encoded": True, "cardinality": int(cardinality)}
 
 
