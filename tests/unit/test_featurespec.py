@@ -284,6 +284,21 @@ def test_every_nvidia_spec_transcodes(tmp_path, spec_file):
 
 
 @pytest.mark.integration
+def test_nvidia_dataset_transcoded_to_split_binary_has_the_same_bytes(tmp_path):
+    """NVIDIA's files in, split_binary out (normalization none): every file of train and test has the
+    bytes it had, and the published spec the same dtypes and cardinalities."""
+    art, _, spec = transcode("dlrm_criteo_f15.yaml", tmp_path, formats=("split_binary",))
+    published = yaml.safe_load((Path(art.path) / "feature_spec.yaml").read_text())
+    assert {n: (f["dtype"], f.get("cardinality")) for n, f in published["feature_spec"].items()} == \
+        {n: (np.dtype(f["dtype"]).name, f.get("cardinality")) for n, f in spec.features.items()}
+    for mapping in ("train", "test"):
+        ours = {c["features"][0]: c["files"][0] for c in published["source_spec"][mapping]}
+        for chunk in spec.sources[mapping]:
+            mine = (Path(art.path) / ours[chunk["features"][0]]).read_bytes()
+            assert mine == (spec.base / chunk["files"][0]).read_bytes(), chunk["features"][0]
+
+
+@pytest.mark.integration
 def test_a_split_binary_artifact_transcodes_back(tmp_path):
     """prepflow's own split_binary artifact is an NVIDIA dataset: transcoded, its ids, cardinalities,
     float16 numbers and labels come back as they were published."""
