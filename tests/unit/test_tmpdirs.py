@@ -32,7 +32,7 @@ from tasks.publish import sweep_output
 from tasks.report import write_report
 from tests.conftest import ROOT
 from tests.helpers import run, write_csv
-from tests.unit.test_featurespec import make_dataset
+from tests.unit.test_featurespec import write_like_nvidia
 
 CONFIG = {
     "input_features": [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}],
@@ -343,7 +343,7 @@ def test_sigkilled_latest_and_report_writers_files_are_removed_by_the_next_write
 
 
 def test_sigkilled_transcode_dataset_file_is_removed_by_the_next_transcode(tmp_path):
-    spec, work = make_dataset(tmp_path / "data"), tmp_path / "work"
+    spec, work = write_like_nvidia("dlrm_transcoding_small_csv.yaml", tmp_path / "data")[0], tmp_path / "work"
     file_writer("dataset", work, tmp_path, str(spec)).kill()
     stale = leftovers(work, DATASET_TEMP)
     assert len(stale) == 2 and stale[0].endswith(".parquet") and (work / stale[0]).stat().st_size > 0
