@@ -1,7 +1,8 @@
 """A run whose process is SIGKILLed shows CRASHED through the API (issue 22), on a real local server.
 
-The child is a flow run started the way ``prepflow run`` starts one (``flows.bookkeeping.RunRecord`` as
-its ``on_running`` hook, on this session's local server); it blocks inside the flow until killed. Nothing
+The child (``tests/crash_probe.py``) is a flow run started the way ``prepflow run`` starts one
+(``flows.bookkeeping.RunRecord`` as its ``on_running`` hook, on this session's local server); it blocks
+inside a task until killed. Nothing
 tells the server: its housekeeping (every ``SWEEP_SECONDS``) finds the run's lock free and marks the
 flow run, and its unfinished task run, Crashed. The next ``prepflow run`` sweeps the same way before its
 own flow (``local_server.configure_prefect``).
@@ -22,24 +23,6 @@ from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
 
-CHILD = r"""
-import sys, time
-from flows.local_server import configure_prefect, runs_dir
-assert configure_prefect() == "local"
-from prefect import flow, task
-from flows.bookkeeping import RunRecord
-
-@task
-def block(marker):
-    open(marker, "w").write("running")
-    time.sleep(900)
-
-@flow(name="crash-probe")
-def probe(marker: str):
-    block(marker)
-
-probe.with_options(on_running=[RunRecord(runs_dir())])(sys.argv[1])
-"""
 
 
 def _state(api: str, kind: str, run_id: str) -> str:
@@ -52,7 +35,7 @@ def test_a_killed_run_is_marked_crashed_by_the_local_server(tmp_path):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("PREFECT_API_URL", None)
     log = open(tmp_path / "child.log", "wb")
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(marker)], cwd=ROOT, env=env, stdout=log,
+    child = subprocess.Popen([sys.executable, "-m", "tests.crash_probe", str(marker)], cwd=ROOT, env=env, stdout=log,
                              stderr=subprocess.STDOUT, start_new_session=True)
     log.close()
     try:
@@ -61,6 +44,7 @@ def test_a_killed_run_is_marked_crashed_by_the_local_server(tmp_path):
             assert child.poll() is None, (tmp_path / "child.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "the child's flow never started"
             time.sleep(0.5)
+        assert marker.read_text() == "local"
         (flow_run_id,) = run_registry.live_runs(local_server.runs_dir())
         assert _state(api, "flow_runs", flow_run_id) == "RUNNING"
     finally:

@@ -11,13 +11,21 @@ trigger with the same inputs finishes with every task state named ``Cached``.
 
 Every process runs under ``timeout`` in its own process group (nothing outlives a killed test run)
 and is stopped by the fixture; everything Prefect writes goes to a temporary ``PREFECT_HOME``.
-PostgreSQL: ``127.0.0.1:5432`` with trust auth, user ``$PREPFLOW_IT_PG_USER`` or ``root`` or
-``postgres``; without one the test is skipped (``PREPFLOW_REQUIRE_NATIVE_STACK=1`` makes it fail).
+PostgreSQL: ``127.0.0.1:5432`` with trust auth and a database ``test`` (CI provides it), user
+``$PREPFLOW_IT_PG_USER`` or ``root`` or ``postgres``; without one the test fails, naming what it needs.
+Everything else (Prefect server, worker, Dask, the S3 endpoint) it starts itself.
+
+Against the same PostgreSQL-backed server it then checks what a Prefect user relies on (issue 22), with
+``prepflow run`` pointed at it by ``PREFECT_API_URL``: a run is named and tagged after its dataset,
+config and artifact, and its report artifact links the report over http (a presigned URL of the S3
+object); four concurrent runs all succeed with no 503; a SIGKILLed run shows Crashed once the next run
+has started.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -37,7 +45,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 EXAMPLE = ROOT / "examples" / "titanic"
-PG_HOST, PG_PORT = "127.0.0.1", 5432
+PG_HOST, PG_PORT, PG_DATABASE = "127.0.0.1", 5432, "test"
 LIFETIME_S = 300  # hard limit on every process this test starts
 BUCKET = "prepflow"
 POOL = "prepflow-pool"
@@ -57,7 +65,7 @@ def _pg(user: str, sql: str | None = None) -> None:
     import asyncpg
 
     async def go() -> None:
-        conn = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=user, database="postgres", timeout=5)
+        conn = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=user, database=PG_DATABASE, timeout=5)
         try:
             if sql:
                 await conn.execute(sql)
@@ -155,10 +163,8 @@ class Stack:
 def stack(tmp_path_factory):
     user = _pg_user()
     if user is None:
-        message = f"no PostgreSQL with trust auth at {PG_HOST}:{PG_PORT} (user root or postgres)"
-        if os.environ.get("PREPFLOW_REQUIRE_NATIVE_STACK") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+        pytest.fail(f"the native stack needs PostgreSQL with trust auth at {PG_HOST}:{PG_PORT}, database "
+                    f"'{PG_DATABASE}', user $PREPFLOW_IT_PG_USER, root or postgres: none answered")
     tmp = tmp_path_factory.mktemp("native-stack")
     (tmp / "logs").mkdir()
     database = f"prepflow_it_{uuid.uuid4().hex[:12]}"
@@ -342,3 +348,85 @@ def test_deploy_trigger_and_rerun_cached_on_the_native_stack(stack, tmp_path, mo
     assert without_created_at(published) == without_created_at(reference)
     print(f"native stack: stack up + deploy + 2 runs in {time.monotonic() - started:.1f} s "
           f"(first run {first_s:.1f} s, cached rerun {second_s:.1f} s)")
+
+
+def _flow_run_state(stack: Stack, flow_run_id: str) -> str:
+    from flows import run_registry
+
+    return run_registry._api("GET", f"{stack.api_url}/flow_runs/{flow_run_id}")["state"]["type"]
+
+
+def test_cli_runs_are_named_linked_concurrent_and_crash_marked_on_postgres(stack, tmp_path):
+    """Issue 22 against the PostgreSQL-backed server: ``prepflow run`` with ``PREFECT_API_URL`` set."""
+    import re
+    import shutil
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        ArtifactFilterFlowRunId,
+        FlowRunFilter,
+        FlowRunFilterTags,
+    )
+
+    from flows import local_server, run_registry
+    from flows.run_labels import config_hash
+    from tasks.config_loader import load_config
+
+    runs_dir = Path(stack.env["PREPFLOW_HOME"]) / "servers" / local_server.installation_key() / "runs"
+    # A run killed by SIGKILL (its process holds the run's lock; nothing else tells the server).
+    marker = tmp_path / "running"
+    stack.start("crash-probe", [sys.executable, "-m", "tests.crash_probe", str(marker)], cwd=ROOT)
+    deadline = time.monotonic() + 300
+    while not marker.exists():
+        assert stack.procs["crash-probe"].poll() is None, stack.logs()
+        assert time.monotonic() < deadline, f"the crash probe never ran\n{stack.logs()}"
+        time.sleep(0.5)
+    assert marker.read_text() == "remote"  # PREFECT_API_URL: no local server started
+    (crashed_id,) = run_registry.live_runs(runs_dir)
+    assert _flow_run_state(stack, crashed_id) == "RUNNING"
+    os.killpg(stack.procs["crash-probe"].pid, signal.SIGKILL)
+    stack.procs["crash-probe"].wait()
+
+    # Four concurrent runs (the first of them is "the next run", which marks the killed one Crashed).
+    dataset = tmp_path / f"native-{uuid.uuid4().hex[:8]}.csv"
+    shutil.copyfile(EXAMPLE / "titanic.csv", dataset)
+    runs = []
+    started = time.monotonic()
+    for i in range(4):
+        out = open(tmp_path / f"run{i}.out", "wb")
+        err = open(tmp_path / f"run{i}.err", "wb")
+        runs.append(subprocess.Popen(
+            ["timeout", "-k", "10", "900", sys.executable, "-m", "flows.cli", "run", str(EXAMPLE / "config.yaml"),
+             "--dataset", str(dataset), "--output", f"s3://{BUCKET}/concurrent/{i}", "--cache-dir",
+             str(tmp_path / f"cache{i}"), "--json"], cwd=ROOT, env=stack.env, stdout=out, stderr=err))
+        out.close()
+        err.close()
+    while _flow_run_state(stack, crashed_id) != "CRASHED":
+        assert time.monotonic() - started < 120, "the killed run is not Crashed 2 minutes after the next run"
+        time.sleep(2)
+    codes = [run.wait() for run in runs]
+    errs = [(tmp_path / f"run{i}.err").read_text() for i in range(4)]
+    assert codes == [0] * 4, "\n---\n".join(e[-2000:] for e in errs)
+    assert all("503" not in e and "Service Unavailable" not in e for e in errs), errs
+    summaries = [json.loads((tmp_path / f"run{i}.out").read_text().strip().splitlines()[-1]) for i in range(4)]
+    assert all("ui_record_incomplete" not in s for s in summaries), summaries
+    (artifact_id,) = {s["artifact_id"] for s in summaries}
+
+    digest = config_hash(load_config(EXAMPLE / "config.yaml"))
+    with _prefect_settings(stack), get_client(sync_client=True) as client:
+        flow_runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            tags=FlowRunFilterTags(all_=[f"dataset:{dataset.name}"])))
+        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[r.id for r in flow_runs])))
+    assert len(flow_runs) == 4 and all(r.state.is_completed() for r in flow_runs), flow_runs
+    for run in flow_runs:
+        assert run.name == f"{dataset.name} · config.yaml · {digest[:6]}"
+        assert {f"config:{digest}", f"artifact:{artifact_id}"} <= set(run.tags), run.tags
+    reports = [a for a in artifacts if a.key == "prepflow-report"]
+    assert len(reports) == 4, [a.key for a in artifacts]
+    for report in reports:
+        (link,) = re.findall(r"\[Open the data report\]\((http[^)]+)\)", report.data)
+        assert link.startswith(f"{stack.s3_endpoint}/{BUCKET}/concurrent/"), link
+        with urllib.request.urlopen(link, timeout=30) as resp:  # presigned: no credentials needed
+            assert resp.status == 200 and artifact_id in resp.read().decode()
