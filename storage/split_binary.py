@@ -43,7 +43,7 @@ import pyarrow as pa
 
 from core.errors import ConfigError, DataError
 
-NUMERICAL, CATEGORICAL, LABEL = "numerical", "categorical", "label"
+NUMERICAL, CATEGORICAL, LABEL, OTHER = "numerical", "categorical", "label", "other"
 FLOAT16_MAX = float(np.finfo(np.float16).max)  # 65504
 INT_TYPES = (np.int8, np.int16, np.int32)
 
@@ -68,6 +68,7 @@ class Target:
     file: str  # name inside the split's folder
     columns: tuple[str, ...]
     dtype: str  # numpy name of the stored values
+    role: str  # NUMERICAL, LABEL, CATEGORICAL (NVIDIA's channels) or OTHER
     shape: tuple[int, ...] = ()  # one column's row shape (matrices), () for scalars
 
     @property
@@ -90,7 +91,7 @@ class Layout:
 
     @property
     def nvidia_targets(self) -> tuple[Target, ...]:
-        return tuple(t for t in self.targets if not t.file.startswith("col_"))
+        return tuple(t for t in self.targets if t.role != OTHER)
 
 
 def plan(columns: dict[str, dict], channels: dict[str, list[str]]) -> Layout:
@@ -127,9 +128,10 @@ def plan(columns: dict[str, dict], channels: dict[str, list[str]]) -> Layout:
     seen = {label, *numerical, *(n for n, _ in categorical)}
     if len(seen) != 1 + len(numerical) + len(categorical):
         raise ConfigError(f"{where}: a column is in two of the label/numerical/categorical channels")
-    targets = [Target("numerical.bin", tuple(numerical), "float16"), Target("label.bin", (label,), "bool")]
-    targets += [Target(f"cat_{n}.bin", (n,), categorical_dtype(c).name) for n, c in categorical]
-    targets += [Target(f"col_{n}.bin", (n,), prepflow_dtype(s).name, tuple(s.get("shape") or ()))
+    targets = [Target("numerical.bin", tuple(numerical), "float16", NUMERICAL),
+               Target("label.bin", (label,), "bool", LABEL)]
+    targets += [Target(f"cat_{n}.bin", (n,), categorical_dtype(c).name, CATEGORICAL) for n, c in categorical]
+    targets += [Target(f"col_{n}.bin", (n,), prepflow_dtype(s).name, OTHER, tuple(s.get("shape") or ()))
                 for n, s in columns.items() if n not in seen]
     return Layout(tuple(numerical), tuple(categorical), label, tuple(targets))
 
@@ -156,7 +158,7 @@ def _values(table: pa.Table, target: Target, split: str, first_row: int) -> np.n
         while pa.types.is_fixed_size_list(flat.type):
             flat = flat.flatten()
         cols.append(flat.to_numpy(zero_copy_only=False))
-    if target.file == "numerical.bin":
+    if target.role == NUMERICAL:
         block = np.empty((len(cols[0]), len(cols)), dtype=np.float16)  # row-major, filled column by column
         for i, col in enumerate(cols):
             block[:, i] = col
@@ -170,7 +172,7 @@ def _values(table: pa.Table, target: Target, split: str, first_row: int) -> np.n
                                     f"which split_binary stores numerical features as; normalize it (zscore, log1p)")
         return block
     values = cols[0]
-    if target.file.startswith("cat_") and values.size and (values.min() < 0 or values.max() > np.iinfo(dtype).max):
+    if target.role == CATEGORICAL and values.size and (values.min() < 0 or values.max() > np.iinfo(dtype).max):
         raise DataError(f"{split}: column '{target.columns[0]}' has ids outside {dtype.name} "
                         f"({values.min()}..{values.max()})")
     return np.ascontiguousarray(values.astype(dtype, copy=False))
