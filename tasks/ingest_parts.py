@@ -68,9 +68,14 @@ def dataset_files(path: str) -> list[str]:
     return [path]
 
 
+def _readable(path: str) -> str:
+    """Where a task opens ``path``: a local path made absolute (a worker's working folder may differ)."""
+    return path if is_url(path) and not path.startswith("file://") else os.path.abspath(strip_file_scheme(path))
+
+
 def base_of(path: str) -> str:
     """The folder that names are relative to: the folder itself, or a glob's part before its first wildcard."""
-    path = strip_file_scheme(str(path))
+    path = _readable(str(path))
     if not is_glob(path):
         return path
     head = path[:min(path.index(c) for c in GLOB_CHARS if c in path)]
@@ -90,7 +95,7 @@ def fingerprint(path: str) -> str:
 
     files = dataset_files(path)
     base = base_of(path)
-    digests = compute([delayed(_hash_file, pure=False)(f) for f in files])
+    digests = compute([delayed(_hash_file, pure=False)(_readable(f)) for f in files])
     names = [os.path.relpath(strip_file_scheme(f), base).replace(os.sep, "/") for f in files]
     return stable_hash([[n, d] for n, d in zip(names, digests, strict=True)], length=64)
 
@@ -101,7 +106,8 @@ def fingerprint(path: str) -> str:
 class Unit:
     """Consecutive row groups of one file, and where their rows start (in the file, in the dataset)."""
 
-    path: str
+    path: str  # as the dataset names it (for messages)
+    source: str  # where a task reads it (``_readable``)
     row_groups: tuple[int, ...]
     file_row: int
     first_row: int
@@ -147,12 +153,12 @@ def plan(files: list[str], spec, part_rows: int) -> list[Unit]:
         for rg in range(meta.num_row_groups):
             n = meta.row_group(rg).num_rows
             if groups and rows + n > part_rows:
-                units.append(Unit(path, tuple(groups), file_row, total, rows))
+                units.append(Unit(path, _readable(path), tuple(groups), file_row, total, rows))
                 total, file_row, groups, rows = total + rows, file_row + rows, [], 0
             groups.append(rg)
             rows += n
         if groups:
-            units.append(Unit(path, tuple(groups), file_row, total, rows))
+            units.append(Unit(path, _readable(path), tuple(groups), file_row, total, rows))
             total += rows
     return units
 
@@ -162,7 +168,7 @@ def plan(files: list[str], spec, part_rows: int) -> list[Unit]:
 def read_unit(unit: Unit, spec) -> pa.Table:
     """A unit's rows with exactly the spec's columns, checked (infinities named by file and row)."""
     try:
-        with open_input(unit.path) as fh:
+        with open_input(unit.source) as fh:
             pf = pq.ParquetFile(fh)
             table = pf.read_row_groups(list(unit.row_groups), columns=list(spec.columns))
     except (pa.ArrowInvalid, OSError) as exc:

@@ -254,7 +254,8 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
         for split_name in SPLIT_NAMES:
             (staging / split_name).mkdir()
             chunks, split_tasks = _split_tasks(split_name, encode_mod.split_parts(encoded, split_name),
-                                               staging / split_name, columns, rows[split_name], pub, layout)
+                                               staging.absolute() / split_name,  # workers have their own cwd
+                                               columns, rows[split_name], pub, layout)
             source_spec[split_name] = chunks
             tasks.extend(split_tasks)
         described: dict[str, dict] = {}

@@ -128,4 +128,17 @@ def test_files_of_different_formats_in_a_folder_are_refused(tmp_path):
     folder = write_files(frame(), tmp_path / "d", [], 100)
     frame(5).to_csv(folder / "extra.csv", index=False)
     with pytest.raises(DataError, match="different formats"):
-        ingest.detect_format(str(folder))
+        run(CONFIG, folder, tmp_path)
+
+
+def test_relative_paths_are_read_by_tasks_from_another_working_folder(tmp_path, monkeypatch):
+    """Workers of a cluster have their own working folder: tasks get absolute paths, messages the given ones."""
+    import os
+
+    write_files(frame(), tmp_path / "d", [100], 50)
+    monkeypatch.chdir(tmp_path)
+    units = ingest_parts.plan(ingest_parts.dataset_files("d/day_*.parquet"), SPEC, 1000)
+    assert [u.path for u in units] == ["d/day_0.parquet", "d/day_1.parquet"]
+    assert all(os.path.isabs(u.source) for u in units)
+    monkeypatch.chdir("/")
+    assert ingest_parts.read_unit(units[1], SPEC).num_rows == 400
