@@ -9,11 +9,13 @@ to the folder of the metadata file, so an artifact can be moved; ``resolve`` add
 Encoding joins partitions against the file without a Python dict: ``lookup`` loads the values once
 per process (checking the sha256) and ``VocabLookup.positions`` finds a partition's distinct values
 with pyarrow's ``index_in``, probing the vocabulary into a hash table of the (fewer) distinct query
-values, exact by construction. Measured against the earlier hand-written join (sorted 64-bit
-hashes, ``searchsorted``, string confirmation; its sorted hashes built once per process), 2M rows in
-8 partitions (zipf 1.1), CPU s per column: vocabulary 1M 0.72 vs 0.79, 300k 0.54 vs 0.52, 2M 1.46 vs
-1.56; ``index_in(query, value_set=vocabulary)`` would rebuild the vocabulary's table for every
-partition: 1.0-5.6 s (``benchmarks/RESULTS.md``).
+values, exact by construction. Cost, 2M rows in 8 partitions (zipf 1.1), CPU s per column, against
+the hand-written join it replaced (sorted 64-bit string hashes, ``searchsorted``, string
+confirmation, a collision loop; hashes built once per process): about equal once that join hashes
+with the library hash (XXH3: 1M-value vocabulary 0.72-0.93 vs 0.79-0.92 s, 300k 0.29-0.54 vs
+0.38-0.52 s), 10-20% slower than it was with the former vectorized FNV hash. ``index_in(query,
+value_set=vocabulary)`` would rebuild the vocabulary's table for every partition: 2.6-3.2 s at 1M
+(``benchmarks/vocab_lookup.py``, ``benchmarks/RESULTS.md``).
 """
 
 from __future__ import annotations
