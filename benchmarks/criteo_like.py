@@ -203,7 +203,7 @@ def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str,
     ``workers`` 0: without a cluster."""
     import contextlib
 
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     cache, out = work / f"cache_{variant}_w{workers}", work / f"out_{variant}_w{workers}"
     shutil.rmtree(cache, ignore_errors=True)
@@ -219,12 +219,10 @@ def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str,
                "--cache-dir", str(cache), "--json"]
         client = None
         if workers:
-            cluster = stack.enter_context(LocalCluster(
-                n_workers=workers, threads_per_worker=1, processes=True, memory_limit=memory_limit,
-                host="127.0.0.1", dashboard_address=None, worker_dashboard_address=None,
-                env={"ARROW_DEFAULT_MEMORY_POOL": "system", "PYTHONPATH": str(tree)}))
-            client = stack.enter_context(Client(cluster))
-            cmd += ["--dask-address", cluster.scheduler_address]
+            address = stack.enter_context(_cluster(workers, memory_limit, tree, work))
+            client = stack.enter_context(Client(address))
+            client.wait_for_workers(workers, timeout=300)
+            cmd += ["--dask-address", address]
             idle = client.run(_worker_usage)
         flow_cpu, wall, flow_peak, samples = _run_child(cmd, tree, env, work)
         used = client.run(_worker_usage) if client is not None else {}
@@ -252,6 +250,47 @@ def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str,
     result["split_path"] = str(next((cache / "split").glob("*/split.npy")))
     result["ingest_parts"] = len(list((cache / "ingest").glob("*/data/part-*.arrow")))
     return result
+
+
+def _cluster(workers: int, memory_limit: str, tree: Path, work: Path):
+    """A scheduler and ``workers`` worker processes (1 thread each) running the checkout ``tree``'s code,
+    as separate processes (a scheduler in this process would unpickle task graphs with this checkout's
+    modules); yields the scheduler's address."""
+    import contextlib
+    import signal
+
+    @contextlib.contextmanager
+    def cluster():
+        env = {**os.environ, "PYTHONPATH": str(tree), "ARROW_DEFAULT_MEMORY_POOL": "system"}
+        scheduler_file = work / "scheduler.json"
+        scheduler_file.unlink(missing_ok=True)
+        dask = str(Path(sys.executable).parent / "dask")
+        logs = open(work / "cluster.log", "w")
+        procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                                   "--scheduler-file", str(scheduler_file)], env=env, cwd=tree, stdout=logs,
+                                  stderr=logs, start_new_session=True)]
+        try:
+            deadline = time.monotonic() + 300
+            while not scheduler_file.exists():
+                if time.monotonic() > deadline:
+                    raise SystemExit("the Dask scheduler did not start")
+                time.sleep(0.5)
+            procs.append(subprocess.Popen(
+                [dask, "worker", "--scheduler-file", str(scheduler_file), "--nworkers", str(workers), "--nthreads",
+                 "1", "--memory-limit", memory_limit, "--no-dashboard", "--host", "127.0.0.1"],
+                env=env, cwd=tree, stdout=logs, stderr=logs, start_new_session=True))
+            yield json.loads(scheduler_file.read_text())["address"]
+        finally:
+            for proc in reversed(procs):
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+            logs.close()
+
+    return cluster()
 
 
 def _artifact_digest(path: Path) -> str:
