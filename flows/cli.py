@@ -195,9 +195,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     config = load_config(args.config)  # config errors before any server start or data read
     if config.stages:  # so is a malformed custom-stage DAG
-        from tasks import custom_stages
+        from tasks import custom_plan
 
-        custom_stages.check(config, args.dataset)
+        custom_plan.check(config, args.dataset)
     if not args.always_run_flow and "://" not in args.output:
         from tasks import ingest, publish
 

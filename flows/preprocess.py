@@ -27,7 +27,7 @@ from core.errors import ConfigError
 from flows.resilience import retry_options
 from storage.cache import StageCache
 from storage.hashing import stable_hash
-from tasks import custom_stages, infer_types, steps, validate
+from tasks import custom_plan, infer_types, steps, validate
 from tasks.config import Config
 from tasks.config_loader import load_config, parse_config
 from tasks.context import RunContext, StageResult
@@ -146,7 +146,7 @@ def preprocess(config: str | dict, dataset: str, output: str = "artifacts", cach
     params = _params(ctx.config, dataset, output, _shared_path(cache_dir), npartitions)
     results: dict[str, dict] = {}
     with _dask_client(dask_address):
-        for node in expand(custom_stages.names(ctx.config)):
+        for node in expand(custom_plan.names(ctx.config)):
             run = stage_task.with_options(name=node.name)
             results[node.name] = _data(run(params, _node_json(node), *(results[p] for p in node.parents)))
             if node.retypes:  # later tasks get the typed config, as a value

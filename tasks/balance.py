@@ -23,6 +23,7 @@ from core.errors import ConfigError
 from tasks import fill_missing, frame
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
+from tasks.prepared import filled_partitions
 from tasks.statistics import Statistics
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
@@ -59,7 +60,7 @@ def run(ctx, ingest, split, missing):
         assign = split_mod.load(split)
         states = fill_missing.load(missing)
         parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
-        prepared = frame.filled_partitions(parts, ctx.features, assign, states)
+        prepared = filled_partitions(parts, ctx.features, assign, states)
         from dask import delayed
 
         pairs = frame.compute([delayed(_train_labels)(p, label) for p in prepared])

@@ -76,7 +76,7 @@ def reduce_partition(df: pd.DataFrame, features: list[CategoryFeature], folder: 
     """One shuffle output partition -> its candidates, written to ``folder`` (Arrow IPC) so that they
     leave the worker's memory; returns the path and, per feature, ``(total, unk, oov)`` and its rows'
     ``(start, length)`` in the file."""
-    from tasks.ingest import write_ipc
+    from tasks.ingest_common import write_ipc
 
     feature_ids, values, counts = sum_by_key(df[FEATURE].to_numpy(np.int64), as_strings(df[VALUE]),
                                              df[COUNT].to_numpy(np.int64))

@@ -15,7 +15,7 @@ step fits the stage when it fits (``fit_partial`` per partition on the ``fit_on`
 (fill_missing fits the others, ``raw_view``), records the statistics it emits, and writes
 ``missing.json``: every state so far plus the stage plan with fitted states under ``STATES_KEY``.
 The last step's result is the ``missing`` parent of balance, vocab and encode, whose
-``frame.filled_partitions`` hands the preparation here when the states hold a plan. So a changed
+``tasks.prepared.filled_partitions`` hands the preparation here when the states hold a plan. So a changed
 plugin recomputes its step and everything after; ingest, split and fill_missing stay cached.
 
 Missing-value fits of features made by a stage use the rows the preparation keeps up to that stage
@@ -25,7 +25,6 @@ Missing-value fits of features made by a stage use the rows the preparation keep
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, replace
 from functools import reduce
 from pathlib import Path
@@ -38,79 +37,15 @@ from core.code_version import module_version
 from core.errors import DataError, InvalidStatisticsError, InvalidTransformOutputError, TypeMismatchError
 from tasks import frame
 from tasks import ingest as ingest_mod
-from tasks.dag import PlannedStage, StagePlan, build_plan
+from tasks.custom_plan import STATES_KEY, names, plan_of
+from tasks.dag import PlannedStage
 from tasks.features.base import FeatureType
-from tasks.ingest import ROW
+from tasks.ingest_common import ROW
 from tasks.stage import compatible, empty_column, named_statistics, series_kind, spec_kind, worker_copy
 from tasks.statistics import Statistics
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
-STATES_KEY = "__custom_stages__"  # in missing.json: the stage plan with fitted states
 STAGE_FILE = "stage.json"
-
-
-# ---- the plan, for the rest of the pipeline ---------------------------------------------------------
-
-def plan_of(config) -> StagePlan:
-    return build_plan(config)
-
-
-def check(config, dataset) -> StagePlan:
-    """Validate the custom stages' DAG before any data is read (with the dataset's header when cheap)."""
-    if not config.stages:
-        return StagePlan([], {}, {})
-    return build_plan(config, _dataset_columns(dataset))
-
-
-def _dataset_columns(dataset) -> list[str] | None:
-    if not isinstance(dataset, (str, os.PathLike)):
-        return [str(c) for c in dataset.columns] if hasattr(dataset, "columns") else None
-    from tasks import validate
-
-    try:
-        return validate.dataset_columns(str(dataset))
-    except DataError:  # an unknown extension: ingest reports it
-        return None
-
-
-def made_columns(config) -> dict[str, str]:
-    """Column -> name of the custom stage that makes it."""
-    if not config.stages:
-        return {}
-    plan = plan_of(config)
-    return {c: plan.stages[i].name for c, i in plan.made_by.items()}
-
-
-def ingest_columns(config, columns: dict[str, str]) -> dict[str, str]:
-    """Ingest's columns without the ones stages make, plus the dataset columns stages read."""
-    if not config.stages:
-        return columns
-    plan = plan_of(config)
-    out = {c: k for c, k in columns.items() if c not in plan.made_by}
-    for column, kind in plan.raw_columns.items():
-        out[column] = kind if out.get(column, kind) == kind else "string"
-    return out
-
-
-def raw_view(ctx):
-    """``ctx`` without the features whose column a custom stage makes (their steps fit those), for
-    fill_missing; ``ctx`` itself when there are no custom stages."""
-    made = made_columns(ctx.config)
-    if not made:
-        return ctx
-    import copy
-
-    view = copy.copy(ctx)
-    view.config = ctx.config.model_copy(update={
-        section: [f for f in getattr(ctx.config, section) if f.source_column not in made]
-        for section in ("input_features", "output_features")})
-    view.features = [f for f in ctx.features if f.column not in made]
-    return view
-
-
-def names(config) -> list[str]:
-    """The custom stages' names in the order they run."""
-    return [p.name for p in plan_of(config).stages] if config.stages else []
 
 
 # ---- the preparation ---------------------------------------------------------------------------------
@@ -304,7 +239,7 @@ def split_states(states: dict) -> tuple[list[PlannedStage], dict]:
 
 
 def filled_partitions(parts: list, features: list[FeatureType], assign: np.ndarray, states: dict) -> list:
-    """``frame.filled_partitions`` when the states hold a stage plan: delayed ``Prepared`` partitions."""
+    """``tasks.prepared.filled_partitions`` when the states hold a stage plan: delayed ``Prepared`` partitions."""
     stages, states = split_states(states)
     lay = layout(stages, features)
     carry = carries(parts, lay, assign, states)

@@ -19,7 +19,8 @@ from tasks import balance as balance_mod
 from tasks import feature_stats, fill_missing, frame, vocab
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
-from tasks.ingest import write_ipc
+from tasks.ingest_common import write_ipc
+from tasks.prepared import filled_partitions
 from tasks.split import SPLIT_NAMES
 from tasks.statistics import Statistics
 
@@ -99,7 +100,7 @@ def run(ctx, ingest, split, missing, balance, fitted):
         metadata = vocab.load(fitted, resolve_files=True)  # workers read Parquet vocabularies by path
         mult = balance_mod.load(balance)
         parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
-        prepared = frame.filled_partitions(parts, ctx.features, assign, states)
+        prepared = filled_partitions(parts, ctx.features, assign, states)
         f, md, m = frame.shared(ctx.features), frame.shared(metadata), frame.shared(mult)
         from dask import delayed
 

@@ -15,9 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from core.code_version import module_version
-from tasks import frame
+from tasks import custom_plan, frame
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
+from tasks.context import run_cached
 from tasks.statistics import Statistics
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
@@ -34,10 +35,7 @@ def _partial(pdf, features, assign, fit_on):
 
 
 def run(ctx, ingest, split):
-    from tasks import custom_stages
-    from tasks.context import run_cached
-
-    ctx = custom_stages.raw_view(ctx)  # features on columns a custom stage makes are fitted by its step
+    ctx = custom_plan.raw_view(ctx)  # features on columns a custom stage makes are fitted by its step
     fit_on = ctx.config.preprocessing.fit_on
     config_slice = {"features": ctx.features_slice(), "fit_on": fit_on}
 

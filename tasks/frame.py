@@ -242,13 +242,10 @@ def _prepare(pdf, features, assign, states, carry):
 
 def filled_partitions(parts: list, features: list[FeatureType], assign: np.ndarray,
                       states: dict[str, dict]) -> list:
-    """Delayed ``Prepared`` partitions: typed, split-tagged, rows dropped, values filled."""
+    """Delayed ``Prepared`` partitions: typed, split-tagged, rows dropped, values filled (a config with
+    custom stages goes through ``tasks.prepared.filled_partitions``, which runs them inside)."""
     from dask import delayed
 
-    if "__custom_stages__" in states:  # a custom-stage plan (tasks/custom_stages.py) runs inside the preparation
-        from tasks import custom_stages
-
-        return custom_stages.filled_partitions(parts, features, assign, states)
     names = needs_carries(states)
     f, a, s = shared(features), shared(assign), shared(states)
     carry_list: list = [None] * len(parts)

@@ -20,10 +20,8 @@ import io
 import itertools
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
@@ -32,51 +30,23 @@ from core.code_version import module_version
 from core.errors import DataError
 from storage.fs import open_input
 from storage.hashing import hash_stream
-from tasks import csv_dialect, ingest_parts
-from tasks.ingest_common import ROW, normalize_batch, write_ipc
+from tasks import csv_dialect, ingest_frame, ingest_parts
+from tasks.dataset_info import detect_format
+from tasks.ingest_common import ROW
 from tasks.ingest_common import check_columns as _check_columns
-from tasks.ingest_common import reject_infinities as _reject_infinities
+from tasks.ingest_spec import PART_ROWS, IngestSpec, ingest_spec, write_parts
+
+# the ingest stage's public names, some defined in the modules it shares with the DataFrame ingest
+__all__ = ["ROW", "PART_ROWS", "IngestSpec", "detect_format", "fingerprint", "ingest_spec", "read_batches",
+           "write_parts", "run", "num_rows", "fingerprint_of", "data_dir"]
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
-PART_ROWS = 1 << 18  # rows per cached Arrow IPC part
 # Local CSVs up to this size are read whole by pyarrow's multi-threaded reader (2-3x faster on two cores than
 # its streaming reader, which parses one block at a time: 336k flights rows, 39 MB, 0.11 s against 0.16-0.44 s);
 # larger ones are streamed in 16 MB blocks so memory stays bounded.
 WHOLE_READ_BYTES = 128 << 20
 FORMATS = ("csv", "tsv", "json", "jsonl", "parquet", "feather", "excel")
 
-
-@dataclass(frozen=True)
-class IngestSpec:
-    """What ingest needs: the columns to read and how to read them from text formats."""
-
-    columns: dict[str, str]  # column -> "string" | "float64"
-    format: str
-    delimiter: str | None = None  # CSV/TSV: the config's preprocessing.csv.delimiter (None: sniffed)
-
-    def slice(self) -> dict:
-        out = {"columns": dict(sorted(self.columns.items())), "format": self.format}
-        return out if self.delimiter is None else {**out, "delimiter": self.delimiter}
-
-
-def detect_format(path: str) -> str:
-    if ingest_parts.is_multi(path):  # a folder or glob: the one format of its files
-        formats = {detect_format(f) for f in ingest_parts.dataset_files(path)}
-        if len(formats) > 1:
-            raise DataError(f"{path}: the files have different formats ({', '.join(sorted(formats))}); "
-                            "a folder or pattern must hold one format")
-        return formats.pop()
-    name = str(path).lower().split("?")[0]
-    for suffix in (".gz", ".gzip", ".bz2", ".zst", ".zstd", ".xz"):
-        name = name.removesuffix(suffix)
-    ext = os.path.splitext(name)[1].lstrip(".")
-    mapping = {"csv": "csv", "tsv": "tsv", "tab": "tsv", "json": "json", "jsonl": "jsonl", "ndjson": "jsonl",
-               "parquet": "parquet", "pq": "parquet", "feather": "feather", "arrow": "feather", "ipc": "feather",
-               "xlsx": "excel", "xls": "excel"}
-    if ext not in mapping:
-        raise DataError(f"{path}: cannot tell the format from the extension {ext!r}; expected one of "
-                        ".csv .tsv .json .jsonl .parquet .feather .xlsx")
-    return mapping[ext]
 
 
 # A local file hashed moments ago in this process (``prepflow run`` checks for a published artifact, then
@@ -319,67 +289,11 @@ def read_batches(path: str, spec: IngestSpec):
             "excel": _read_excel}[fmt](path, spec)
 
 
-def write_parts(batches, spec: IngestSpec, out_dir: Path, path: str) -> int:
-    """Write batches as fixed-size Arrow IPC parts with ``__row__``; returns the row count."""
-    from storage.arrow_blocks import fixed_blocks
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-
-    def checked_tables():
-        seen = 0
-        for batch in batches:
-            table = normalize_batch(batch, spec)
-            _reject_infinities(table, spec, seen, path)
-            seen += table.num_rows
-            yield table
-
-    total = 0
-    # The parts keep the reader's chunks (as IPC record batches): copying them into one chunk each touched
-    # another 55 MB of fresh memory at 336k flights rows. Every later read concatenates the batches anyway.
-    for part, table in enumerate(fixed_blocks(checked_tables(), PART_ROWS, combine=False)):
-        table = table.append_column(ROW, pa.array(np.arange(total, total + table.num_rows, dtype=np.int64)))
-        write_ipc(table, out_dir / f"part-{part:05d}.arrow")
-        total += table.num_rows
-    if total == 0:
-        raise DataError(f"{path}: the dataset has a header but no data rows")
-    return total
-
-
-def ingest_spec(ctx) -> IngestSpec:
-    """Columns to read: every feature's column plus the split column, if any."""
-    columns: dict[str, str] = {}
-    for f in ctx.features:
-        kind = f.read_as()
-        columns[f.column] = kind if columns.get(f.column, kind) == kind else "string"
-    for f in ctx.config.features:  # untyped: read as strings, typed by infer_types
-        if f.type is None:
-            columns[f.source_column] = "string"
-    split_col = ctx.config.preprocessing.split.column
-    if split_col and split_col not in columns:
-        columns[split_col] = "string"
-    if ctx.config.stages:  # columns custom stages make are not read; the dataset columns they read are
-        from tasks import custom_stages
-
-        columns = custom_stages.ingest_columns(ctx.config, columns)
-    in_memory = not isinstance(ctx.dataset, (str, os.PathLike))  # a DataFrame (tasks.ingest_frame)
-    if ctx.config.validation.raw:  # columns only a raw user suite names (tasks.validate)
-        from tasks import validate
-
-        available = [str(c) for c in ctx.dataset.columns] if in_memory else validate.dataset_columns(ctx.dataset)
-        for column, kind in validate.extra_raw_columns(ctx.config, available).items():
-            columns.setdefault(column, kind)
-    csv_options = ctx.config.preprocessing.csv
-    return IngestSpec(columns=columns, format="dataframe" if in_memory else detect_format(ctx.dataset),
-                      delimiter=csv_options.delimiter if csv_options else None)
-
-
 def run(ctx, fingerprint_hex: str | None = None):
     from tasks.context import run_cached
     from tasks.statistics import Statistics
 
-    if not isinstance(ctx.dataset, (str, os.PathLike)):  # a pandas/Dask DataFrame passed in Python
-        from tasks import ingest_frame
-
+    if ingest_frame.is_frame(ctx.dataset):  # a pandas/Dask DataFrame passed in Python
         return ingest_frame.run(ctx)
     spec = ingest_spec(ctx)
     fp = fingerprint_hex or fingerprint(ctx.dataset)

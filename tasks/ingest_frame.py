@@ -26,8 +26,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from core.code_version import module_version
 from core.errors import DataError
-from tasks.ingest import PART_ROWS, ingest_spec, write_parts
+from tasks.context import run_cached
+from tasks.ingest_common import check_columns
+from tasks.ingest_spec import PART_ROWS, ingest_spec, write_parts
+from tasks.statistics import Statistics
+
+CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 
 SOURCE = "<DataFrame>"
 
@@ -111,10 +117,9 @@ def frame_table(ctx, spec) -> pa.Table:
     """The DataFrame's configured columns as an Arrow table, media values stored in the media cache."""
     from storage.media import store_batch
     from tasks.features.media import MediaFeature
-    from tasks.ingest import _check_columns
 
     df = _pandas(ctx.dataset)
-    _check_columns(SOURCE, [str(c) for c in df.columns], spec.columns)
+    check_columns(SOURCE, [str(c) for c in df.columns], spec.columns)
     media = {}
     for f in ctx.features:
         if isinstance(f, MediaFeature):
@@ -144,9 +149,6 @@ def fingerprint(table: pa.Table) -> str:
 
 
 def run(ctx):
-    from tasks.context import run_cached
-    from tasks.ingest import CODE_VERSION
-    from tasks.statistics import Statistics
 
     spec = ingest_spec(ctx)
     table = frame_table(ctx, spec)

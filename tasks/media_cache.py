@@ -402,7 +402,7 @@ def _add(stats: Statistics, other: Statistics) -> None:
 
 def _rewrite_parts(out: Path, parts, all_sources, codecs, slots, stats: Statistics) -> dict[str, int]:
     from tasks.encode import to_arrow
-    from tasks.ingest import write_ipc
+    from tasks.ingest_common import write_ipc
 
     counts = dict.fromkeys(SPLIT_NAMES, 0)
     skipped = {src.feature.name: 0 for src in all_sources}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tasks import custom_stages, infer_types, steps, validate
+from tasks import custom_plan, infer_types, steps, validate
 from tasks.context import RunContext, StageResult, timed
 from tasks.graph import STAGES, expand
 from tasks.steps import merged_statistics
@@ -32,7 +32,7 @@ class PipelineResult:
 def run_pipeline(ctx: RunContext) -> PipelineResult:
     steps.preflight(ctx)
     results: dict[str, StageResult] = {}
-    for node in expand(custom_stages.names(ctx.config)):
+    for node in expand(custom_plan.names(ctx.config)):
         result = timed(node.resolve(), ctx, *node.args, *(results[p] for p in node.parents))
         results[node.name] = result
         if node.retypes:  # later stages see every feature typed

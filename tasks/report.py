@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tasks.constants import SPLIT_NAMES
 from core.errors import DataError, PrepflowError
+from tasks.constants import SPLIT_NAMES
 
 REPORT_SUFFIX = ".report.html"
 # The report's temporary name beside it: ``.<artifact_id>.report.html.<hex>`` (locked while written,

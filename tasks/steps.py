@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from tasks import custom_stages, ingest, media_cache, validate
+from tasks import custom_plan, ingest, media_cache, validate
 from tasks import publish as publish_mod
 from tasks.context import RunContext, StageResult
 from tasks.statistics import Statistics
@@ -16,7 +16,7 @@ def preflight(ctx: RunContext) -> None:
     """Everything that can be known wrong before a byte of data is read: every suite the config names
     loads, and the custom stages' DAG is valid."""
     validate.check_config(ctx.config)
-    custom_stages.check(ctx.config, ctx.dataset)
+    custom_plan.check(ctx.config, ctx.dataset)
 
 
 def validate_encoded(ctx: RunContext, split, balance, fitted, encoded, media) -> StageResult:

@@ -50,8 +50,11 @@ from core.errors import ConfigError, ValidationFailed
 from expectations import gx_suites, runner
 from expectations.kernels import NUMBER_PATTERN
 from expectations.report import format_gate
-from expectations.suites import SuiteError, check_suite, is_generated, referenced_columns
+from expectations.suites import SuiteError, is_generated, referenced_columns
 from storage.hashing import stable_hash
+from tasks import custom_plan
+from tasks.dataset_info import dataset_columns
+from tasks.user_suites import NUMERIC_EXPECTATIONS, load_suite_file, user_suites
 
 if TYPE_CHECKING:  # pandas is imported where used: a rerun that reuses its artifact never needs it
     import pandas as pd
@@ -64,10 +67,6 @@ RESULTS_FILE = "validation.json"
 VALIDATION_ROWS = 1 << 19
 GATES = ("raw", "encoded")
 STAGE = {"raw": "validate_raw", "encoded": "validate_encoded"}
-NUMERIC_EXPECTATIONS = ("expect_column_values_to_be_between", "expect_column_mean_to_be_between",
-                        "expect_column_sum_to_be_between", "expect_column_stdev_to_be_between",
-                        "expect_column_min_to_be_between", "expect_column_max_to_be_between",
-                        "expect_column_median_to_be_between", "expect_column_quantile_values_to_be_between")
 
 log = logging.getLogger("prepflow.validate")
 
@@ -77,30 +76,6 @@ def _exp(kind: str, **kwargs) -> dict:
 
 
 # ---- suite files ---------------------------------------------------------------------------------
-
-def load_suite_file(path: str | Path) -> dict:
-    """A GX 1.x suite JSON file, checked (without importing GX); ``ConfigError`` names the file."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: expectation suite not found") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: not a JSON expectation suite ({exc})") from None
-    try:
-        return check_suite(data, str(path))
-    except SuiteError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def user_suite_paths(config, gate: str) -> list[str]:
-    value = getattr(config.validation, gate)
-    return [] if value is None else [value] if isinstance(value, str) else list(value)
-
-
-def user_suites(config, gate: str) -> list[tuple[str, dict]]:
-    return [(p, load_suite_file(p)) for p in user_suite_paths(config, gate)]
-
 
 def suites_key(config_json: dict) -> dict:
     """The content hashes of the user suites a normalized config names (for the artifact id)."""
@@ -140,59 +115,11 @@ def check_config(config) -> None:
             raise ConfigError(f"validation.bounds.{column}: min {low!r} is greater than max {high!r}")
 
 
-def extra_raw_columns(config, available: list[str] | None) -> dict[str, str]:
-    """Columns the raw user suites name that the config does not declare: ingest reads them too
-    (as float64 when a numeric expectation names them, else as strings). With ``available`` (the
-    dataset's columns, when cheap to know) a column the dataset lacks is left out, so the suite's
-    expectation fails in the report instead of ingest failing."""
-    declared = {f.source_column for f in config.features}
-    out: dict[str, str] = {}
-    for _path, suite in user_suites(config, "raw"):
-        numeric = {e.get("kwargs", {}).get("column") for e in suite["expectations"]
-                   if e.get("type") in NUMERIC_EXPECTATIONS}
-        for column in referenced_columns(suite):
-            if column in declared or (available is not None and column not in available):
-                continue
-            out[column] = "float64" if column in numeric or out.get(column) == "float64" else "string"
-    return out
-
-
-def dataset_columns(path: str) -> list[str] | None:
-    """The dataset's column names where the header or schema alone tells them, else None."""
-    import csv
-
-    from storage.fs import open_input
-    from tasks.ingest import detect_format
-
-    fmt = detect_format(path)
-    try:
-        if fmt in ("csv", "tsv"):
-            with open_input(path) as fh:
-                head = fh.read(1 << 16).decode("utf-8-sig", errors="replace")
-            line = head.splitlines()[0] if head else ""
-            return next(csv.reader([line], delimiter="," if fmt == "csv" else "\t"), [])
-        if fmt == "parquet":
-            import pyarrow.parquet as pq
-
-            with open_input(path) as fh:
-                return pq.read_schema(fh).names
-        if fmt == "feather":
-            import pyarrow.feather as feather
-
-            with open_input(path) as fh:
-                return feather.read_table(fh).column_names
-    except Exception:  # unreadable here: ingest reports the problem with its own message
-        return None
-    return None
-
-
 # ---- generated suites ----------------------------------------------------------------------------
 
 def raw_suite(ctx, dtypes: dict[str, str]) -> dict:
     """prepflow's suite for the ingested table (``dtypes``: column -> pandas dtype name)."""
-    from tasks import custom_stages
-
-    ctx = custom_stages.raw_view(ctx)  # columns that custom stages make are not in the ingested table
+    ctx = custom_plan.raw_view(ctx)  # columns that custom stages make are not in the ingested table
     config = ctx.config
     exps = []
     declared = list(dict.fromkeys([f.source_column for f in config.features]

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.helpers import write_config, write_csv
 from tests.contract.test_stage_contract import CONFIG, make_frame
+from tests.helpers import write_config, write_csv
 
 RUN = """
 import json, sys

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from storage.artifact import Artifact
 from core.errors import DataError
+from storage.artifact import Artifact
 from tests.helpers import artifact_files, run, without_created_at, write_csv
 
 CONFIG = {

@@ -24,7 +24,7 @@ BUSY = 2
 
 
 def test_four_concurrent_runs_on_busy_cores_all_succeed(tmp_path):
-    api = local_server.ensure_server()
+    api = local_server.ensure_server(start_timeout=600)  # a loaded machine starts it slowly
     dataset = tmp_path / f"concurrent-{uuid.uuid4().hex[:8]}.csv"  # its name tags this test's runs
     shutil.copyfile(EXAMPLE / "titanic.csv", dataset)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

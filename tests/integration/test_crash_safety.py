@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from core.errors import DataError
 from storage.artifact import Artifact
 from storage.cache import StageCache
-from core.errors import DataError
 from tests.conftest import EXAMPLE, ROOT, run_cli
 from tests.helpers import artifact_files
 

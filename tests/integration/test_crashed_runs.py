@@ -30,7 +30,7 @@ def _state(api: str, kind: str, run_id: str) -> str:
 
 
 def test_a_killed_run_is_marked_crashed_by_the_local_server(tmp_path):
-    api = local_server.ensure_server()
+    api = local_server.ensure_server(start_timeout=600)  # a loaded machine starts it slowly
     marker = tmp_path / "running"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("PREFECT_API_URL", None)

@@ -37,7 +37,7 @@ def test_a_run_is_findable_and_its_links_work(cli, tmp_path):
     assert "ui_record_incomplete" not in summary, summary
     assert "503" not in result.stderr
 
-    api = local_server.ensure_server()
+    api = local_server.ensure_server(start_timeout=600)  # a loaded machine starts it slowly
     base = local_server.ui_url(api)
     # 1. the UI's settings name this server's API, and that API answers
     status, _, body = _get(f"{base}/ui-settings")

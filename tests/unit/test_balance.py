@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from storage import Artifact
 from core.errors import ConfigError
+from storage import Artifact
 from tests.helpers import run, write_csv
 
 N = 400

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from core.errors import ConfigError
 from storage import Artifact, Preprocessor
 from tasks import custom_stages
 from tasks.config_loader import parse_config
@@ -27,7 +28,6 @@ from tasks.dag import (
     TypeMismatchError,
     build_plan,
 )
-from core.errors import ConfigError
 from tests.custom_stage_helpers import ensure_example_plugin, frame
 from tests.helpers import run, write_config, write_csv
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tasks import frame
-from tasks.ingest import ROW, write_ipc
+from tasks.ingest_common import ROW, write_ipc
 
 
 def _write_parts(folder, sizes: list[int]) -> None:

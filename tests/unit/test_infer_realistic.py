@@ -103,17 +103,20 @@ def test_the_printed_config_runs_as_printed(tmp_path, capsys):
     df = titanic().drop(columns=["Name"])
     df["Tags"] = [",".join(sorted(set(RNG.choice(["vip", "crew", "family", "solo"], RNG.integers(1, 3)))))
                   for _ in range(len(df))]
+    df["Genres"] = ["|".join(sorted(set(RNG.choice(GENRES[:6], RNG.integers(1, 4))))) for _ in range(len(df))]
     data = write_csv(df, tmp_path / "data.csv")
     assert cli_main(["infer", str(data), "--target", "Survived"]) == 0
     config = yaml.safe_load(capsys.readouterr().out)
     features = {f["name"]: f for f in config["input_features"]}
     assert features["Sex"] == {"name": "Sex", "type": "binary", "preprocessing": {"fallback_true_label": "female"}}
     assert features["Tags"] == {"name": "Tags", "type": "set", "preprocessing": {"tokenizer": "comma"}}
+    assert features["Genres"]["preprocessing"] == {"tokenizer": "regex", "pattern": r"\s*\|\s*"}
     result = run(config, data, tmp_path / "out")
     art = Artifact.open(result.artifact["artifact_path"])
     meta = json.loads((Path(result.artifact["artifact_path"]) / "training_set_metadata.json").read_text())
     assert meta["Sex"]["str2bool"] == {"female": True, "male": False}
     assert set(meta["Tags"]["idx2str"][2:]) == {"vip", "crew", "family", "solo"}
+    assert set(meta["Genres"]["idx2str"][2:]) == set(GENRES[:6])
     train = art.read_split("train")
     assert train["Tags"].shape[1] == 6
 

@@ -107,7 +107,7 @@ def _ingest_parts(path, out, spec) -> dict[str, pa.Table]:
 def test_whole_and_streamed_csv_reads_write_the_same_parts(tmp_path, monkeypatch):
     """Small local CSVs are parsed whole (every core), others streamed in blocks: the same cached parts (the
     same values, rows and part boundaries; a part cut from one block may keep a longer string buffer)."""
-    from tasks import ingest
+    from tasks import ingest, ingest_spec
 
     rng = np.random.default_rng(0)
     n = 5000
@@ -116,7 +116,7 @@ def test_whole_and_streamed_csv_reads_write_the_same_parts(tmp_path, monkeypatch
     path = tmp_path / "d.csv"
     df.to_csv(path, index=False)
     spec = ingest.IngestSpec(columns={"num": "float64", "cat": "string"}, format="csv")
-    monkeypatch.setattr(ingest, "PART_ROWS", 1200)  # parts cross the streamed reader's blocks
+    monkeypatch.setattr(ingest_spec, "PART_ROWS", 1200)  # parts cross the streamed reader's blocks
     whole = _ingest_parts(path, tmp_path / "whole", spec)
     monkeypatch.setattr(ingest, "WHOLE_READ_BYTES", 0)
     streamed = []

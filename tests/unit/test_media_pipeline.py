@@ -17,11 +17,11 @@ import pytest
 import soundfile as sf
 from PIL import Image
 
+from core.errors import DataError
 from storage.artifact import Artifact
 from storage.cache import StageCache
 from tasks.config_loader import parse_config
 from tasks.context import RunContext
-from core.errors import DataError
 from tasks.pipeline import STAGES, run_pipeline
 from tests.helpers import artifact_files, run, write_csv
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 import yaml
 
-from storage import Artifact, Preprocessor
 from core.errors import DataError
+from storage import Artifact, Preprocessor
 from tasks.split import SPLIT_NAMES
 from tests.helpers import run
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from tasks import publish_shards as shards
 from tasks.encode import to_arrow
-from tasks.ingest import write_ipc
+from tasks.ingest_common import write_ipc
 
 
 def _table(lo: int, hi: int) -> pa.Table:

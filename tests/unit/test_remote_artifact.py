@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from core.errors import DataError, IntegrityError
 from storage import Artifact, remote
 from storage.cache import StageCache
 from tasks.config_loader import parse_config
 from tasks.context import RunContext
-from core.errors import DataError, IntegrityError
 from tasks.pipeline import run_pipeline
 from tests.helpers import write_csv
 

@@ -6,8 +6,8 @@ import errno
 
 import pytest
 
-from flows.resilience import is_transient_io_error, retry_on_transient_io
 from core.errors import ConfigError, DataError, IntegrityError, ValidationFailed
+from flows.resilience import is_transient_io_error, retry_on_transient_io
 
 
 def _raised_from(outer: Exception, cause: Exception) -> Exception:

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
+from core.errors import ConfigError
 from flows.cli import build_parser, main
 from flows.serve import DEFAULT_CRON, deployment_parameters, schedules
-from core.errors import ConfigError
 
 
 def _args(*extra: str):

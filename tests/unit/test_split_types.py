@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from core.errors import ConfigError, DataError
 from storage.cache import StageCache
 from tasks import ingest, split
 from tasks.config_loader import parse_config
 from tasks.context import RunContext
-from core.errors import ConfigError, DataError
 from tests.helpers import write_csv
 
 PROBS = st.sampled_from([[0.7, 0.1, 0.2], [0.8, 0.2, 0.0], [0.5, 0.25, 0.25], [0.34, 0.33, 0.33], [0.9, 0.05, 0.05],

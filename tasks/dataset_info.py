@@ -1,0 +1,56 @@
+"""What can be known of a dataset without reading its rows: its format, from the file name(s)
+(``detect_format``), and its column names where a header or schema alone tells them (``dataset_columns``:
+checks made before any data is read use them)."""
+
+from __future__ import annotations
+
+import csv
+import os
+
+from core.errors import DataError
+from storage.fs import open_input
+from tasks import ingest_parts
+
+
+def detect_format(path: str) -> str:
+    if ingest_parts.is_multi(path):  # a folder or glob: the one format of its files
+        formats = {detect_format(f) for f in ingest_parts.dataset_files(path)}
+        if len(formats) > 1:
+            raise DataError(f"{path}: the files have different formats ({', '.join(sorted(formats))}); "
+                            "a folder or pattern must hold one format")
+        return formats.pop()
+    name = str(path).lower().split("?")[0]
+    for suffix in (".gz", ".gzip", ".bz2", ".zst", ".zstd", ".xz"):
+        name = name.removesuffix(suffix)
+    ext = os.path.splitext(name)[1].lstrip(".")
+    mapping = {"csv": "csv", "tsv": "tsv", "tab": "tsv", "json": "json", "jsonl": "jsonl", "ndjson": "jsonl",
+               "parquet": "parquet", "pq": "parquet", "feather": "feather", "arrow": "feather", "ipc": "feather",
+               "xlsx": "excel", "xls": "excel"}
+    if ext not in mapping:
+        raise DataError(f"{path}: cannot tell the format from the extension {ext!r}; expected one of "
+                        ".csv .tsv .json .jsonl .parquet .feather .xlsx")
+    return mapping[ext]
+
+
+def dataset_columns(path: str) -> list[str] | None:
+    """The dataset's column names where the header or schema alone tells them, else None."""
+    fmt = detect_format(path)
+    try:
+        if fmt in ("csv", "tsv"):
+            with open_input(path) as fh:
+                head = fh.read(1 << 16).decode("utf-8-sig", errors="replace")
+            line = head.splitlines()[0] if head else ""
+            return next(csv.reader([line], delimiter="," if fmt == "csv" else "\t"), [])
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            with open_input(path) as fh:
+                return pq.read_schema(fh).names
+        if fmt == "feather":
+            import pyarrow.feather as feather
+
+            with open_input(path) as fh:
+                return feather.read_table(fh).column_names
+    except Exception:  # unreadable here: ingest reports the problem with its own message
+        return None
+    return None

@@ -1,0 +1,18 @@
+"""The partitions every stage after fill_missing reads (balance, vocab, encode): typed, split-tagged,
+rows dropped, values filled, with the custom stages' transforms applied inside when the fill states
+hold a stage plan (``tasks.custom_stages``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tasks import custom_stages, frame
+from tasks.custom_plan import STATES_KEY
+from tasks.features.base import FeatureType
+
+
+def filled_partitions(parts: list, features: list[FeatureType], assign: np.ndarray, states: dict) -> list:
+    """Delayed ``frame.Prepared`` partitions of the ingested ``parts``."""
+    if STATES_KEY in states:
+        return custom_stages.filled_partitions(parts, features, assign, states)
+    return frame.filled_partitions(parts, features, assign, states)
