@@ -19,20 +19,32 @@ from is an error. Output features are transformed when their columns are present
 that ``torch.jit.script`` accepts, ``torch_discretizer(feature)`` a binned number feature
 (``storage.torch_transforms``).
 
-The feature types live in ``tasks.features``; they are imported lazily, inside functions, so that
-importing ``storage`` stays light.
+The Preprocessor is the serving layer: it replays the feature types (``tasks.features``), the stages'
+preparation (``tasks.frame``) and the custom stages (``tasks.custom_stages``), so it sits above them in
+the layers (``.importlinter``); ``storage`` itself imports it only when ``storage.Preprocessor`` is first
+asked for. ``storage.torch_transforms`` (torch) is imported where the torch exports need it.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from core.errors import DataError
+from storage.artifact import Artifact
+from storage.vocab_store import resolve
+from tasks.custom_stages import serve, serving_columns, serving_plan
+from tasks.features import load_feature_class
+from tasks.features.number import NumberFeature
+from tasks.frame import normalize_and_fill
+from tasks.ingest_common import ROW
 
 METADATA_FILE = "training_set_metadata.json"
 # ingest's CSV reader turns these strings into nulls (tasks/ingest.py, _read_csv's null_values)
@@ -52,8 +64,6 @@ class Preprocessor:
     """Applies an artifact's fitted preprocessing to new rows (see the module docstring)."""
 
     def __init__(self, metadata: dict, outputs: Sequence[str] = (), columns: Sequence[str] | None = None):
-        from tasks.features import load_feature_class
-
         self.metadata_ = metadata
         self.outputs_ = list(outputs)
         self.features_ = []
@@ -69,8 +79,6 @@ class Preprocessor:
         self.states_ = {name: _feature_state(meta) for name, meta in metadata.items()}
         self.stages_ = []  # the custom stages that made features, with their fitted state
         if any("custom_stages" in meta for meta in metadata.values()):
-            from tasks.custom_stages import serving_plan
-
             self.stages_ = serving_plan(metadata)
         order = {c: i for i, c in enumerate(columns or [])}
         self.features_.sort(key=lambda f: order.get(f.name, len(order)))
@@ -78,25 +86,17 @@ class Preprocessor:
     @classmethod
     def load(cls, artifact: str | Path) -> "Preprocessor":
         """From an artifact folder, an output root with ``LATEST``, or an artifact URL."""
-        from storage.artifact import Artifact
-
         art = Artifact.open(artifact)
         outputs = [f["name"] for f in art.manifest.get("config", {}).get("output_features", [])]
-        from storage.vocab_store import resolve  # Parquet vocabularies: read from the artifact folder
-
         return cls(resolve(art.metadata, art.path), outputs, list(art.feature_spec.get("feature_spec", {})))
 
     @classmethod
     def from_json(cls, path: str | Path, outputs: Sequence[str] = ()) -> "Preprocessor":
-        from storage.vocab_store import resolve  # Parquet vocabularies: relative to the JSON file
-
         return cls(resolve(json.loads(Path(path).read_text()), Path(path).parent), outputs)
 
     @property
     def input_columns(self) -> list[str]:
         if self.stages_:  # columns stages make are not requested; the dataset columns they read are
-            from tasks.custom_stages import serving_columns
-
             return serving_columns(self.stages_, [f for f in self.features_ if not f.is_output])
         return list(dict.fromkeys(f.column for f in self.features_ if not f.is_output))
 
@@ -107,14 +107,9 @@ class Preprocessor:
         ``outputs``: True requires the output features' columns, False skips them, None (default)
         transforms them when all their columns are present.
         """
-        from tasks.frame import normalize_and_fill
-        from tasks.ingest import ROW
-
         df = _as_frame(rows)
         features = self._selected(df, outputs)
         if self.stages_:  # the custom stages run where the pipeline ran them (tasks/custom_stages.py)
-            from tasks.custom_stages import serve
-
             frame = serve(df, features, {f.name: self.states_[f.name] for f in features}, self.stages_, _as_ingested)
             return {k: v for f in features for k, v in f.encode(frame.frame[f.name], self.metadata_[f.name]).items()}
         n = len(df)
@@ -140,8 +135,6 @@ class Preprocessor:
         present = set(df.columns)
         missing_inputs = [c for c in self.input_columns if c not in present]
         if missing_inputs:
-            import difflib
-
             hints = []
             for c in missing_inputs:
                 close = difflib.get_close_matches(c, [str(p) for p in df.columns], n=1)
@@ -161,8 +154,6 @@ class Preprocessor:
     # ---- torch -----------------------------------------------------------------------------------
     def number_features(self, discretized: bool = False) -> list[str]:
         """Input number features that are normalized (or, with ``discretized=True``, binned)."""
-        from tasks.features.number import NumberFeature
-
         return [f.name for f in self.features_ if isinstance(f, NumberFeature) and not f.is_output
                 and (self.metadata_[f.name].get("normalization") == "bins") == discretized]
 
@@ -172,7 +163,7 @@ class Preprocessor:
         Input: ``n x k`` raw values (float64; NaN = missing) in the order of ``features`` (default:
         ``number_features()``); output: ``n x k`` float32, equal to ``transform``'s columns.
         """
-        from storage.torch_transforms import NumberNormalizer
+        from storage.torch_transforms import NumberNormalizer  # torch: only for the torch exports
 
         names = list(features) if features is not None else self.number_features()
         return NumberNormalizer.from_metadata(self.metadata_, names)
@@ -180,7 +171,7 @@ class Preprocessor:
     def torch_discretizer(self, feature: str):
         """A discretized number feature (``normalization: bins``) as a scriptable module:
         ``n`` raw float64 values -> ``n`` int32 bin ids, equal to ``transform``'s column."""
-        from storage.torch_transforms import NumberDiscretizer
+        from storage.torch_transforms import NumberDiscretizer  # torch: only for the torch exports
 
         return NumberDiscretizer.from_metadata(self.metadata_, feature)
 
@@ -215,9 +206,6 @@ def _check_scalars(values: pd.Series, column: str) -> None:
 
 def _as_ingested(values: pd.Series, kind: str, column: str) -> pd.Series:
     """The column as ingest would hand it to ``cast`` had it come from a CSV file."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     _check_scalars(values, column)
     if pd.api.types.is_bool_dtype(values.dtype) or pd.api.types.is_numeric_dtype(values.dtype):
         return values.astype("float64") if kind == "float64" and not pd.api.types.is_bool_dtype(values.dtype) \

@@ -20,6 +20,7 @@ from tasks import progress
 from tasks.config import Config
 from tasks.features import build_all
 from tasks.features.base import FeatureType
+from tasks.plugins import feature_code
 from tasks.statistics import Statistics
 
 
@@ -46,8 +47,6 @@ class RunContext:
 
     def features_slice(self, names: list[str] | None = None) -> list[dict]:
         """The config slice of the named features (all by default), for cache keys."""
-        from tasks.plugins import feature_code
-
         chosen = [f for f in self.config.features if names is None or f.name in names]
         built = {f.name: f for f in self.features}
         # the feature type's code: a built-in type's modules (core.code_version), a custom type's source

@@ -35,8 +35,10 @@ from dask import delayed
 
 from core.code_version import module_version
 from core.errors import DataError, InvalidStatisticsError, InvalidTransformOutputError, TypeMismatchError
-from tasks import frame
+from tasks import fill_missing, frame
 from tasks import ingest as ingest_mod
+from tasks import split as split_mod
+from tasks.context import run_cached, timed
 from tasks.custom_plan import STATES_KEY, names, plan_of
 from tasks.dag import PlannedStage
 from tasks.features.base import FeatureType
@@ -300,10 +302,6 @@ def _json_state(p: PlannedStage, state) -> dict:
 def run(ctx, index: int, ingest, split, previous):
     """Stage entry point for the ``index``-th custom stage (in run order); ``previous`` is the
     fill_missing result or the previous custom stage's."""
-    from tasks import fill_missing
-    from tasks import split as split_mod
-    from tasks.context import run_cached
-
     plan = plan_of(ctx.config)
     target = plan.stages[index]
     made = [f for f in ctx.features if plan.maker(f.column) == index]
@@ -351,8 +349,6 @@ def run(ctx, index: int, ingest, split, previous):
 def run_all(ctx, ingest, split, missing) -> list:
     """Every custom stage's step, in order (``[]`` without custom stages); the last one's result
     takes fill_missing's place as the ``missing`` parent of the later stages."""
-    from tasks.context import timed
-
     results = []
     previous = missing
     for i in range(len(names(ctx.config))):

@@ -42,7 +42,9 @@ from core.errors import (
     NotConnectedError,
     TypeMismatchError,
 )
+from tasks.config import format_validation_error
 from tasks.graph import STAGES
+from tasks.plugin_loader import STAGES_GROUP, code_version, entry_points, load_subclass
 from tasks.stage import FEATURE_KINDS, Stage, compatible, feature_accepts, spec_kind
 
 __all__ = ["BadInputOrOutputError", "BadTopologyError", "DuplicateNameError", "InvalidDAGError",
@@ -57,8 +59,6 @@ RESERVED_COLUMNS = ("__row__", "__split__")
 
 
 def load_stage_class(uses: str, where: str) -> type[Stage]:
-    from tasks.plugins import STAGES_GROUP, load_subclass
-
     return load_subclass(uses, STAGES_GROUP, Stage, where=f"{where}.uses", what="custom stage",
                          base_name="tasks.Stage", error=InvalidDAGError)
 
@@ -130,15 +130,11 @@ def _instantiate(uses: str, params: dict, name: str | None, where: str) -> Stage
     try:
         stage = cls(**params)
     except ValidationError as exc:
-        from tasks.config import format_validation_error
-
         raise InvalidDAGError(format_validation_error(exc, cls.Params, prefix=f"{where}.params.",
                                                       owner=f"stage {uses!r}")) from None
     except (TypeError, ValueError) as exc:
         raise InvalidDAGError(f"{where}.params: {cls.__qualname__} does not accept {params!r} ({exc})") from None
     if name is None:
-        from tasks.plugins import STAGES_GROUP, entry_points
-
         name = uses if ":" not in uses and uses in entry_points(STAGES_GROUP) else cls.default_name()
     if not NAME_RE.match(name):
         raise InvalidDAGError(f"{where}.name: {name!r} is not a valid stage name (a letter, then letters, digits, "
@@ -149,8 +145,6 @@ def _instantiate(uses: str, params: dict, name: str | None, where: str) -> Stage
 
 
 def _planned(spec: Any, i: int) -> PlannedStage:
-    from tasks.plugins import code_version
-
     where = f"stages[{i}]"
     stage = _instantiate(spec.uses, dict(spec.params), spec.name, where)
     try:
