@@ -2,7 +2,7 @@
 
 Builds (once, under ``--workdir``) a Criteo-shaped tabular artifact with the real publisher
 (``tasks.publish.run``): ``--rows`` training rows of 13 number, 26 category and 1 binary column,
-encoded values drawn from a seeded generator, written as per-feature ``.npy`` files and Parquet
+encoded values drawn from a seeded generator (as encode's Arrow IPC parts), written as per-feature ``.npy`` files and Parquet
 shards. Then, with the files in the page cache, it times full passes over the training split:
 
 * ``bare``: for each batch, ``torch.from_numpy(np.array(mm[col][i:i + B]))`` for every column
@@ -53,12 +53,13 @@ class _Result:
 def build(workdir: Path, rows: int, seed: int = 0) -> Path:
     """Publish a synthetic artifact with the real publisher; returns its folder (reused if present)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from storage.cache import StageCache
     from tasks import publish, vocab
     from tasks.config_loader import parse_config
     from tasks.context import RunContext
+    from tasks.ingest_common import write_ipc
+    from tasks.published_rows import rows_path
 
     out = workdir / f"artifacts-{rows}"
     if (out / "LATEST").is_file():
@@ -69,6 +70,7 @@ def build(workdir: Path, rows: int, seed: int = 0) -> Path:
     encoded = workdir / f"encoded-{rows}"
     rng = np.random.default_rng(seed)
     part_rows = 1 << 20
+    first_row = 0
     for split, n in counts.items():
         (encoded / split).mkdir(parents=True, exist_ok=True)
         for part, start in enumerate(range(0, n, part_rows)):
@@ -76,7 +78,10 @@ def build(workdir: Path, rows: int, seed: int = 0) -> Path:
             cols = {f"num_{i}": rng.standard_normal(m, dtype=np.float32) for i in range(N_NUM)}
             cols |= {f"cat_{i}": rng.integers(0, CARDINALITY, m, dtype=np.int32) for i in range(N_CAT)}
             cols["label"] = rng.random(m) < 0.25
-            pq.write_table(pa.table(cols), encoded / split / f"part-{part:05d}.parquet")
+            part_path = encoded / split / f"part-{part:05d}.arrow"
+            write_ipc(pa.table(cols), part_path)  # what encode writes: the part and its input rows
+            np.save(rows_path(part_path), np.arange(first_row, first_row + m, dtype=np.int64))
+            first_row += m
     (encoded / "encode.json").write_text(json.dumps({"rows": counts, "parts": 0}))
     fitted = workdir / "fitted"
     fitted.mkdir(exist_ok=True)
