@@ -153,6 +153,8 @@ def pipeline(csv: Path, workdir: Path, mode: str) -> tuple[dict, dict]:
 
 
 def memmap_batches(artifact_path: str, repeat: int) -> dict:
+    import torch  # noqa: F401  (imported by the loader's first batch: ~3 s that no batch should be timed with)
+
     from storage.artifact import Artifact
 
     art = Artifact.open(artifact_path)
