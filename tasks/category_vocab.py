@@ -48,7 +48,7 @@ FEATURE, VALUE, COUNT = "feature", "value", "count"
 
 def counted_features(features: list) -> list[CategoryFeature]:
     """The category features whose vocabulary is fitted here (not the hashed ones)."""
-    return [f for f in features if isinstance(f, CategoryFeature) and not f.hashed]
+    return [f for f in features if isinstance(f, CategoryFeature) and f.needs_vocabulary]
 
 
 def _meta() -> pd.DataFrame:
