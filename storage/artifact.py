@@ -2,8 +2,13 @@
 
 ``Artifact.open`` reads ``manifest.json`` (refusing a folder without one: an artifact without its
 manifest is not complete) and, with ``verify=True``, checks every file's size and sha256 against
-it. ``read_split`` returns ``{column: numpy array}`` exactly as published; ``batches`` and
+it. ``read_split`` returns ``{column: numpy array}`` as published, ``__row__`` (each row's 0-based
+position in the input) included, with lazy and lazy_cached media columns decoded as an eager
+column holds them (``decode=False``: their int64 slots, as stored); ``batches`` and
 ``torch_dataset`` read the same files as torch tensors (``storage.loader``).
+
+``metadata`` is the per-feature ``training_set_metadata.json``; the file's ``__row__`` entry (the
+row id column's description, no feature) is ``row_id``.
 
 ``path`` may be a URL (``s3://bucket/prefix[/<artifact_id>]``): the artifact is downloaded into a
 local cache folder and every file's sha256 checked on the way (``storage.remote``); ``url`` keeps
@@ -22,11 +27,11 @@ import pyarrow.parquet as pq
 
 from core.errors import DataError, IntegrityError
 from storage import remote
-from storage.artifact_files import MANIFEST, arrow_to_numpy, locate, read_feature_spec
+from storage.artifact_files import MANIFEST, ROW_COLUMN, arrow_to_numpy, locate, read_feature_spec
 from storage.cache import verify_files
 from storage.fs import strip_file_scheme
 from storage.loader import BatchLoader, SplitColumns
-from storage.media import ensure_memmaps
+from storage.media import MediaColumn, ensure_memmaps, item_specs
 from storage.split_binary import read_chunk
 
 __all__ = ["MANIFEST", "Artifact", "arrow_to_numpy"]  # arrow_to_numpy: re-exported from storage.artifact_files
@@ -76,6 +81,17 @@ class Artifact:
 
     @property
     def metadata(self) -> dict:
+        """Every feature's fitted metadata (``training_set_metadata.json`` without its ``__row__`` entry)."""
+        metadata = self._metadata_file()
+        metadata.pop(ROW_COLUMN, None)
+        return metadata
+
+    @property
+    def row_id(self) -> dict | None:
+        """The ``__row__`` column's entry in ``training_set_metadata.json`` (None: an artifact made before it)."""
+        return self._metadata_file().get(ROW_COLUMN)
+
+    def _metadata_file(self) -> dict:
         return json.loads((self.path / "training_set_metadata.json").read_text())
 
     @cached_property
@@ -96,13 +112,42 @@ class Artifact:
         return {k: self.manifest.get(k) for k in ("artifact_id", "created_at", "prepflow_version",
                                                    "dataset_fingerprint", "rows")} | {
             "url": self.url, "formats": {s: self.formats(s) for s in self.splits}, "features": features,
-            "columns": spec["feature_spec"], "channels": spec["channel_spec"], "statistics": stats}
+            "columns": self.column_specs(), "channels": spec["channel_spec"], "row_id": self.row_id,
+            "statistics": stats}
+
+    def column_specs(self) -> dict[str, dict]:
+        """Every published column's dtype and shape as ``read_split`` returns it: a lazy or lazy_cached media
+        column as its decoded items, with ``media`` (``<feature type> (<mode>)``), not as its int64 slots."""
+        specs = item_specs(self.feature_spec)
+        metadata = self.metadata
+        media = {name: chunk.get("mode") for chunks in self.feature_spec["source_spec"].values() for chunk in chunks
+                 if chunk["type"] == "media" for name in chunk["features"]}
+        out = {}
+        for name, spec in specs.items():
+            out[name] = dict(spec)
+            meta = metadata.get(name) or {}
+            if meta.get("type") in ("image", "audio"):
+                out[name]["media"] = f"{meta['type']} ({media.get(name) or 'eager'})"
+        return out
 
     # ---- data ------------------------------------------------------------------------------------
     def chunks(self, split: str) -> list[dict]:
         return self.feature_spec["source_spec"].get(split, [])
 
-    def read_split(self, split: str, columns: list[str] | None = None) -> dict[str, np.ndarray]:
+    def read_split(self, split: str, columns: list[str] | None = None, decode: bool = True) -> dict[str, np.ndarray]:
+        """``{column: numpy array}`` of one split, rows in published order. Lazy and lazy_cached media
+        columns are decoded here (lazy_cached from its memmap, built on first use), so they equal an eager
+        column of the same data; ``decode=False`` gives their int64 slots as stored."""
+        out = self._read_stored(split, columns)
+        if decode:
+            for chunk in self.chunks(split):
+                for name in chunk["features"] if chunk["type"] == "media" else []:
+                    if name in out:
+                        column = MediaColumn(self.path, chunk, out[name])
+                        out[name] = column.take(np.arange(len(column), dtype=np.int64))
+        return out
+
+    def _read_stored(self, split: str, columns: list[str] | None) -> dict[str, np.ndarray]:
         if split not in self.manifest["rows"]:
             raise DataError(f"{self.path}: no split {split!r}; splits are {self.splits}")
         out: dict[str, np.ndarray] = {}

@@ -11,11 +11,14 @@ decoded once into memory per process. Either way a batch is gathered from index 
 numpy copy per column straight into the output tensor's memory (pinned when ``pin_memory`` and CUDA
 are available): no per-row Python.
 
-Channels. The ``channel_spec`` of ``feature_spec.yaml`` names the columns of each channel. A
-channel of one column yields that column (``n`` or ``n x shape``); a channel of several columns of
-the same shape is stacked along dim 1 (``n x k`` or ``n x k x shape``), in the common dtype of its
-columns (``bool`` and ``float32`` give ``float32``); a channel whose columns differ in shape yields
-a ``dict[column -> tensor]``. A stacked channel is laid out column by column: it is the
+Channels. The ``channel_spec`` of ``feature_spec.yaml`` names the columns of each channel. The
+``numerical`` and ``categorical`` channels (``STACKED``: columns of many features) are always
+stacked along dim 1, ``n x k`` also for one column (``k = 1``), so a channel's shape never depends
+on how many features the config has. Another channel of one column yields that column (``n`` or
+``n x shape``: a one-feature channel, the ``label``); of several columns of the same shape it is
+stacked (``n x k`` or ``n x k x shape``). Stacking gives the common dtype of the columns (``bool``
+and ``float32`` give ``float32``); a channel whose columns differ in shape yields a
+``dict[column -> tensor]``. A stacked channel is laid out column by column: it is the
 ``transpose(0, 1)`` of a ``k x n`` buffer, so gathering it is one contiguous copy per column (a
 row-major ``n x k`` copy costs about five times more on the CPU) and ``batch[ch][:, j]`` is
 contiguous, as embedding lookups like. ``.to(device)`` keeps the layout; call ``.contiguous()``
@@ -175,6 +178,9 @@ class ChannelPlan:
     shape: tuple[int, ...]  # per-row shape of the yielded tensor (single/stack)
 
 
+STACKED = ("numerical", "categorical")  # channels always yielded n x k (see the module docstring)
+
+
 def plan_channels(feature_spec: dict, channels: list[str] | None = None) -> list[ChannelPlan]:
     spec = item_specs(feature_spec)  # a lazy media column yields its decoded items, not its slots
     channel_spec: dict[str, list[str]] = feature_spec.get("channel_spec") or {}
@@ -189,7 +195,7 @@ def plan_channels(feature_spec: dict, channels: list[str] | None = None) -> list
             continue
         dtypes = [_np_dtype(spec[c]["dtype"]) for c in cols]
         shapes = [tuple(spec[c]["shape"]) for c in cols]
-        if len(cols) == 1:
+        if len(cols) == 1 and name not in STACKED:
             plans.append(ChannelPlan(name, tuple(cols), "single", dtypes[0], shapes[0]))
         elif len(set(shapes)) == 1:
             plans.append(ChannelPlan(name, tuple(cols), "stack", np.result_type(*dtypes), (len(cols), *shapes[0])))

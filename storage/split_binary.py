@@ -16,8 +16,8 @@ What NVIDIA's ``FeatureSpec.check_feature_spec`` and ``ParametricDataset`` /
 
 No header, no padding: a file is the concatenation of its rows in split order, so its bytes depend
 only on the data, never on how the rows were partitioned. ``plan`` checks the channels before any
-row is written; ``create`` makes a split's files at full size and ``write_rows`` fills the rows of
-one encoded part at their offset (one call per part, e.g. one Dask task each); ``read_chunk``
+row is written; ``create`` makes a split's files at full size and ``write_rows`` (``write_table``)
+fills the rows of one encoded part at their offset (one call per part, e.g. one Dask task each); ``read_chunk``
 maps a chunk back to numpy arrays.
 
 The FeatureSpec files (``artifact_specs``). Without ``split_binary`` the artifact's
@@ -183,7 +183,11 @@ def write_rows(part: str, first_row: int, targets: dict[str, Target], split: str
     (``create``'s result). Returns the rows written."""
     import pyarrow.feather as feather
 
-    table = feather.read_table(part, memory_map=True)
+    return write_table(feather.read_table(part, memory_map=True), first_row, targets, split)
+
+
+def write_table(table: pa.Table, first_row: int, targets: dict[str, Target], split: str = "") -> int:
+    """Write ``table``'s rows at row ``first_row`` of every file in ``targets``. Returns the rows written."""
     for path, target in targets.items():
         values = _values(table, target, split, first_row)
         if not values.size:

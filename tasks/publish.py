@@ -24,6 +24,7 @@ import yaml
 
 from storage.hashing import stable_hash
 from storage.tmpdirs import TempFile, TempFolder, sweep
+from tasks import published_rows
 from tasks.constants import SPLIT_NAMES
 from tasks.graph import artifact_code_versions
 
@@ -106,6 +107,7 @@ def column_specs(ctx, metadata: dict) -> dict[str, dict]:
             if col.dtype.startswith("int") and "vocab_size" in metadata[f.name] and not col.shape:
                 spec["cardinality"] = metadata[f.name]["vocab_size"]
             specs[col.name] = spec
+    specs[published_rows.ROW] = dict(published_rows.COLUMN_SPEC)  # each row's input position, every split
     return specs
 
 
@@ -264,13 +266,15 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
         for split_name in SPLIT_NAMES:
             source_spec[split_name].extend(media_cache.publish_split(encoded, split_name, staging / split_name))
         vocab.copy_metadata(fitted, staging)  # the same bytes as json.dumps(metadata, sort_keys=True, ...)
+        published_rows.add_to_metadata(staging / vocab.METADATA_FILE)  # + the __row__ column's entry
         vocab.copy_files(fitted, metadata, staging)  # Parquet vocabularies beside the metadata (in the manifest)
         feature_spec = {
             "feature_spec": {name: {k: v for k, v in spec.items() if k != "feature"} for name, spec in columns.items()},
             "source_spec": source_spec,
             "channel_spec": channel_spec(ctx, columns),
             "metadata": {"artifact_id": art_id, "prepflow_version": PREPFLOW_VERSION,
-                         "rows": rows, "training_set_metadata": vocab.METADATA_FILE},
+                         "rows": rows, "training_set_metadata": vocab.METADATA_FILE,
+                         "row_id": {"column": published_rows.ROW, "description": published_rows.DESCRIPTION}},
         }
         for file_name, spec in split_binary.artifact_specs(feature_spec, layout, rows).items():
             (staging / file_name).write_text(yaml.safe_dump(spec, sort_keys=False))

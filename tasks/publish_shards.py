@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from tasks.context import pause_point
+from tasks.published_rows import read_part, with_row
 
 Piece = tuple[str, int, int]  # (encoded part path, first row, stop row) inside that part
 
@@ -63,9 +64,7 @@ def shard_plan(n_rows: int, shard_rows: int, row_group_rows: int) -> list[list[t
 
 def read_pieces(group: list[Piece]) -> pa.Table:
     """The rows of ``group`` as one table with one chunk per column (what a row group is written from)."""
-    import pyarrow.feather as feather
-
-    tables = [feather.read_table(path, memory_map=True).slice(a, b - a) for path, a, b in group]
+    tables = [read_part(path).slice(a, b - a) for path, a, b in group]  # with __row__ (tasks.published_rows)
     return pa.concat_tables(tables).combine_chunks()
 
 
@@ -99,7 +98,7 @@ def write_empty_shard(schema_part: str, path: str, rel: str) -> dict[str, dict]:
     import pyarrow.parquet as pq
 
     with ipc.open_file(schema_part) as reader:
-        schema = reader.schema
+        schema = with_row(reader.schema)
     pq.write_table(schema.empty_table(), path, compression="zstd")
     return describe(Path(path), rel)
 
@@ -122,9 +121,7 @@ def create_npy(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> int:
 def write_npy_rows(part: str, first_row: int, targets: dict[str, tuple[str, str, int, int]]) -> int:
     """Write every column of one encoded part at row ``first_row`` of its ``.npy`` file. ``targets``:
     column -> (file, dtype, header length, bytes per row). Returns the rows written."""
-    import pyarrow.feather as feather
-
-    table = feather.read_table(part, memory_map=True)
+    table = read_part(part)
     for name, (path, dtype, start, row_bytes) in targets.items():
         flat = table.column(name).combine_chunks()
         while pa.types.is_fixed_size_list(flat.type):
