@@ -8,10 +8,10 @@ against GX itself, on hypothesis frames cut into partitions anywhere.
 
 * row-wise checks (between, not null, the number pattern) count per partition and keep their first
   ``PARTIAL_UNEXPECTED_COUNT`` unexpected values and index labels; counts add, lists concatenate.
-* uniqueness keeps each partition's sorted non-null values (numbers; anything else as pandas
-  hashes, verified value by value among equal hashes) with their positions; the merge sorts the
-  runs together (numpy's stable sort merges sorted runs in about linear time) and flags every row
-  of a repeated value, as GX's ``duplicated(keep=False)``.
+* uniqueness keeps each partition's non-null values (numbers; anything else as pandas hashes,
+  verified value by value among equal hashes) and a sorted copy; the merge sorts the runs together
+  (numpy's stable sort merges sorted runs in about linear time) and flags every row of a repeated
+  value, as GX's ``duplicated(keep=False)``.
 * distinct values merge as sets, the row count and the non-null proportion as counts.
 
 The number pattern (``NUMBER_PATTERN``, Python ``re`` semantics, the regex GX is given) runs on
@@ -267,7 +267,10 @@ class ValuesToNotBeNull(Kernel):
 
 class ValuesToBeUnique(Kernel):
     """Every non-null value occurs once; unexpected: every row whose value repeats (GX:
-    ``duplicated(keep=False)``)."""
+    ``duplicated(keep=False)``). Per partition: the non-null values as numbers (anything else as
+    pandas hashes) and a sorted copy; the merge sorts the sorted runs together (numpy's stable sort
+    merges runs in about linear time) and, only when a value repeats, flags its rows partition by
+    partition (``np.isin``), in row order. Equal hashes are compared as values before they count."""
 
     type = "expect_column_values_to_be_unique"
 
@@ -277,38 +280,30 @@ class ValuesToBeUnique(Kernel):
         values = col[~null] if null.any() else col
         hashed = not is_numeric(values.dtype)
         keys = pd.util.hash_pandas_object(values, index=False).to_numpy() if hashed else numbers(values)
-        order = np.argsort(keys, kind="stable")
-        return {"rows": len(col), "missing": int(null.sum()), "keys": keys[order], "order": order,
+        return {"rows": len(col), "missing": int(null.sum()), "keys": keys, "sorted": np.sort(keys),
                 "values": values if hashed else None, "labels": values.index}
 
     def result(self, partials):
         rows = sum(p["rows"] for p in partials)
         missing = sum(p["missing"] for p in partials)
-        keys = [p["keys"] for p in partials]
-        part = np.concatenate([np.full(len(k), i, dtype=np.int64) for i, k in enumerate(keys)]) if keys else \
-            np.zeros(0, dtype=np.int64)
-        pos = np.concatenate([p["order"] for p in partials]) if partials else np.zeros(0, dtype=np.int64)
-        merged = np.concatenate(keys) if keys else np.zeros(0)
-        by_key = np.argsort(merged, kind="stable")  # sorted runs: merged in about linear time
-        merged, part, pos = merged[by_key], part[by_key], pos[by_key]
+        merged = np.sort(np.concatenate([p["sorted"] for p in partials]), kind="stable")
         same = merged[1:] == merged[:-1]
-        repeated = np.zeros(len(merged), dtype=bool)
-        repeated[1:] |= same
-        repeated[:-1] |= same
-        keys, part, pos = merged[repeated], part[repeated], pos[repeated]
-        hashed = bool(partials) and partials[0]["values"] is not None
-        if hashed and len(part):  # equal hashes: compare the values themselves
-            candidates = pd.Series([partials[p]["values"].iloc[i] for p, i in zip(part.tolist(), pos.tolist(),
-                                                                                  strict=True)], dtype=object)
-            keep = candidates.duplicated(keep=False).to_numpy()
-            keys, part, pos = keys[keep], part[keep], pos[keep]
-        first = np.lexsort((pos, part))[:PARTIAL_UNEXPECTED_COUNT]  # row order: partition, then position
-        index = [partials[p]["labels"][i] for p, i in zip(part[first].tolist(), pos[first].tolist(), strict=True)]
-        values = ([partials[p]["values"].iloc[i] for p, i in zip(part[first].tolist(), pos[first].tolist(),
-                                                                  strict=True)]
-                  if hashed else keys[first].tolist())
-        return results.map_result(rows, missing, len(part), values, results.clean(index),
-                                  self.kwargs.get("mostly", 1.0))
+        count, values, index = 0, [], []
+        if same.any():
+            repeated = np.unique(merged[1:][same])
+            flagged = [np.flatnonzero(np.isin(p["keys"], repeated)) for p in partials]
+            if partials[0]["values"] is not None:  # equal hashes: keep the rows whose values repeat
+                candidates = pd.concat([p["values"].iloc[f] for p, f in zip(partials, flagged, strict=True)],
+                                       ignore_index=True).astype(object)
+                keep = candidates.duplicated(keep=False).to_numpy()
+                bounds = np.cumsum([0] + [len(f) for f in flagged])
+                flagged = [f[keep[a:b]] for f, a, b in zip(flagged, bounds[:-1], bounds[1:], strict=True)]
+            count = sum(len(f) for f in flagged)
+            for p, f in zip(partials, flagged, strict=True):
+                head = f[:PARTIAL_UNEXPECTED_COUNT - len(index)]
+                index += [p["labels"][i] for i in head.tolist()]
+                values += p["values"].iloc[head].tolist() if p["values"] is not None else p["keys"][head].tolist()
+        return results.map_result(rows, missing, count, values, results.clean(index), self.kwargs.get("mostly", 1.0))
 
 
 KERNELS: dict[str, type[Kernel]] = {k.type: k for k in (
