@@ -262,7 +262,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 @command("schema", lambda p: None)
 def cmd_schema(args: argparse.Namespace) -> int:
-    from tasks.config import json_schema
+    from tasks.config_schema import json_schema  # with every feature type's options
 
     print(json.dumps(json_schema(), indent=2))
     return 0
