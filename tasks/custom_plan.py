@@ -23,14 +23,15 @@ def check(config, dataset) -> StagePlan:
     """Validate the custom stages' DAG before any data is read (with the dataset's header when cheap)."""
     if not config.stages:
         return StagePlan([], {}, {})
-    return build_plan(config, _dataset_columns(dataset))
+    csv = config.preprocessing.csv
+    return build_plan(config, _dataset_columns(dataset, csv.delimiter if csv else None))
 
 
-def _dataset_columns(dataset) -> list[str] | None:
+def _dataset_columns(dataset, delimiter: str | None) -> list[str] | None:
     if not isinstance(dataset, (str, os.PathLike)):
         return [str(c) for c in dataset.columns] if hasattr(dataset, "columns") else None
     try:
-        return dataset_columns(str(dataset))
+        return dataset_columns(str(dataset), delimiter)
     except DataError:  # an unknown extension: ingest reports it
         return None
 

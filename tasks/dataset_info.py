@@ -4,12 +4,11 @@ checks made before any data is read use them)."""
 
 from __future__ import annotations
 
-import csv
 import os
 
 from core.errors import DataError
 from storage.fs import open_input
-from tasks import ingest_parts
+from tasks import csv_dialect, ingest_parts
 
 
 def detect_format(path: str) -> str:
@@ -32,15 +31,14 @@ def detect_format(path: str) -> str:
     return mapping[ext]
 
 
-def dataset_columns(path: str) -> list[str] | None:
-    """The dataset's column names where the header or schema alone tells them, else None."""
+def dataset_columns(path: str, delimiter: str | None = None) -> list[str] | None:
+    """The dataset's column names where the header or schema alone tells them, else None. A CSV's header
+    is read in the dialect ingest will use (``tasks.csv_dialect``: sniffed, or the config's ``delimiter``;
+    compressed files decompressed)."""
     fmt = detect_format(path)
     try:
         if fmt in ("csv", "tsv"):
-            with open_input(path) as fh:
-                head = fh.read(1 << 16).decode("utf-8-sig", errors="replace")
-            line = head.splitlines()[0] if head else ""
-            return next(csv.reader([line], delimiter="," if fmt == "csv" else "\t"), [])
+            return csv_dialect.header(path, fmt, delimiter)[0]
         if fmt == "parquet":
             import pyarrow.parquet as pq
 

@@ -929,5 +929,7 @@ def apply(ctx, result_or_path):
                             f"exclude it: {item['reason'].removeprefix('excluded: ')}; give it a 'type' in the "
                             "config or remove it")
         f.type = item["type"]
+        for key, value in (item.get("preprocessing") or {}).items():  # e.g. the true label inference chose
+            f.preprocessing.setdefault(key, value)  # the user's own options win
     resolve_preprocessing(config, "inferred config")
     return ctx.with_config(config)

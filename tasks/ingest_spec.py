@@ -75,7 +75,8 @@ def ingest_spec(ctx) -> IngestSpec:
         columns = custom_plan.ingest_columns(ctx.config, columns)
     in_memory = not isinstance(ctx.dataset, (str, os.PathLike))  # a DataFrame (tasks.ingest_frame)
     if ctx.config.validation.raw:  # columns only a raw user suite names (tasks.user_suites)
-        available = [str(c) for c in ctx.dataset.columns] if in_memory else dataset_columns(ctx.dataset)
+        available = [str(c) for c in ctx.dataset.columns] if in_memory else dataset_columns(
+            ctx.dataset, ctx.config.preprocessing.csv.delimiter if ctx.config.preprocessing.csv else None)
         for column, kind in extra_raw_columns(ctx.config, available).items():
             columns.setdefault(column, kind)
     csv_options = ctx.config.preprocessing.csv

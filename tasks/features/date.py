@@ -3,7 +3,7 @@
 (weekday: Monday = 0; yearday: 1 = January 1st; second_of_day = 3600 h + 60 m + s).
 
 Parsing (``cast``): with ``datetime_format`` (strftime codes, e.g. ``"%d/%m/%Y %H:%M"``) every value
-must match it. Without it each value is parsed by the first of these that accepts it: ISO 8601
+must match it; ``epoch_s`` / ``epoch_ms`` read numbers as seconds / milliseconds since 1970 (UTC). Without it each value is parsed by the first of these that accepts it: ISO 8601
 (``2020-01-31``, ``2020-01-31T08:15:00``, with fractions and offsets), then ``CANDIDATE_FORMATS``
 in order (month-first before day-first: ``01/02/2020`` is January 2nd). The choice is made per
 value, so it never depends on how the rows are partitioned. Times with a UTC offset are
@@ -53,6 +53,10 @@ class DatePreprocessing(BasePreprocessing):
     on_parse_error: Literal["error", "fill"] = "error"
 
 
+# datetime_format values for numeric timestamps (what `prepflow infer` writes for epoch columns)
+EPOCH_UNITS = {"epoch_s": "s", "epoch_ms": "ms"}
+
+
 def _to_seconds(parsed: pd.Series) -> np.ndarray:
     """tz-aware (UTC) datetimes -> naive datetime64[s], floored to the second."""
     naive = parsed.dt.tz_convert(None).to_numpy()
@@ -67,6 +71,9 @@ def _to_seconds(parsed: pd.Series) -> np.ndarray:
 def parse_dates(text: pd.Series, datetime_format: str | None) -> np.ndarray:
     """Strings -> datetime64[s] (UTC, NaT where missing or unparseable); vectorized per format."""
     text = text.astype("string").str.strip()
+    if datetime_format in EPOCH_UNITS:  # numbers: seconds or milliseconds since 1970-01-01 UTC
+        return _to_seconds(pd.to_datetime(pd.to_numeric(text, errors="coerce"), unit=EPOCH_UNITS[datetime_format],
+                                          errors="coerce", utc=True))
     if datetime_format is not None:
         return _to_seconds(pd.to_datetime(text, format=datetime_format, errors="coerce", utc=True))
     out = _to_seconds(pd.to_datetime(text, format="ISO8601", errors="coerce", utc=True))
