@@ -25,7 +25,8 @@ METADATA_FILE = "training_set_metadata.json"
 
 def _partial(prepared, features, fit_on):
     fit = frame.prepared_fit_rows(prepared, fit_on)
-    return {f.name: f.fit_partial(fit[f.name]) for f in features}
+    rows = fit[frame.ROW].to_numpy()  # each value's input row position, for orders by first occurrence
+    return {f.name: f.fit_partial(fit[f.name].set_axis(rows)) for f in features}
 
 
 def run(ctx, ingest, split, missing):

@@ -55,7 +55,6 @@ from tasks.features.tokens import (
     bag_matrix,
     build_vocab,
     code_points,
-    count_tokens,
     counts_of,
     document_counts,
     length_histogram,
@@ -144,7 +143,7 @@ class TextFeature(SequenceFeature):
     def fit_partial(self, values: pd.Series) -> dict:
         text = self.standardized(values)
         words = self.word_tokens(text)
-        partial = {"counts": count_tokens(words.flat), "lengths": length_histogram(words.lengths)}
+        partial = {"counts": self.counts(words, values), "lengths": length_histogram(words.lengths)}
         if self.int_mode:
             cps, offsets = code_points(text)
             uniq, counts = np.unique(cps, return_counts=True)

@@ -284,9 +284,44 @@ def ngrams(tokens: Tokens, n_max: int, separator: str = " ") -> Tokens:
 
 # ---- fitting -----------------------------------------------------------------------------------------
 
-def counts_table(tokens: list[str] | pa.Array, counts: list[int] | np.ndarray) -> pa.Table:
-    return pa.table({"token": pa.array(tokens, type=pa.large_string()),
-                     "count": pa.array(np.asarray(counts, dtype=np.int64), type=pa.int64())})
+def counts_table(tokens: list[str] | pa.Array, counts: list[int] | np.ndarray,
+                 first: np.ndarray | None = None) -> pa.Table:
+    columns = {"token": pa.array(tokens, type=pa.large_string()),
+               "count": pa.array(np.asarray(counts, dtype=np.int64), type=pa.int64())}
+    if first is not None:
+        columns["first"] = pa.array(np.asarray(first, dtype=np.int64), type=pa.int64())
+    return pa.table(columns)
+
+
+# ``first``: where a token first occurs in the input, as ``row * PLACES_PER_ROW + place in the row``
+PLACES_PER_ROW = 1 << 24
+
+
+def _first_by(idx: np.ndarray, keys: np.ndarray, size: int) -> np.ndarray:
+    """The smallest of ``keys`` per value of ``idx`` (0 <= idx < size; every value present)."""
+    if not len(idx):
+        return np.zeros(size, dtype=np.int64)
+    order = np.lexsort((keys, idx))
+    starts = np.flatnonzero(np.concatenate([[True], idx[order][1:] != idx[order][:-1]]))
+    first = np.empty(size, dtype=np.int64)
+    first[idx[order][starts]] = keys[order][starts]
+    return first
+
+
+def count_tokens_first_seen(tokens: Tokens, rows: np.ndarray) -> pa.Table:
+    """``count_tokens`` plus each token's first occurrence (column ``first``), ``rows`` being the input row
+    position of every row: Ludwig orders tokens of equal count by first occurrence (``value_counts(sort=False)``
+    then ``Counter.most_common``), which the minimum over partitions gives for any partitioning."""
+    if not len(tokens.flat):
+        return counts_table([], [], np.zeros(0, np.int64))
+    enc = pc.dictionary_encode(tokens.flat)
+    idx = np.asarray(enc.indices, dtype=np.int64)
+    parents = tokens.parents()
+    place = np.arange(len(idx), dtype=np.int64) - tokens.offsets[:-1][parents]
+    keys = np.asarray(rows, dtype=np.int64)[parents] * PLACES_PER_ROW + place
+    size = len(enc.dictionary)
+    return counts_table(enc.dictionary.cast(pa.large_string()), np.bincount(idx, minlength=size),
+                        _first_by(idx, keys, size))
 
 
 def count_tokens(flat: pa.Array) -> pa.Table:
@@ -303,8 +338,13 @@ def merge_counts_tables(a: pa.Table, b: pa.Table) -> pa.Table:
     tokens = pa.concat_arrays([a["token"].combine_chunks(), b["token"].combine_chunks()])
     counts = np.concatenate([np.asarray(a["count"], dtype=np.int64), np.asarray(b["count"], dtype=np.int64)])
     enc = pc.dictionary_encode(tokens)
-    summed = np.bincount(np.asarray(enc.indices, dtype=np.int64), weights=counts, minlength=len(enc.dictionary))
-    return counts_table(enc.dictionary, summed.astype(np.int64))  # float64 sums are exact below 2**53
+    idx = np.asarray(enc.indices, dtype=np.int64)
+    summed = np.bincount(idx, weights=counts, minlength=len(enc.dictionary))
+    first = None
+    if "first" in a.column_names and "first" in b.column_names:
+        keys = np.concatenate([np.asarray(a["first"], dtype=np.int64), np.asarray(b["first"], dtype=np.int64)])
+        first = _first_by(idx, keys, len(enc.dictionary))
+    return counts_table(enc.dictionary, summed.astype(np.int64), first)  # float64 sums are exact below 2**53
 
 
 def counts_of(counts: pa.Table, tokens: list[str]) -> np.ndarray:
@@ -364,27 +404,40 @@ def merge_partials(a: dict, b: dict) -> dict:
 
 
 def build_vocab(counts: pa.Table | dict[str, int], specials: list[str], most_common: int,
-                min_frequency: int = 1, fixed: list[str] | None = None) -> dict:
+                min_frequency: int = 1, fixed: list[str] | None = None, ludwig: bool = False) -> dict:
     """``idx2str``/``str2idx``/``str2freq``/``vocab_size`` from token counts (or a fixed token list).
 
-    Kept tokens: frequency descending, ties by the token's string ascending (Arrow compares UTF-8
-    bytes, which orders like Python's ``str``), at least ``min_frequency``, the first ``most_common``.
+    Kept tokens: frequency descending, ties by first occurrence when ``counts`` has a ``first`` column
+    (``count_tokens_first_seen``), else by the token's string ascending (Arrow compares UTF-8 bytes,
+    which orders like Python's ``str``), at least ``min_frequency``, the first ``most_common``.
+
+    ``ludwig`` (Ludwig's ``create_vocabulary``): data tokens spelled like a special symbol (a missing
+    value filled with ``<UNK>``) take part in the ``most_common`` cut, are then moved to their special
+    id, and ``str2freq`` is each kept token's count as seen in the data (specials included).
     """
     if isinstance(counts, dict):
         counts = counts_table(list(counts), list(counts.values()))
-    counts = counts.filter(pc.invert(pc.is_in(counts["token"], pa.array(specials, pa.large_string()))))
+    is_special = pc.is_in(counts["token"], pa.array(specials, pa.large_string()))
+    all_counts, counts = counts, counts.filter(pc.invert(is_special))
     if fixed is not None:
         kept = [t for t in fixed if t not in set(specials)]
         kept_freq = counts_of(counts, kept).tolist()
     else:
-        frequent = counts.filter(pc.greater_equal(counts["count"], min_frequency))
-        order = pc.sort_indices(frequent, sort_keys=[("count", "descending"), ("token", "ascending")])
+        candidates = all_counts if ludwig else counts
+        frequent = candidates.filter(pc.greater_equal(candidates["count"], min_frequency))
+        tie = "first" if "first" in frequent.column_names else "token"
+        order = pc.sort_indices(frequent, sort_keys=[("count", "descending"), (tie, "ascending")])
         top = frequent.take(order[:most_common])
+        if ludwig:
+            top = top.filter(pc.invert(pc.is_in(top["token"], pa.array(specials, pa.large_string()))))
         kept, kept_freq = top["token"].to_pylist(), top["count"].to_pylist()
     total = int(pc.sum(counts["count"]).as_py() or 0)
     idx2str = [*specials, *kept]
     freq = dict.fromkeys(specials, 0)
-    freq[UNK] = total - int(sum(kept_freq))
+    if ludwig:
+        freq.update(zip(specials, counts_of(all_counts, specials).tolist(), strict=True))
+    else:
+        freq[UNK] = total - int(sum(kept_freq))
     freq.update(zip(kept, kept_freq, strict=True))
     return {"idx2str": idx2str, "str2idx": {t: i for i, t in enumerate(idx2str)}, "str2freq": freq,
             "vocab_size": len(idx2str)}
@@ -530,9 +583,16 @@ class TokenFeature(FeatureType):
     def tokens(self, values: pd.Series | pa.Array) -> Tokens:
         return tokenize(self.standardized(values), self.options.tokenizer, self.options.pattern)
 
+    def counts(self, tokens: Tokens, values: pd.Series) -> pa.Table:
+        """Token counts of a fit partition; with Ludwig's symbols also each token's first occurrence, for
+        Ludwig's order of equal counts (the vocab stage indexes ``values`` by input row position)."""
+        if self.symbols == "ludwig":
+            return count_tokens_first_seen(tokens, values.index.to_numpy())
+        return count_tokens(tokens.flat)
+
     def fit_partial(self, values: pd.Series) -> dict:
         tokens = self.tokens(values)
-        return {"counts": count_tokens(tokens.flat), "lengths": length_histogram(tokens.lengths)}
+        return {"counts": self.counts(tokens, values), "lengths": length_histogram(tokens.lengths)}
 
     def merge(self, a: dict, b: dict) -> dict:
         return merge_partials(a, b)
@@ -540,7 +600,7 @@ class TokenFeature(FeatureType):
     def vocabulary(self, counts: pa.Table, most_common: int | None = None) -> dict:
         fixed = read_vocab_file(self.options.vocab_file) if self.options.vocab_file else None
         return build_vocab(counts, self.specials, most_common or self.options.most_common,
-                           self.options.min_frequency, fixed)
+                           self.options.min_frequency, fixed, ludwig=self.symbols == "ludwig")
 
     def token_ids(self, tokens: Tokens, metadata: dict) -> np.ndarray:
         return lookup(tokens.flat, metadata["idx2str"], len(self.specials), self.unk_id)
