@@ -216,3 +216,30 @@ def test_matrix_columns_and_mixed_shape_channels(tmp_path):
     b = list(art.batches("test", batch_size=50, seed=1))
     for x, y in zip(a, b, strict=True):
         assert torch.equal(x["text"]["text"], y["text"]["text"]) and torch.equal(x["vec"], y["vec"])
+
+
+def test_channel_shapes_do_not_depend_on_how_many_features_they_hold(tmp_path):
+    """numerical and categorical are n x k also with k = 1, in batches, torch_dataset and plan_channels;
+    the one-column label stays n."""
+    rng = np.random.default_rng(4)
+    n = 200
+    df = pd.DataFrame({"x": rng.normal(size=n), "c": rng.choice(list("abc"), n), "y": rng.integers(0, 2, n)})
+    config = {"input_features": [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}],
+              "output_features": [{"name": "y", "type": "binary"}],
+              "preprocessing": {"split": {"type": "random", "probabilities": [0.8, 0.1, 0.1], "seed": 1}}}
+    result = run(config, write_csv(df, tmp_path / "data.csv"), tmp_path, npartitions=2)
+    one = Artifact.open(result.artifact["artifact_path"])
+    ref = one.read_split("train")
+    rows = one.num_rows("train")
+    for prefer in ("npy", "parquet"):
+        batch = next(iter(one.batches("train", batch_size=rows, shuffle=False, prefer=prefer)))
+        assert batch["numerical"].shape == (rows, 1) and batch["numerical"].dtype == torch.float32
+        assert np.array_equal(batch["numerical"][:, 0].numpy(), ref["x"])
+        assert batch["categorical"].shape == (rows, 1) and np.array_equal(batch["categorical"][:, 0].numpy(), ref["c"])
+        assert batch["label"].shape == (rows,)
+    ds = one.torch_dataset("train")
+    assert ds[0]["numerical"].shape == (1,) and ds[[0, 1, 2]]["numerical"].shape == (3, 1)
+    assert ds[[0, 1]]["categorical"].shape == (2, 1)
+    plans = {p.name: p for p in plan_channels(one.feature_spec)}
+    assert plans["numerical"].kind == "stack" and plans["numerical"].shape == (1,)
+    assert plans["label"].kind == "single" and plans["label"].shape == ()

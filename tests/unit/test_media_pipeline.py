@@ -122,8 +122,18 @@ def test_the_three_modes_give_the_same_tensors(modes):
                 assert np.array_equal(got[name], order[name]), (m, split, name)
             row = art.torch_dataset(split)[1]
             assert np.array_equal(row["photo"].numpy(), published["photo"][1])
-        lazy = arts["lazy"].read_split(split)
-        assert lazy["photo"].dtype == np.int64  # lazy modes publish a slot into the media table
+        for m in ("lazy", "lazy_cached"):  # read_split decodes lazy media as eager publishes it
+            decoded = arts[m].read_split(split)
+            assert list(decoded) == list(published)
+            for name in published:
+                assert decoded[name].dtype == published[name].dtype, (m, split, name)
+                np.testing.assert_array_equal(decoded[name], published[name], err_msg=f"{m} {split} {name}")
+            slots = arts[m].read_split(split, decode=False)  # as stored: a slot into the media table
+            assert slots["photo"].dtype == np.int64 and slots["photo"].shape == (eager.num_rows(split),)
+    for m, art in arts.items():  # inspect's columns: the decoded items, named as media
+        columns = art.describe()["columns"]
+        assert columns["photo"]["media"] == f"image ({m})" and columns["voice"]["media"] == f"audio ({m})"
+        assert columns["photo"]["dtype"] == "torch.uint8" and columns["photo"]["shape"] == [3, 13, 14]
 
 
 def test_lazy_cached_memmaps_sit_next_to_the_artifact_named_by_content(modes):
@@ -180,7 +190,7 @@ def test_rerun_is_cached_and_a_changed_file_changes_the_memmap_name(tmp_path):
         table = pd.read_parquet(new_art.path / split / "photo.media.parquet")
         hits = [i for i, s in enumerate(table["source"]) if s.endswith("p4.png")]
         if hits:
-            rows = np.flatnonzero(new_art.read_split(split)["photo"] == hits[0])
+            rows = np.flatnonzero(new_art.read_split(split, decode=False)["photo"] == hits[0])
             got = batches(new_art, split, shuffle=False)["photo"]
             assert np.array_equal(got[rows[0]], expected)
 
