@@ -300,6 +300,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print("columns:")
     for name, spec in info["columns"].items():
         extra = f", cardinality {spec['cardinality']}" if "cardinality" in spec else ""
+        extra += f", {spec['media']}" if "media" in spec else ""  # e.g. image (lazy): decoded items, not slots
         print(f"  {name:<24} {spec['dtype']:<14} shape {tuple(spec['shape'])}{extra}")
     print("channels:")
     for channel, names in info["channels"].items():

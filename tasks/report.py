@@ -34,6 +34,8 @@ from typing import Any
 from core.errors import DataError, PrepflowError
 from tasks.constants import SPLIT_NAMES
 
+ROW_COLUMN = "__row__"  # every split's input row positions (tasks.published_rows)
+
 REPORT_SUFFIX = ".report.html"
 # The report's temporary name beside it: ``.<artifact_id>.report.html.<hex>`` (locked while written,
 # storage.tmpdirs; publish and the next report into the same folder sweep the ones of killed runs).
@@ -81,6 +83,7 @@ def open_view(location: str | Path) -> ArtifactView:
         fs = filesystem(url)
         try:
             metadata = json.loads(fs.cat_file(remote.join(url, "training_set_metadata.json")))
+            metadata.pop(ROW_COLUMN, None)  # the row id column's entry, no feature (as Artifact.metadata)
             spec = yaml.safe_load(fs.cat_file(remote.join(url, "feature_spec.yaml")))
         except Exception as exc:  # network/credentials: name the artifact
             raise DataError(f"{url}: cannot read the artifact's metadata ({type(exc).__name__}: {exc})") from exc
@@ -319,6 +322,8 @@ def summary_section(view: ArtifactView) -> str:
                            f"{_count(stats, 'split.rows_not_sampled') or 0})"],
         ["columns", f"{n_in} input and {n_out} output features -> {len(view.feature_spec.get('feature_spec', {}))} "
                     "published columns"],
+        ["row id", f"{ROW_COLUMN}: each row's 0-based position in the input (oversampled copies repeat it)"
+                   if ROW_COLUMN in view.feature_spec.get("feature_spec", {}) else "none (an artifact made before it)"],
         ["split", json.dumps(pre.get("split", {}), sort_keys=True)],
         ["fitted on", pre.get("fit_on", "train")],
         ["balance", json.dumps(pre.get("balance") or {}, sort_keys=True) if pre.get("balance") else "none"],
@@ -431,20 +436,34 @@ def top_tokens(meta: dict) -> tuple[list[tuple[str, int]], int]:
     return tokens[:TOP_TOKENS], max(len(tokens) - TOP_TOKENS, 0)
 
 
+def published_columns(feature_spec: dict) -> dict[str, dict]:
+    """Each published column's dtype and shape as a reader gets it: a lazy or lazy_cached media column
+    (an int64 slot as stored) as its decoded items, from its ``media`` chunk, with that chunk's ``mode``
+    (what ``storage.media.item_specs`` gives the loader)."""
+    columns = dict(feature_spec.get("feature_spec") or {})
+    for chunks in (feature_spec.get("source_spec") or {}).values():
+        for chunk in chunks:
+            for column in chunk["features"] if chunk.get("type") == "media" else []:
+                if column in columns:
+                    columns[column] = {**columns[column], "dtype": chunk["dtype"], "shape": list(chunk["shape"]),
+                                       "mode": chunk.get("mode")}
+    return columns
+
+
 def feature_block(view: ArtifactView, name: str, is_output: bool, slug: str) -> str:
     from tasks import report_plots
 
     meta, stats = view.metadata[name], view.statistics
     kind = meta.get("type", "?")
-    columns = view.feature_spec.get("feature_spec", {})
+    columns = published_columns(view.feature_spec)
     cols = [[c, spec.get("dtype", "").removeprefix("torch."), "x".join(map(str, spec.get("shape", []))) or "scalar",
-             spec.get("cardinality", "")]
+             spec.get("cardinality", "") or (f"{kind} ({spec['mode']})" if "mode" in spec else "")]
             for c, spec in columns.items() if c == name or c == f"{name}_char"]
     out = [f'<article class="feature" id="feature-{slug}"><h3>{esc(name)}<span class="type">{esc(kind)}'
            f'{" (output)" if is_output else ""}</span></h3>']
     out.append(f"<p><b>Missing values:</b> {esc(missing_text(view, name, meta))}</p>")
     if cols:
-        out.append(table(["published column", "dtype", "shape", "cardinality"], cols))
+        out.append(table(["published column", "dtype", "shape", "cardinality / media"], cols))
     fitted = fitted_values(meta)
     if fitted:
         out.append(f"<details><summary>fitted values</summary>{kv_table(fitted)}</details>")

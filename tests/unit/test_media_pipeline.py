@@ -136,6 +136,18 @@ def test_the_three_modes_give_the_same_tensors(modes):
         assert columns["photo"]["dtype"] == "torch.uint8" and columns["photo"]["shape"] == [3, 13, 14]
 
 
+def test_inspect_shows_lazy_media_as_images_and_audio(modes, capsys):
+    from flows.cli import main
+
+    assert main(["inspect", modes["lazy"][0].artifact["artifact_path"]]) == 0
+    out = capsys.readouterr().out
+    section = out.split("\ncolumns:\n", 1)[1].split("\nchannels:\n", 1)[0]
+    lines = {line.split()[0]: line for line in section.splitlines()}
+    assert "torch.uint8" in lines["photo"] and "shape (3, 13, 14)" in lines["photo"]
+    assert lines["photo"].endswith("image (lazy)") and lines["voice"].endswith("audio (lazy)")
+    assert "int64" in lines["__row__"] and "int64" not in lines["photo"]
+
+
 def test_lazy_cached_memmaps_sit_next_to_the_artifact_named_by_content(modes):
     result, tmp = modes["lazy_cached"]
     art = Artifact.open(result.artifact["artifact_path"])

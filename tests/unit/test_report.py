@@ -321,6 +321,11 @@ def test_media_sections_show_samples_from_the_artifact(tmp_path):
         rows = min(report.SAMPLE_IMAGES, result.artifact["rows"]["train"])
         assert png.size == (min(rows, 8) * (16 * 6 + 2) - 2, -(-rows // 8) * (12 * 6 + 2) - 2)  # 12x16 tiles, x6
         sheets[mode] = img["src"]
+        cells = [t.strip() for t in page.text if t.strip()]  # published columns: decoded items, not int64 slots
+        row = ["photo", "uint8", "3x12x16"] + ([f"image ({mode})"] if mode == "lazy" else [])
+        assert any(cells[i:i + len(row)] == row for i in range(len(cells))), mode
+        assert "int64" not in [cells[i + 1] for i, c in enumerate(cells[:-1]) if c in ("photo", "voice")]
+        assert "__row__: each row's 0-based position in the input (oversampled copies repeat it)" in cells
         assert "plot-voice-spectrogram" in page.ids() and "plot-voice-lengths" in page.ids()
         assert external_references(page) == []
     assert sheets["eager"] == sheets["lazy"]  # the same decoded pixels either way
