@@ -142,7 +142,7 @@ def preprocess(config: str | dict, dataset: str, output: str = "artifacts", cach
     """Preprocess ``dataset`` with ``config`` (a path, or the config as a mapping) into a GPU-ready
     artifact under ``output``."""
     ctx = RunContext(config_value(config), dataset, StageCache(_shared_path(cache_dir)), npartitions, output)
-    steps.preflight(ctx)  # a bad config, suite or custom-stage DAG fails before any task runs
+    steps.preflight(ctx, local=not dask_address)  # a bad config, suite or DAG fails before any task
     params = _params(ctx.config, dataset, output, _shared_path(cache_dir), npartitions)
     results: dict[str, dict] = {}
     with _dask_client(dask_address):

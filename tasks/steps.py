@@ -12,11 +12,13 @@ from tasks.context import RunContext, StageResult
 from tasks.statistics import Statistics
 
 
-def preflight(ctx: RunContext) -> None:
+def preflight(ctx: RunContext, local: bool = True) -> None:
     """Everything that can be known wrong before a byte of data is read: every suite the config names
-    loads, and the custom stages' DAG is valid."""
+    loads, and the custom stages' DAG is valid. Then, with a user suite and Dask in this process
+    (``local``), Great Expectations starts importing in the background while the first stages run."""
     validate.check_config(ctx.config)
     custom_plan.check(ctx.config, ctx.dataset)
+    validate.preload(ctx.config, local)
 
 
 def validate_encoded(ctx: RunContext, split, balance, fitted, encoded, media) -> StageResult:
