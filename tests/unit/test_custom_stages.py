@@ -364,7 +364,9 @@ def test_example_plugin_is_published_validated_and_served_bit_for_bit(dataset, t
     served = pre.transform(frame())  # every row in one call: ffill fills from the same neighbours
     for split in ("train", "validation", "test"):
         rows = _input_rows(result, split)
-        for column, values in art.read_split(split).items():
+        published = art.read_split(split)
+        assert np.array_equal(published.pop("__row__"), rows)  # the published input positions, no served column
+        for column, values in published.items():
             assert np.array_equal(np.asarray(values), served[column][rows]), (split, column)
 
 
