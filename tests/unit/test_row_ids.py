@@ -129,3 +129,17 @@ def test_several_files_number_rows_in_their_concatenation(tmp_path):
         data, rows = joined(art, raw, split)
         np.testing.assert_array_equal(data["x"], rows["x"].to_numpy(dtype=np.float32))
         assert [idx2str[i] for i in data["c"]] == rows["c"].tolist()
+
+
+@pytest.mark.parametrize("formats", [["npy"], ["split_binary"]])
+def test_read_split_returns_row_ids_from_any_single_format(tmp_path, formats):
+    raw = make_frame()
+    dataset = write_csv(raw, tmp_path / "data.csv")
+    config = {**CONFIG, "publish": {"formats": formats}}
+    art = Artifact.open(run(config, dataset, tmp_path / "one", npartitions=2).artifact["artifact_path"])
+    reference = Artifact.open(run(CONFIG, dataset, tmp_path / "ref", npartitions=3).artifact["artifact_path"])
+    for split in ("train", "validation", "test"):
+        got, want = art.read_split(split), reference.read_split(split)
+        assert got["__row__"].dtype == np.int64
+        np.testing.assert_array_equal(got["__row__"], want["__row__"])
+        np.testing.assert_array_equal(got["c"], want["c"])
