@@ -13,8 +13,10 @@ S3 settings). The services themselves run in that integration test.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -33,6 +35,7 @@ PREFECT_YAML = ROOT / "infra" / "prefect.yaml"
 DATA_GATE = ROOT / "infra" / "ci" / "github-data-gate.yml"
 BIN = Path(sys.executable).parent
 
+SHELL_OPERATORS = {"|", "||", "&&", ";", ">", ">>", "2>&1"}
 # What each service listens on inside the stack (the images' own defaults, or the command's options).
 LISTENS = {"postgres": {5432}, "prefect-server": {4200}, "dask-scheduler": {8786, 8787}, "minio": {9000, 9001}}
 
@@ -297,9 +300,10 @@ def test_the_ci_data_gate_calls_real_commands():
     runs = [step.get("run", "") for job in wf["jobs"].values() for step in job["steps"]]
     gate = [r for r in runs if "prepflow validate" in r]
     assert gate and any("-c constraints.txt" in r for r in runs)
-    for line in (ln for r in gate for ln in r.splitlines() if "prepflow validate" in ln):
-        args = line.split("prepflow validate", 1)[1].split()
-        from flows.cli import build_parser
+    from flows.cli import build_parser
 
+    for line in (ln for r in gate for ln in r.splitlines() if ln.strip().startswith("prepflow validate")):
+        words = shlex.split(line.split("prepflow validate", 1)[1])
+        args = list(itertools.takewhile(lambda w: w not in SHELL_OPERATORS, words))
         build_parser().parse_args(["validate", *args])  # argparse exits (SystemExit) on a wrong option
     assert shutil.which("prepflow", path=str(BIN))
