@@ -64,6 +64,7 @@ class Preprocessor:
     """Applies an artifact's fitted preprocessing to new rows (see the module docstring)."""
 
     def __init__(self, metadata: dict, outputs: Sequence[str] = (), columns: Sequence[str] | None = None):
+        metadata = {name: meta for name, meta in metadata.items() if name != ROW}  # the row id is no feature
         self.metadata_ = metadata
         self.outputs_ = list(outputs)
         self.features_ = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -167,3 +168,16 @@ def test_every_non_media_feature_type_serves_bit_for_bit(tmp_path):
     pre = Preprocessor.load(art.path)
     for split_id, name in enumerate(SPLIT_NAMES):
         assert_bit_identical(pre.transform(raw.iloc[np.flatnonzero(assign == split_id)]), art.read_split(name))
+
+
+def test_from_json_reads_a_published_metadata_file_with_its_row_id_entry(tmp_path):
+    """training_set_metadata.json also describes __row__ (no feature): serving from the file skips it."""
+    from tests.helpers import write_csv
+
+    df = pd.DataFrame({"x": [1.0, 2.0, 3.0, 4.0], "c": ["a", "b", "a", "c"]})
+    config = {"input_features": [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}],
+              "preprocessing": {"split": {"type": "random", "probabilities": [1.0, 0.0, 0.0]}}}
+    art = Path(run(config, write_csv(df, tmp_path / "d.csv"), tmp_path).artifact["artifact_path"])
+    assert "__row__" in json.loads((art / "training_set_metadata.json").read_text())
+    served = Preprocessor.from_json(art / "training_set_metadata.json").transform(df)
+    assert set(served) == {"x", "c"} and served["c"].tolist() == [1, 2, 1, 3]
