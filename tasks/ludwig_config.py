@@ -98,10 +98,12 @@ LUDWIG_TYPES = (*LUDWIG_ONLY, "h3")  # Ludwig's feature types (h3: not one of pr
 # defaults ``fit_on`` to ``all`` then. Not Ludwig-exact: ties in token frequency are ordered by the token's
 # string (Ludwig: by first occurrence), and category, set and bag keep prepflow's vocabulary layout.
 LUDWIG_DEFAULTS: dict[str, dict[str, Any]] = {
-    "number": {"missing_value_strategy": "fill_with_const", "fill_value": 0.0},
+    "number": {"missing_value_strategy": "fill_with_const", "fill_value": 0.0, "arithmetic": "float32"},
     "sequence": {"symbols": "ludwig", "fill_value": "<UNK>"},
     "text": {"symbols": "ludwig", "fill_value": "<UNK>", "lowercase": False},
     "date": {"missing_value_strategy": "fill_with_const", "fill_value": ""},
+    "set": {"fill_value": "<UNK>"},
+    "bag": {"fill_value": "<UNK>"},
 }
 LUDWIG_DEFAULTS["numerical"] = LUDWIG_DEFAULTS["number"]
 

@@ -44,7 +44,7 @@ the same result in memory.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -73,6 +73,10 @@ class CategoryPreprocessing(BasePreprocessing):
     encoded: bool = False  # the column holds integer ids in [0, cardinality), kept as given
     cardinality: int | None = Field(default=None, gt=0, le=MAX_IDS)
     out_of_range_id: int | None = Field(default=None, ge=0)
+    # Keys Ludwig reads from the metadata's preprocessing (``--training_set_metadata``), at Ludwig's defaults:
+    # tasks.ludwig_config drops them from a config (and refuses other values), so they hold these values
+    lowercase: Literal[False] = False
+    cache_encoder_embeddings: bool = False
 
     @model_validator(mode="after")
     def _one_scheme(self) -> "CategoryPreprocessing":

@@ -38,6 +38,14 @@ class NumberPreprocessing(BasePreprocessing):
     normalization: Literal["zscore", "minmax", "iq", "log1p", "none", "bins"] = "zscore"  # Ludwig >= 0.7 default
     num_bins: int = Field(default=10, ge=1)  # normalization: bins
     bin_edges: list[float] | None = None  # normalization: bins; fixed edges instead of fitted quantiles
+    # float64: normalize in float64, then round to float32 (the nearest float32 to the exact value);
+    # float32: in float32 with the statistics rounded to float32 first, as Ludwig does (compatibility: ludwig)
+    arithmetic: Literal["float64", "float32"] = "float64"
+    # Keys Ludwig reads from the metadata's preprocessing (``--training_set_metadata``), at Ludwig's defaults:
+    # tasks.ludwig_config drops them from a config (and refuses other values), so they hold these values
+    outlier_strategy: None = None
+    outlier_threshold: float = 3.0
+    computed_outlier_fill_value: float = 0.0
 
     @field_validator("bin_edges")
     @classmethod
@@ -187,6 +195,8 @@ class NumberFeature(FeatureType):
         if norm == "bins":
             inner = np.asarray(metadata["bin_edges"][1:-1], dtype=np.float64)
             return {self.name: np.searchsorted(inner, x, side="right").astype(np.int32)}
+        if self.options.arithmetic == "float32":
+            return {self.name: self.normalize_float32(x.astype(np.float32), metadata)}
         if norm == "zscore":
             std = metadata["std"] or 1.0
             x = (x - metadata["mean"]) / std
@@ -200,6 +210,22 @@ class NumberFeature(FeatureType):
             with np.errstate(invalid="ignore", divide="ignore"):
                 x = np.log1p(x)
         return {self.name: x.astype(np.float32)}
+
+    @staticmethod
+    def normalize_float32(x: np.ndarray, metadata: dict) -> np.ndarray:
+        """Ludwig's transformers (``ludwig/features/number_feature.py``) on its float32 column: each statistic
+        (or span) a Python float, rounded to float32 by numpy before the float32 subtraction and division."""
+        f32, norm = np.float32, metadata["normalization"]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if norm == "zscore":
+                return (x - f32(metadata["mean"])) / f32(metadata["std"] or 1.0)
+            if norm == "minmax":
+                return (x - f32(metadata["min"])) / f32((metadata["max"] - metadata["min"]) or 1.0)
+            if norm == "iq":
+                return (x - f32(metadata["q2"])) / f32((metadata["q3"] - metadata["q1"]) or 1.0)
+            if norm == "log1p":
+                return np.log1p(x)
+        return x
 
     def output_columns(self, metadata: dict) -> list[ColumnSpec]:
         return [ColumnSpec(self.name, "int32" if metadata.get("normalization") == "bins" else "float32")]

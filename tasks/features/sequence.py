@@ -63,6 +63,10 @@ class SequencePreprocessing(TokenPreprocessing):
     # special symbol ids: prepflow's (<PAD>=0, <UNK>=1, optional <START>/<STOP>) or Ludwig's (<EOS>=0, <SOS>=1,
     # <PAD>=2, <UNK>=3, every row wrapped in <SOS> ... <EOS>); ``compatibility: ludwig`` sets ludwig
     symbols: Literal["prepflow", "ludwig"] = "prepflow"
+    # Keys Ludwig reads from the metadata's preprocessing (``--training_set_metadata``), at Ludwig's defaults:
+    # tasks.ludwig_config drops them from a config (and refuses other values), so they hold these values
+    ngram_size: int = 2
+    cache_encoder_embeddings: bool = False
 
 
 class SequenceFeature(TokenFeature):

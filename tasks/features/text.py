@@ -77,6 +77,10 @@ class TextPreprocessing(SequencePreprocessing):
     max_tokens: int | None = Field(default=None, ge=3)
     char_most_common: int = Field(default=70, gt=0)
     char_max_sequence_length: int = Field(default=1024, gt=0)
+    # Keys Ludwig reads from the metadata's preprocessing (``--training_set_metadata``), at Ludwig's defaults:
+    # tasks.ludwig_config drops them from a config (and refuses other values), so they hold these values
+    pretrained_model_name_or_path: None = None
+    compute_idf: bool = False
 
     @field_validator("output_mode")
     @classmethod

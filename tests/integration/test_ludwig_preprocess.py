@@ -151,21 +151,24 @@ def test_ludwig_preprocess_with_prepflows_metadata_gives_the_artifacts_tensors(l
 
 
 # Ludwig-exact when Ludwig fits its own metadata: vocabularies (ids, order of ties, symbols) and tensors.
-EXACT = ["num", "flag", "seq", "txt", "label"]
+# Not here: category and set (prepflow's <UNK> = 0 / <PAD>, <UNK> layouts, README); number's statistics,
+# which Ludwig sums in float32 (prepflow exactly), so its z-scores differ in the last bits (checked to 1e-6).
+EXACT = ["flag", "seq", "txt", "label"]
 
 
 def test_ludwig_fitting_its_own_metadata_gives_the_same_vocabularies_and_tensors(ludwig_venv, published, tmp_path):
     csv, art = published
     meta, theirs = ludwig_preprocess(ludwig_venv, csv, tmp_path / "ludwig", None)
-    for name in ("seq", "txt"):
-        for key in ("idx2str", "str2idx", "vocab_size", "max_sequence_length", "pad_idx"):
+    for name, keys in (("seq", ()), ("txt", ("pad_idx", "padding_symbol", "unknown_symbol"))):
+        for key in ("idx2str", "str2idx", "str2freq", "vocab_size", "max_sequence_length", *keys):
             assert art.metadata[name][key] == meta[name][key], f"{name}.{key}"
-    assert art.metadata["num"]["mean"] == pytest.approx(meta["num"]["mean"], rel=1e-12)
-    assert art.metadata["num"]["std"] == pytest.approx(meta["num"]["std"], rel=1e-12)
+    assert art.metadata["num"]["mean"] == pytest.approx(meta["num"]["mean"], rel=1e-6)
+    assert art.metadata["num"]["std"] == pytest.approx(meta["num"]["std"], rel=1e-6)
     for split in SPLITS:
         ours = art.read_split(split)
         for name in EXACT:
             assert_equal_tensors(ours[name], theirs[split][name], f"{split}/{name}")
+        np.testing.assert_allclose(ours["num"], theirs[split]["num"], rtol=1e-5, atol=1e-6, err_msg=f"{split}/num")
 
 
 def test_ludwig_trains_one_epoch_from_prepflows_metadata(ludwig_venv, published, tmp_path):
