@@ -128,7 +128,7 @@ def ludwig_preprocess(venv: Path, csv: Path, work: Path, metadata: Path | None) 
     ludwig(venv, *args, cwd=work)
     files = sorted(str(p) for p in work.glob("data.*.hdf5"))
     assert {Path(f).name for f in files} == {f"data.{s}.hdf5" for s in SPLITS.values()}, files
-    subprocess.run([str(venv / "bin" / "python"), str(READ_BACK), str(work), *files], check=True)
+    subprocess.run([str(venv / "bin" / "python"), str(READ_BACK), str(work), ",".join(FEATURES), *files], check=True)
     tensors = {ours: dict(np.load(work / f"{theirs}.npz")) for ours, theirs in SPLITS.items()}
     return json.loads((work / "data.meta.json").read_text()), tensors
 
