@@ -131,7 +131,7 @@ def _no_heartbeat(mode: str):
     return temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
 
 
-def _run_flow(args: argparse.Namespace, config) -> dict:
+def _run_flow(args: argparse.Namespace, config, fingerprint: str | None = None) -> dict:
     """The preprocess flow, named and tagged for the UI (flows/run_labels.py). Bookkeeping never fails the
     run: a Prefect API that cannot be reached, or fails the flow, leaves the run to finish without it."""
     from flows import bookkeeping, without_prefect
@@ -157,7 +157,8 @@ def _run_flow(args: argparse.Namespace, config) -> dict:
         with _no_heartbeat(mode), tags(*run_tags(args.dataset, config)), \
                 _progress_bar(enabled=not args.json and sys.stderr.isatty()):
             summary = flow(config=args.config, dataset=args.dataset, output=args.output,
-                           cache_dir=args.cache_dir, npartitions=args.npartitions, dask_address=args.dask_address)
+                           cache_dir=args.cache_dir, npartitions=args.npartitions, dask_address=args.dask_address,
+                           dataset_fingerprint=fingerprint)
     except Exception as exc:
         if not bookkeeping.is_api_failure(exc):
             record.finish()  # a failed run, recorded as Failed
@@ -198,10 +199,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         from tasks import custom_plan
 
         custom_plan.check(config, args.dataset)
+    fingerprint = None  # the dataset's sha256, computed once per run and handed to ingest
     if not args.always_run_flow and "://" not in args.output:
         from tasks import ingest, publish
 
-        reused = publish.reusable(args.output, ingest.fingerprint(args.dataset), config)
+        fingerprint = ingest.fingerprint(args.dataset)
+        reused = publish.reusable(args.output, fingerprint, config)
         if reused is not None:
             from storage.artifact import Artifact
 
@@ -214,7 +217,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             summary["report_path"] = _reused_report(reused["artifact_path"])
             _report(args, summary, time.perf_counter() - start)
             return 0
-    summary = _run_flow(args, config)
+    summary = _run_flow(args, config, fingerprint)
     _report(args, summary, time.perf_counter() - start)
     return 0
 

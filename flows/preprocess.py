@@ -50,16 +50,17 @@ def config_value(config: str | os.PathLike | dict | Config) -> Config:
     return load_config(config)
 
 
-def _params(config: Config, dataset: str, output: str, cache_dir: str, npartitions: int | None) -> dict:
+def _params(config: Config, dataset: str, output: str, cache_dir: str, npartitions: int | None,
+            fingerprint: str | None) -> dict:
     """What every task receives: the normalized config (a value) and its hash, and the run's options."""
     config_json = normalized_config(config)
     return {"config": config_json, "config_hash": stable_hash(config_json, 16), "dataset": dataset,
-            "output": output, "cache_dir": cache_dir, "npartitions": npartitions}
+            "output": output, "cache_dir": cache_dir, "npartitions": npartitions, "fingerprint": fingerprint}
 
 
 def _ctx(params: dict) -> RunContext:
     return RunContext(config_value(params["config"]), params["dataset"], StageCache(params["cache_dir"]),
-                      params.get("npartitions"), params["output"])
+                      params.get("npartitions"), params["output"], params.get("fingerprint"))
 
 
 def _state(result: StageResult):
@@ -138,12 +139,15 @@ def _node_json(node: Node) -> dict:
 
 @flow(name="preprocess", log_prints=True)
 def preprocess(config: str | dict, dataset: str, output: str = "artifacts", cache_dir: str = ".prepflow-cache",
-               npartitions: int | None = None, dask_address: str | None = None) -> dict:
+               npartitions: int | None = None, dask_address: str | None = None,
+               dataset_fingerprint: str | None = None) -> dict:
     """Preprocess ``dataset`` with ``config`` (a path, or the config as a mapping) into a GPU-ready
-    artifact under ``output``."""
-    ctx = RunContext(config_value(config), dataset, StageCache(_shared_path(cache_dir)), npartitions, output)
+    artifact under ``output``. ``dataset_fingerprint``: the dataset's sha256 when the caller has already
+    hashed it (``prepflow run`` does, to look for a published artifact), so it is read once."""
+    ctx = RunContext(config_value(config), dataset, StageCache(_shared_path(cache_dir)), npartitions, output,
+                     dataset_fingerprint)
     steps.preflight(ctx, local=not dask_address)  # a bad config, suite or DAG fails before any task
-    params = _params(ctx.config, dataset, output, _shared_path(cache_dir), npartitions)
+    params = _params(ctx.config, dataset, output, _shared_path(cache_dir), npartitions, dataset_fingerprint)
     results: dict[str, dict] = {}
     with _dask_client(dask_address):
         for node in expand(custom_plan.names(ctx.config)):
@@ -151,7 +155,7 @@ def preprocess(config: str | dict, dataset: str, output: str = "artifacts", cach
             results[node.name] = _data(run(params, _node_json(node), *(results[p] for p in node.parents)))
             if node.retypes:  # later tasks get the typed config, as a value
                 ctx = infer_types.apply(ctx, StageResult.from_json(results[node.name]))
-                params = _params(ctx.config, dataset, output, params["cache_dir"], npartitions)
+                params = _params(ctx.config, dataset, output, params["cache_dir"], npartitions, dataset_fingerprint)
     stages = [StageResult.from_json(r) for r in results.values()]
     summary = PipelineResult(results["publish"]["artifact"], stages).summary()
     from flows.reporting import statistics_artifact

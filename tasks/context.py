@@ -31,6 +31,7 @@ class RunContext:
     cache: StageCache
     npartitions: int | None = None
     output: str = "artifacts"
+    fingerprint: str | None = None  # the dataset's, when the caller has already hashed it (tasks.ingest)
 
     def __post_init__(self) -> None:
         # Untyped features get their type (and a feature object) from the infer_types stage.

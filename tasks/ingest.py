@@ -19,7 +19,6 @@ import csv
 import io
 import itertools
 import json
-import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -49,47 +48,13 @@ FORMATS = ("csv", "tsv", "json", "jsonl", "parquet", "feather", "excel")
 
 
 
-# A local file hashed moments ago in this process (``prepflow run`` checks for a published artifact, then
-# ingest needs the same fingerprint) is not read again while its inode, size, mtime and ctime are unchanged.
-# Only files whose ctime is older than MEMO_SETTLED_S are remembered: the kernel stamps ctime from a coarse
-# clock and on every write, so a later write to such a file always changes it.
-MEMO_SECONDS = 60.0
-MEMO_SETTLED_S = 1.0
-_memo: dict[tuple, tuple[float, str]] = {}
-
-
-def _file_key(path: str) -> tuple | None:
-    from storage.fs import is_url, strip_file_scheme
-
-    if is_url(path) and not str(path).startswith("file://"):
-        return None
-    local = strip_file_scheme(str(path))
-    try:
-        st = os.stat(local)
-    except OSError:
-        return None
-    if not Path(local).is_file():
-        return None
-    return (os.path.abspath(local), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
 def fingerprint(path: str) -> str:
-    """sha256 of the dataset's bytes (a directory: of its sorted files' names and bytes)."""
-    import time
-
+    """sha256 of the dataset's bytes (a directory: of its sorted files' names and bytes). A run computes it
+    once (``prepflow run`` to look for a published artifact) and hands it down in ``RunContext.fingerprint``."""
     if ingest_parts.is_multi(path):  # a folder or glob: each file hashed by a Dask task
         return ingest_parts.fingerprint(path)
-    key, now = _file_key(path), time.time()
-    hit = _memo.get(key) if key is not None else None
-    if hit is not None and now - hit[0] < MEMO_SECONDS:
-        return hit[1]
     with open_input(path) as fh:
-        digest = hash_stream(fh)
-    if key is not None and _file_key(path) == key and now - key[5] / 1e9 > MEMO_SETTLED_S:
-        if len(_memo) > 64:
-            _memo.clear()
-        _memo[key] = (now, digest)
-    return digest
+        return hash_stream(fh)
 
 
 # ---- readers: each yields pyarrow RecordBatches with exactly the requested columns -------------
@@ -296,7 +261,7 @@ def run(ctx, fingerprint_hex: str | None = None):
     if ingest_frame.is_frame(ctx.dataset):  # a pandas/Dask DataFrame passed in Python
         return ingest_frame.run(ctx)
     spec = ingest_spec(ctx)
-    fp = fingerprint_hex or fingerprint(ctx.dataset)
+    fp = fingerprint_hex or ctx.fingerprint or fingerprint(ctx.dataset)
 
     def compute(out: Path) -> Statistics:
         if ingest_parts.handles(spec):  # Parquet (a file, folder or glob): row groups read by Dask tasks

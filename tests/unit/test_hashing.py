@@ -27,35 +27,23 @@ def test_stream_hash_is_sha256_of_the_bytes():
     assert hash_stream(io.BytesIO(data)) == hashlib.sha256(data).hexdigest()
 
 
-def test_dataset_fingerprint_is_remembered_only_while_the_file_is_unchanged(tmp_path, monkeypatch):
-    """``prepflow run`` fingerprints the dataset to look for a published artifact and ingest needs it again:
-    the second call reads nothing; a rewrite with the same size and mtime (ctime still moves) reads again,
-    and a file modified within MEMO_SETTLED_S is never remembered."""
-    import os
-
+def test_a_run_reads_the_dataset_once_for_its_fingerprint(tmp_path, monkeypatch):
+    """``prepflow run`` hashes the dataset to look for a published artifact and hands the fingerprint down
+    (``RunContext.fingerprint``): ingest does not read the file again for it."""
+    from storage.cache import StageCache
     from tasks import ingest
+    from tasks.config_loader import parse_config
+    from tasks.context import RunContext
 
     path = tmp_path / "d.csv"
-    path.write_bytes(b"a,b\n1,2\n")
-    st = path.stat()
+    path.write_bytes(b"a,b\n1,2\n3,4\n")
     reads = []
     real = ingest.hash_stream
     monkeypatch.setattr(ingest, "hash_stream", lambda fh: reads.append(1) or real(fh))
-    monkeypatch.setattr(ingest, "_memo", {})
+    config = parse_config({"input_features": [{"name": "a", "type": "number"}, {"name": "b", "type": "number"}]})
 
-    assert ingest.fingerprint(str(path)) == hashlib.sha256(b"a,b\n1,2\n").hexdigest()
-    assert ingest.fingerprint(str(path)) == hashlib.sha256(b"a,b\n1,2\n").hexdigest()
-    assert len(reads) == 2  # just written: not settled, not remembered
-
-    import time
-
-    time.sleep(0.2)  # the file settles: its ctime is now older than the (lowered) threshold
-    monkeypatch.setattr(ingest, "MEMO_SETTLED_S", 0.1)
-    ingest.fingerprint(str(path))
-    ingest.fingerprint(str(path))
-    assert len(reads) == 3  # remembered
-
-    path.write_bytes(b"a,b\n1,3\n")  # one byte, same size, mtime put back: ctime moves anyway
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert ingest.fingerprint(str(path)) == hashlib.sha256(b"a,b\n1,3\n").hexdigest()
-    assert len(reads) == 4
+    fp = ingest.fingerprint(str(path))
+    result = ingest.run(RunContext(config, str(path), StageCache(tmp_path / "c"), fingerprint=fp))
+    assert len(reads) == 1 and ingest.fingerprint_of(result) == hashlib.sha256(path.read_bytes()).hexdigest()
+    ingest.run(RunContext(config, str(path), StageCache(tmp_path / "c2")))  # no fingerprint given: hashed
+    assert len(reads) == 2
