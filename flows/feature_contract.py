@@ -140,7 +140,9 @@ def _pipeline(feature: FeatureType, raw: pd.Series, k: int, seed: int) -> dict:
         edges = [first_last_valid(normalize_and_fill(c.copy(), [feature], keep).frame, ["f"]) for c in casted]
         carry = carries(edges, ["f"])
     prepared = [normalize_and_fill(c.copy(), [feature], {"f": state}, carry[i]).frame for i, c in enumerate(casted)]
-    merged = _shuffled_reduce(feature.merge, [feature.fit_partial(p["f"]) for p in prepared], seed)
+    # each value indexed by its input row, as the vocab stage fits (orders by first occurrence need it)
+    merged = _shuffled_reduce(feature.merge, [feature.fit_partial(p["f"].set_axis(p[ROW].to_numpy()))
+                                              for p in prepared], seed)
     metadata_object = feature.finalize(merged, state)
     media_preprocessing: dict = {}
     if isinstance(feature, MediaFeature):  # what the media_cache stage adds: the codec, from the fit rows' files

@@ -66,7 +66,7 @@ class ExactSum:
             eb += _EXP_OFFSET  # >= 0
             top = int(eb.max())
             if int(eb.min()) >= top - _SPAN:  # the usual case: exponents within 2**20 of each other
-                base = top - _SPAN  # m * 2**e == (m << (e - base)) * 2**base, shifts in [0, 20]
+                base = max(top - _SPAN, 0)  # m * 2**e == (m << (e - base)) * 2**base, shifts in [0, 20]
                 eb -= base
                 np.right_shift(ib, _LO_BITS, out=hb)  # arithmetic shift; m == hi * 2**26 + lo, 0 <= lo < 2**26
                 np.left_shift(hb, eb, out=hb)  # |hi << s| <= 2**47: 2**15 of them sum exactly in int64

@@ -114,6 +114,17 @@ DESCRIPTIONS: dict[str, str] = {
                      "rows)",
     "resample": "resample a file at another rate (false: such a file is a decode error naming the rates)",
     "audio_feature": "Ludwig < 0.5 nested the audio options here; not supported (put them under preprocessing)",
+    "arithmetic": "float64: normalize in float64, then round to float32; float32: in float32 with the statistics "
+                  "rounded first, as Ludwig does (set by compatibility: ludwig)",
+    # keys Ludwig reads from the metadata (ludwig --training_set_metadata), recorded at Ludwig's defaults;
+    # a config may name them only with these values
+    "outlier_strategy": "Ludwig's outlier handling; only null (none) is supported, recorded for Ludwig",
+    "outlier_threshold": "Ludwig's outlier z-score threshold; recorded for Ludwig at its default",
+    "computed_outlier_fill_value": "Ludwig's outlier fill value; recorded for Ludwig at its default",
+    "cache_encoder_embeddings": "Ludwig's encoder-embedding cache; only false is supported, recorded for Ludwig",
+    "ngram_size": "Ludwig's n-gram size for its ngram tokenizer; recorded for Ludwig at its default",
+    "pretrained_model_name_or_path": "Ludwig's Hugging Face tokenizer; only null is supported, recorded for Ludwig",
+    "compute_idf": "Ludwig's compute_idf for text; recorded for Ludwig at its default",
 }
 
 # (type, option) -> description, where one type's option means something else than the shared one.

@@ -255,8 +255,10 @@ def test_preprocessor_serves_a_moved_artifact_with_parquet_vocabularies(parquet_
     pre = Preprocessor.load(moved)
     art = Artifact.open(moved)
     for split_id, name in enumerate(SPLIT_NAMES):
-        got = pre.transform(raw.iloc[np.flatnonzero(assign == split_id)])
+        rows = np.flatnonzero(assign == split_id)
+        got = pre.transform(raw.iloc[rows])
         ref = art.read_split(name)
+        assert ref.pop("__row__").tolist() == rows.tolist()  # the published row ids, not a feature
         assert list(got) == list(ref)
         for col in ref:
             assert got[col].tobytes() == ref[col].tobytes(), (name, col)
