@@ -179,10 +179,13 @@ def _upgrade_feature(feature: dict, where: str) -> None:
 
 
 def _upgrade_options(type_name: Any, options: dict, where: str) -> None:
-    """One preprocessing block of a feature of ``type_name`` (or of ``defaults.<type_name>``)."""
+    """One preprocessing block of a feature of ``type_name`` (or of ``defaults.<type_name>``). Values of the
+    wrong kind are left as they are: validation then names the key."""
+    if not isinstance(type_name, str):
+        type_name = None
     if type_name in ("number", "numerical") and "normalization" in options and options["normalization"] is None:
         options["normalization"] = "none"  # Ludwig: null = no normalization (a number output's default)
-    if options.get("missing_value_strategy") in LEGACY_STRATEGIES:
+    if isinstance(options.get("missing_value_strategy"), str) and options["missing_value_strategy"] in LEGACY_STRATEGIES:
         options["missing_value_strategy"] = LEGACY_STRATEGIES[options["missing_value_strategy"]]
     if type_name in SEQUENCE_TYPES:
         for old, new in LEGACY_SEQUENCE_KEYS.items():

@@ -79,6 +79,7 @@ def test_inspect_verify_refuses_an_altered_artifact_file(cli, tmp_path, publishe
     assert len(before) == len(artifact_files(art))
 
 
+@pytest.mark.integration  # real processes: prepflow run with its local Prefect server, or SIGKILLed writers
 def test_rerun_refuses_to_reuse_an_artifact_whose_bytes_changed_in_place(cli, tmp_path, titanic_config,
                                                                            titanic_csv):
     out, cache = tmp_path / "out", tmp_path / "cache"

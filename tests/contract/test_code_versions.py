@@ -50,6 +50,7 @@ def edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1))
 
 
+@pytest.mark.integration  # real processes: prepflow run with its local Prefect server, or fresh interpreters
 def test_editing_a_stage_recomputes_it_and_what_follows_and_a_docstring_edit_nothing(tree, tmp_path):
     write_csv(make_frame(400), tmp_path / "d.csv")
     write_config(CONFIG, tmp_path / "c.yaml")

@@ -59,6 +59,7 @@ def test_expanded_graph_inserts_custom_stages_and_feeds_their_result_forward():
     assert set(nodes["publish"].parents) == set(nodes) - {"publish"}
 
 
+@pytest.mark.integration  # real processes: prepflow run with its local Prefect server, or fresh interpreters
 def test_prefect_flow_and_in_process_runner_publish_the_same_bytes(tmp_path, cli):
     data = write_csv(frame(), tmp_path / "data.csv")
     direct = run(CONFIG, data, tmp_path / "direct", npartitions=2)

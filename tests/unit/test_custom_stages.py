@@ -429,6 +429,7 @@ def test_code_version_is_the_module_source_hash_unless_a_version_is_declared():
 
 # ---- the CLI -----------------------------------------------------------------------------------------------
 
+@pytest.mark.integration  # real processes: prepflow run with its local Prefect server, or fresh interpreters
 def test_cli_runs_the_plugin_end_to_end_and_rejects_a_bad_dag_before_reading(cli, dataset, tmp_path):
     cfg = write_config(PLUGIN_CONFIG, tmp_path / "config.yaml")
     result = cli("run", cfg, "--dataset", dataset, "--output", tmp_path / "out", "--cache-dir", tmp_path / "cache",

@@ -311,6 +311,7 @@ def file_writer(kind: str, root: Path, tmp_path: Path, *args: str) -> Writer:
     return Writer(kind, root, tmp_path, *args, script=FILE_WRITER)
 
 
+@pytest.mark.integration  # real processes: prepflow run with its local Prefect server, or SIGKILLed writers
 def test_sigkilled_latest_and_report_writers_files_are_removed_by_the_next_write_of_the_output(dataset, tmp_path):
     out = tmp_path / "out"
     art = run(CONFIG, dataset, tmp_path).artifact["artifact_path"]

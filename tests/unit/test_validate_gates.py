@@ -170,6 +170,7 @@ def test_the_generated_encoded_suite_catches_bad_output(dataset, tmp_path):
 
 # ---- the command line --------------------------------------------------------------------------
 
+@pytest.mark.integration  # real processes: prepflow run with its local Prefect server, or fresh interpreters
 def test_cli_validate_exit_codes_and_report(cli, tmp_path):
     df = frame()
     df.loc[3, "x"] = -50.0
