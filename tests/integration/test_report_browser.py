@@ -105,6 +105,7 @@ def test_report_renders_in_chromium_and_fetches_nothing(cli, tmp_path):
     for section in ("summary", "balance", "features", "quality", "stages", "statistics"):
         assert f"section-{section}" in ids, section
     metadata = json.loads((Path(summary["artifact_path"]) / "training_set_metadata.json").read_text())
+    assert metadata.pop("__row__")["type"] == "row_id"  # the published row ids: described, no feature, no plot
     plots = {f"plot-{name}-{kind}" for name, meta in metadata.items() for kind in PLOTS[meta["type"]]}
     plots |= {"plot-Survived-balance", "plot-stages"}
     assert plots <= ids, plots - ids

@@ -43,8 +43,8 @@ def flaky(monkeypatch):
     # no waiting between attempts in the test (the backoff itself is checked in tests/unit)
     import flows.preprocess as pre
 
-    monkeypatch.setattr(pre, "ingest_task", pre.ingest_task.with_options(retry_delay_seconds=0.1,
-                                                                          retry_jitter_factor=None))
+    monkeypatch.setattr(pre, "stage_task", pre.stage_task.with_options(retry_delay_seconds=0.1,
+                                                                        retry_jitter_factor=None))
     yield FlakyFileSystem
 
 
