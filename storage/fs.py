@@ -53,3 +53,17 @@ def open_input(path: str) -> Iterator[IO[bytes]]:
         yield fh
     finally:
         fh.close()
+
+
+def write_at(path: str, data, offset: int) -> None:
+    """Write ``data`` (a buffer: bytes, a contiguous array) into the existing local file ``path`` at byte
+    ``offset``, leaving the rest of the file as it is: each Dask task of a parallel publish writes its own
+    rows of a preallocated file this way."""
+    view = memoryview(data).cast("B")
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        while view:
+            written = os.pwrite(fd, view, offset)
+            view, offset = view[written:], offset + written
+    finally:
+        os.close(fd)

@@ -34,7 +34,6 @@ what a training run evaluates on (``feature_spec.yaml``: the test split).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 
 from core.errors import ConfigError, DataError
+from storage.fs import write_at
 
 NUMERICAL, CATEGORICAL, LABEL, OTHER = "numerical", "categorical", "label", "other"
 FLOAT16_MAX = float(np.finfo(np.float16).max)  # 65504
@@ -192,15 +192,7 @@ def write_table(table: pa.Table, first_row: int, targets: dict[str, Target], spl
         values = _values(table, target, split, first_row)
         if not values.size:
             continue
-        data = memoryview(values).cast("B")
-        fd = os.open(path, os.O_WRONLY)
-        try:
-            offset = first_row * target.row_bytes
-            while data:
-                written = os.pwrite(fd, data, offset)
-                data, offset = data[written:], offset + written
-        finally:
-            os.close(fd)
+        write_at(path, values, first_row * target.row_bytes)
     return table.num_rows
 
 

@@ -20,12 +20,12 @@ its own per-shard writer beside these.
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
+from storage.fs import write_at
 from tasks.context import pause_point
 from tasks.published_rows import read_part, with_row
 
@@ -127,15 +127,7 @@ def write_npy_rows(part: str, first_row: int, targets: dict[str, tuple[str, str,
         while pa.types.is_fixed_size_list(flat.type):
             flat = flat.flatten()
         data = np.ascontiguousarray(flat.to_numpy(zero_copy_only=False).astype(dtype, copy=False))
-        fd = os.open(path, os.O_WRONLY)
-        try:
-            view = memoryview(data).cast("B")
-            offset = start + first_row * row_bytes
-            while view:
-                written = os.pwrite(fd, view, offset)
-                view, offset = view[written:], offset + written
-        finally:
-            os.close(fd)
+        write_at(path, data, start + first_row * row_bytes)
     return table.num_rows
 
 
