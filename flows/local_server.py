@@ -45,6 +45,10 @@ import time
 import urllib.request
 from pathlib import Path
 
+import uvicorn
+from starlette.routing import Mount
+from starlette.staticfiles import StaticFiles
+
 from core.errors import PrepflowError
 from flows import run_registry
 
@@ -316,10 +320,7 @@ def _housekeeping(state: Path, api_url: str, idle: float) -> None:
 
 def _serve(port: int, state: Path) -> None:
     """Entry point of the server process: Prefect's API and UI, the reports folder, housekeeping."""
-    import uvicorn
     from prefect.server.api.server import create_app
-    from starlette.routing import Mount
-    from starlette.staticfiles import StaticFiles
 
     reports_dir(state).mkdir(exist_ok=True)
     app = create_app(final=True)

@@ -19,8 +19,13 @@ import argparse
 import os
 import threading
 
+from pydantic import ValidationError
+
 from core.errors import ConfigError
 from flows.flow_parameters import add_flow_parameters
+from flows.local_server import configure_prefect, state_dir
+from flows.preprocess import preprocess
+from tasks.config_loader import load_config
 
 DEFAULT_CRON = "0 2 * * *"
 DEFAULT_NAME = "nightly"
@@ -60,7 +65,6 @@ def schedules(cron: str, timezone: str) -> list:
         return []
     from prefect.client.schemas.schedules import CronSchedule
     from prefect.schedules import Cron
-    from pydantic import ValidationError
 
     try:
         CronSchedule(cron=cron, timezone=timezone)
@@ -74,7 +78,6 @@ def schedules(cron: str, timezone: str) -> list:
 
 def _keep_local_server_alive(interval: float = 60.0) -> None:
     """The local server exits after PREPFLOW_SERVER_IDLE_SECONDS without activity; serving is activity."""
-    from flows.local_server import state_dir
 
     activity = state_dir() / "server.activity"
 
@@ -90,8 +93,6 @@ def _keep_local_server_alive(interval: float = 60.0) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from tasks.config_loader import load_config
-
     if args.npartitions is not None and args.npartitions < 1:
         raise ConfigError(f"--npartitions must be at least 1, got {args.npartitions}")
     if args.limit is not None and args.limit < 1:
@@ -100,7 +101,6 @@ def serve(args: argparse.Namespace) -> int:
     params = deployment_parameters(args)
 
     # Before the first Prefect import: Prefect reads its settings (PREFECT_API_URL) when imported.
-    from flows.local_server import configure_prefect
 
     uses_local_server = not os.environ.get("PREFECT_API_URL")
     if uses_local_server and os.environ.get("PREPFLOW_PREFECT") == "ephemeral":
@@ -110,7 +110,6 @@ def serve(args: argparse.Namespace) -> int:
     if uses_local_server:
         _keep_local_server_alive()
     chosen = schedules(args.cron, args.timezone)
-    from flows.preprocess import preprocess
 
     api = os.environ.get("PREFECT_API_URL", "")
     when = f"cron '{args.cron}' ({args.timezone})" if chosen else "no schedule (trigger runs from the UI)"

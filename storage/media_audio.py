@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+import soundfile as sf
 
 from storage.media_io import MediaError, store_file, typed_digest
 
@@ -192,7 +193,6 @@ class AudioCodec:
 
 def read_audio(data: bytes) -> tuple[np.ndarray, int]:
     """``(mono float64 samples, sampling rate)``; unreadable or empty audio is a ``MediaError``."""
-    import soundfile as sf  # libsndfile binding: imported when audio is first read
 
     if not data:
         raise MediaError("empty file (0 bytes)")
@@ -206,8 +206,6 @@ def read_audio(data: bytes) -> tuple[np.ndarray, int]:
 
 
 def probe_rate(data: bytes) -> int:
-    import soundfile as sf  # libsndfile binding: imported when audio is first read
-
     if not data:
         raise MediaError("empty file (0 bytes)")
     try:
@@ -243,7 +241,6 @@ def as_frames(arr: np.ndarray) -> np.ndarray:
 def store_value(cache_dir: str, feature: str, value: Any, default_rate: int | None) -> str:
     """An in-memory audio value -> its ``media-cache:`` reference: encoded bytes as they are, arrays
     and ``{"array", "sampling_rate"}`` dicts as WAV at their own sample type (lossless)."""
-    import soundfile as sf  # libsndfile binding: imported when audio is first read
 
     if isinstance(value, (bytes, bytearray, memoryview)):
         data = bytes(value)

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.feather as feather
 
 from core.errors import ConfigError, DataError
 from storage.fs import write_at
@@ -181,7 +182,6 @@ def _values(table: pa.Table, target: Target, split: str, first_row: int) -> np.n
 def write_rows(part: str, first_row: int, targets: dict[str, Target], split: str = "") -> int:
     """Write one encoded part (an Arrow IPC file) at row ``first_row`` of every file in ``targets``
     (``create``'s result). Returns the rows written."""
-    import pyarrow.feather as feather
 
     return write_table(feather.read_table(part, memory_map=True), first_row, targets, split)
 

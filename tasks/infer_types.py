@@ -64,12 +64,23 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
+import yaml
 
 from core.code_version import module_version
 from core.errors import ConfigError, DataError
 from storage import media
-from tasks import csv_dialect
+from storage.fs import open_input
+from tasks import csv_dialect, frame, ingest, ingest_frame
+from tasks import ingest as ingest_mod
+from tasks.config import suggest
+from tasks.config_loader import load_config
+from tasks.context import run_cached
 from tasks.features import date as date_feature
+from tasks.features import resolve_preprocessing
+from tasks.ingest_frame import _scalar_text
+from tasks.statistics import Statistics
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 TYPES_FILE = "types.json"
@@ -717,7 +728,6 @@ def profile_columns(ingest_dir: str, columns: list[str], npartitions: int | None
     """Full pass over the ingested parts with Dask: merged profile per column."""
     from dask import delayed
 
-    from tasks import frame
 
     parts = frame.partitions(ingest_dir, npartitions)
     partials = frame.compute([delayed(profile_partition)(p, columns) for p in parts])
@@ -727,9 +737,7 @@ def profile_columns(ingest_dir: str, columns: list[str], npartitions: int | None
 def dataset_columns(path: str, fmt: str, delimiter: str | None = None) -> list[str]:
     """The column names of a dataset, in file order (CSV/TSV: in the dialect sniffed from the file,
     ``delimiter``: the config's override)."""
-    import pyarrow.parquet as pq
 
-    from storage.fs import open_input
 
     if fmt in ("csv", "tsv"):
         return csv_dialect.header(path, fmt, delimiter)[0]
@@ -737,7 +745,6 @@ def dataset_columns(path: str, fmt: str, delimiter: str | None = None) -> list[s
         with open_input(path) as fh:
             return list(pq.ParquetFile(fh).schema_arrow.names)
     if fmt == "feather":
-        import pyarrow.feather as feather
 
         with open_input(path) as fh:
             return list(feather.read_table(fh).column_names)
@@ -763,10 +770,8 @@ def infer_dataset(dataset, target: str | None = None, npartitions: int | None = 
     for a DataFrame) or the ``media_root`` that ``config`` (a ``Config`` or a config file) gives the
     column's feature or its kind's ``defaults``; ``media-cache:`` references under ``cache_dir``.
     Returns the decisions (in column order) and the row count."""
-    from tasks import ingest, ingest_frame
 
     if isinstance(config, (str, os.PathLike)):
-        from tasks.config_loader import load_config
 
         config = load_config(config)
     in_memory = ingest_frame.is_frame(dataset)
@@ -780,7 +785,6 @@ def infer_dataset(dataset, target: str | None = None, npartitions: int | None = 
         delimiter = csv_options.delimiter if csv_options else None
         columns, where = [c for c in dataset_columns(dataset, fmt, delimiter) if c != ingest.ROW], dataset
     if target is not None and target not in columns:
-        from tasks.config import suggest
 
         raise ConfigError(f"--target: column {target!r} is not in {where}{suggest(target, columns)}")
     with tempfile.TemporaryDirectory(prefix="prepflow-infer-") as tmp:
@@ -800,7 +804,6 @@ def infer_dataset(dataset, target: str | None = None, npartitions: int | None = 
 
 def _frame_text(values: pd.Series, column: str) -> pa.Array:
     """A DataFrame column as the pipeline's ingest reads an untyped one (``tasks.ingest_frame``)."""
-    from tasks.ingest_frame import _scalar_text
 
     return pa.array([_scalar_text(v, i, column) for i, v in enumerate(values.tolist())], type=pa.string())
 
@@ -830,8 +833,6 @@ def column_media_roots(config, column: str) -> dict[str, str]:
 
 
 def _yaml_scalar(value: str) -> str:
-    import yaml
-
     return yaml.safe_dump(value, default_flow_style=True, width=1 << 20).removesuffix("\n...\n").strip()
 
 
@@ -880,9 +881,6 @@ def untyped(config) -> list[dict]:
 
 def run(ctx, ingest):
     """Stage entry point: infer the untyped features from the ingested data; writes ``types.json``."""
-    from tasks import ingest as ingest_mod
-    from tasks.context import run_cached
-    from tasks.statistics import Statistics
 
     todo = untyped(ctx.config)
 
@@ -912,7 +910,6 @@ def load(result_or_path) -> dict[str, dict]:
 def apply(ctx, result_or_path):
     """The run's context with a new config in which every untyped feature has its inferred type (the
     given context and its config are unchanged)."""
-    from tasks.features import resolve_preprocessing
 
     decisions = load(result_or_path)
     if all(f.type is not None for f in ctx.config.features):

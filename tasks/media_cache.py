@@ -43,13 +43,19 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
 
 from core.code_version import module_version
 from core.errors import DataError
 from storage import media
+from storage.hashing import stable_hash
+from storage.remote import is_remote
 from tasks import progress, vocab
 from tasks.context import StageResult, run_cached
+from tasks.encode import split_parts, to_arrow
 from tasks.features.media import MediaFeature
+from tasks.ingest_common import write_ipc
 from tasks.split import SPLIT_NAMES
 from tasks.statistics import Statistics, decode_failures, sequence_lengths
 
@@ -100,14 +106,10 @@ def _rows_path(part: Path) -> Path:
 
 
 def _read_ipc(path: Path, columns: list[str] | None = None) -> pa.Table:
-    import pyarrow.feather as feather
-
     return feather.read_table(str(path), columns=columns, memory_map=True)
 
 
 def _collect(encoded, features: list[MediaFeature]) -> tuple[list[Part], dict[str, Sources]]:
-    from tasks.encode import split_parts
-
     by_name = {f.name: Sources(f) for f in features}
     parts = []
     for split_id, split_name in enumerate(SPLIT_NAMES):
@@ -262,7 +264,6 @@ def _sample(parts, src: Sources, fit_on: str):
 
 def _output_media_dir(ctx) -> Path | None:
     """``<output>/media`` for a local output; None for a remote one (the loader builds memmaps there)."""
-    from storage.remote import is_remote
 
     output = str(ctx.output)
     if is_remote(output):
@@ -401,9 +402,6 @@ def _add(stats: Statistics, other: Statistics) -> None:
 
 
 def _rewrite_parts(out: Path, parts, all_sources, codecs, slots, stats: Statistics) -> dict[str, int]:
-    from tasks.encode import to_arrow
-    from tasks.ingest_common import write_ipc
-
     counts = dict.fromkeys(SPLIT_NAMES, 0)
     skipped = {src.feature.name: 0 for src in all_sources}
     filled = dict(skipped)
@@ -490,7 +488,6 @@ def fingerprint(med, base: str) -> str:
     """The artifact's dataset fingerprint: the table's, combined with the media content hash."""
     if med is None or not (Path(med.path) / STATE_FILE).is_file():
         return base
-    from storage.hashing import stable_hash
 
     state = json.loads((Path(med.path) / STATE_FILE).read_text())
     return stable_hash([base, state["content"], state["code_version"]], 64)
@@ -498,7 +495,6 @@ def fingerprint(med, base: str) -> str:
 
 def publish_split(encoded, split_name: str, folder: Path) -> list[dict]:
     """Copy the split's media tables into the artifact; their ``source_spec`` chunks."""
-    import pyarrow.parquet as pq
 
     chunks = []
     for table in sorted((Path(encoded.path) / split_name).glob(f"*{media.TABLE_SUFFIX}")):

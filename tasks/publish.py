@@ -22,11 +22,18 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from storage import remote, split_binary
+from storage.cache import list_files, sha256_files
+from storage.fs import strip_file_scheme
 from storage.hashing import stable_hash
 from storage.tmpdirs import TempFile, TempFolder, sweep
-from tasks import published_rows
+from tasks import encode as encode_mod
+from tasks import frame, media_cache, plugins, publish_split_binary, published_rows, validate, vocab
+from tasks import publish_shards as shards
 from tasks.constants import SPLIT_NAMES
+from tasks.context import pause_point
 from tasks.graph import artifact_code_versions
+from tasks.report import TEMP_NAME
 
 # The stage modules (tasks.encode, tasks.vocab: pandas, Dask) are imported where an artifact
 # is written, not here: a rerun that reuses the published artifact only needs its id (``reusable``).
@@ -44,8 +51,6 @@ def code_versions() -> dict[str, str]:
 
 
 def artifact_id(fingerprint: str, config_json: dict) -> str:
-    from tasks import plugins, validate
-
     # the manifest holds validation results: a changed user suite makes a new artifact; an edited
     # plugin (custom stage or feature type) too
     return stable_hash({"fingerprint": fingerprint, "config": config_json, "encoding": ENCODING_VERSION,
@@ -131,12 +136,10 @@ def _split_tasks(split_name: str, parts: list[Path], folder: Path, columns: dict
     description of the files it wrote, ``tasks.publish_shards``). Nothing here reads a row."""
     from dask import delayed
 
-    from tasks import publish_shards as shards
 
     chunks: list[dict] = []
     tasks: list = []
     if layout is not None:  # NVIDIA's split_binary layout: its files are made even for an empty split
-        from tasks import publish_split_binary
 
         chunks, tasks = publish_split_binary.split_tasks(split_name, parts, folder, n_rows, layout)
     if not parts:
@@ -175,7 +178,6 @@ def _split_tasks(split_name: str, parts: list[Path], folder: Path, columns: dict
 
 def _describe_rest(staging: Path, described: dict[str, dict]) -> dict[str, dict]:
     """Every staged file's description: the row files' from their writers, the small rest hashed here."""
-    from storage.cache import list_files, sha256_files
 
     rest = [rel for rel in list_files(staging) if rel not in described]
     digests = sha256_files([str(staging / rel) for rel in rest])
@@ -197,7 +199,6 @@ def write_latest(output: Path, art_id: str) -> None:
 def sweep_output(output: Path) -> list[str]:
     """Remove what killed runs left in an output folder (``storage.tmpdirs.sweep``): staging folders
     (``.tmp-*``), ``LATEST`` rewrites (``.LATEST.*``) and reports (``tasks.report.TEMP_NAME``)."""
-    from tasks.report import TEMP_NAME
 
     try:
         names = os.listdir(output)
@@ -212,8 +213,6 @@ def run(ctx, fingerprint: str, encoded, fitted, stage_stats: dict, validation: d
     An fsspec URL output (``s3://bucket/prefix``) is built in a local staging folder and uploaded
     with the manifest last, then ``LATEST`` (``storage.remote.publish``).
     """
-    from storage import remote
-    from storage.fs import strip_file_scheme
 
     if remote.is_remote(ctx.output):
         art_id = artifact_id(fingerprint, normalized_config(ctx.config))
@@ -225,8 +224,6 @@ def run(ctx, fingerprint: str, encoded, fitted, stage_stats: dict, validation: d
 
 def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: dict,
              validation: dict | None = None) -> dict:
-    from tasks import encode as encode_mod
-    from tasks import vocab
 
     output.mkdir(parents=True, exist_ok=True)
     sweep_output(output)  # leftovers of killed runs (a live run's are locked, so kept)
@@ -241,13 +238,11 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
     metadata = vocab.load(fitted)
     columns = column_specs(ctx, metadata)
     pub = ctx.config.publish
-    from storage import split_binary  # pyarrow: imported where an artifact is written
 
     layout = split_binary.plan(columns, channel_spec(ctx, columns)) if "split_binary" in pub.formats else None
     staging_folder = TempFolder(output, f".tmp-{art_id}-")  # locked beside it until close()
     staging = staging_folder.path
     try:
-        from tasks import frame, media_cache  # media_cache: a lazy media split's tables (slot -> source)
 
         # Every split's row files are written by Dask tasks (the workers of a cluster), each shard or
         # part by one task: the flow process plans row ranges and gathers the files' descriptions.
@@ -292,7 +287,6 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
             "statistics": stage_stats,
             "validation": validation or {},
         }
-        from tasks.context import pause_point
 
         pause_point("publish")  # crash tests: every file staged, no manifest yet
         (staging / MANIFEST).write_text(json.dumps(manifest, sort_keys=True, indent=1))

@@ -24,17 +24,18 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
 
 from storage.fs import write_at
 from tasks.context import pause_point
+from tasks.frame import ipc_num_rows
 from tasks.published_rows import read_part, with_row
 
 Piece = tuple[str, int, int]  # (encoded part path, first row, stop row) inside that part
 
 
 def part_sizes(parts: list[Path]) -> list[int]:
-    from tasks.frame import ipc_num_rows
-
     return [ipc_num_rows(str(p)) for p in parts]
 
 
@@ -76,7 +77,6 @@ def describe(path: Path, rel: str) -> dict[str, dict]:
 
 def write_parquet_shard(groups: list[list[Piece]], path: str, rel: str) -> dict[str, dict]:
     """One Parquet shard (zstd) with one row group per entry of ``groups``; its description."""
-    import pyarrow.parquet as pq
 
     writer = None
     try:
@@ -94,8 +94,6 @@ def write_parquet_shard(groups: list[list[Piece]], path: str, rel: str) -> dict[
 
 def write_empty_shard(schema_part: str, path: str, rel: str) -> dict[str, dict]:
     """An empty split's one shard: no rows, the encoded parts' schema."""
-    import pyarrow.ipc as ipc
-    import pyarrow.parquet as pq
 
     with ipc.open_file(schema_part) as reader:
         schema = with_row(reader.schema)

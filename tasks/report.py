@@ -31,8 +31,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow.parquet as pq
+import yaml
+
 from core.errors import DataError, PrepflowError
+from expectations.report import describe_failure
+from storage import remote
+from storage.artifact import Artifact, arrow_to_numpy
+from storage.fs import filesystem
+from storage.media import open_media_columns
+from storage.tmpdirs import TempFile, sweep
+from tasks import report_plots
 from tasks.constants import SPLIT_NAMES
+from tasks.statistics import summary_rows
 
 ROW_COLUMN = "__row__"  # every split's input row positions (tasks.published_rows)
 
@@ -72,12 +84,9 @@ class ArtifactView:
 
 def open_view(location: str | Path) -> ArtifactView:
     """The artifact at ``location`` (a folder, an output root with ``LATEST``, or a URL)."""
-    from storage import remote
 
     if remote.is_remote(location):
-        import yaml
 
-        from storage.fs import filesystem
 
         url, manifest_bytes = remote.resolve(str(location))
         fs = filesystem(url)
@@ -88,7 +97,6 @@ def open_view(location: str | Path) -> ArtifactView:
         except Exception as exc:  # network/credentials: name the artifact
             raise DataError(f"{url}: cannot read the artifact's metadata ({type(exc).__name__}: {exc})") from exc
         return ArtifactView(url, json.loads(manifest_bytes), metadata, spec)
-    from storage.artifact import Artifact
 
     art = Artifact.open(location)
     return ArtifactView(str(art.path), art.manifest, art.metadata, art.feature_spec, art)
@@ -111,17 +119,14 @@ def write_report(location: str | Path, run_summary: dict | None = None) -> str:
     view = open_view(location)
     target = report_location(view)
     page = build_html(view, run_summary).encode("utf-8")
-    from storage import remote
 
     if remote.is_remote(target):
-        from storage.fs import filesystem
 
         try:
             filesystem(target).pipe_file(target, page)
         except Exception as exc:
             raise DataError(f"{target}: cannot write the report ({type(exc).__name__}: {exc})") from exc
         return target
-    from storage.tmpdirs import TempFile, sweep
 
     path = Path(target)
     sweep(path.parent, TEMP_NAME)  # reports of killed runs
@@ -338,8 +343,6 @@ def summary_section(view: ArtifactView) -> str:
 
 
 def balance_section(view: ArtifactView, features: list[tuple[str, bool]], ids: dict[str, str]) -> str:
-    from tasks import report_plots
-
     parts = []
     balanced = bool((view.manifest.get("config") or {}).get("preprocessing", {}).get("balance"))
     for name, is_output in features:
@@ -451,8 +454,6 @@ def published_columns(feature_spec: dict) -> dict[str, dict]:
 
 
 def feature_block(view: ArtifactView, name: str, is_output: bool, slug: str) -> str:
-    from tasks import report_plots
-
     meta, stats = view.metadata[name], view.statistics
     kind = meta.get("type", "?")
     columns = published_columns(view.feature_spec)
@@ -527,7 +528,6 @@ def sample_rows(view: ArtifactView, name: str, limit: int):
     """Up to ``limit`` rows of column ``name`` from the first non-empty split, read from the artifact's
     files (``.npy`` memory-mapped, else the first Parquet row group); a lazy media column's slots are
     decoded through ``storage.media`` (no torch import, unlike the loader)."""
-    import numpy as np
 
     art = view.artifact
     for split in SPLITS:
@@ -538,16 +538,13 @@ def sample_rows(view: ArtifactView, name: str, limit: int):
         if name in npy:
             column = np.asarray(np.load(art.path / npy[name], mmap_mode="r")[:limit])
         else:
-            import pyarrow.parquet as pq
 
-            from storage.artifact import arrow_to_numpy
 
             first = next(c for c in chunks if c["type"] == "parquet")["files"][0]
             table_ = pq.ParquetFile(art.path / first).read_row_group(0, columns=[name])
             column = arrow_to_numpy(table_.column(name))[:limit]
         media = next((c for c in chunks if c["type"] == "media" and name in c["features"]), None)
         if media is not None:
-            from storage.media import open_media_columns
 
             column = open_media_columns(art.path, {name: media}, {name: column})[name][:]
         return split, column
@@ -556,7 +553,6 @@ def sample_rows(view: ArtifactView, name: str, limit: int):
 
 def media_figure(view: ArtifactView, name: str, slug: str, meta: dict) -> tuple[str, str]:
     """(figure HTML, "") or ("", why there is none)."""
-    from tasks import report_plots
 
     if view.artifact is None:
         return "", f"{name}: media samples are shown for local artifacts only ({view.location} is remote)"
@@ -581,8 +577,6 @@ def media_figure(view: ArtifactView, name: str, slug: str, meta: dict) -> tuple[
 
 
 def quality_section(view: ArtifactView) -> str:
-    from expectations.report import describe_failure
-
     found = view.manifest.get("validation") or {}
     if not found:
         return note("no data-quality gate ran for this artifact")
@@ -612,8 +606,6 @@ def quality_section(view: ArtifactView) -> str:
 
 
 def stages_section(run_summary: dict | None) -> str:
-    from tasks import report_plots
-
     stages = (run_summary or {}).get("stages") or []
     if not stages:
         return note("not recorded: this report was built without a flow run (prepflow report); the report "
@@ -629,8 +621,6 @@ def stages_section(run_summary: dict | None) -> str:
 
 
 def statistics_section(view: ArtifactView) -> str:
-    from tasks.statistics import summary_rows
-
     rows = summary_rows(view.statistics)
     return (f"<details><summary>{len(rows)} statistics, merged over partitions and stages</summary>"
             + table(["statistic", "value"], rows, "statistics") + "</details>")

@@ -18,6 +18,8 @@ import io
 
 import numpy as np
 
+from tasks import report_svg
+
 SPLIT_COLORS = {"train": "#4C72B0", "validation": "#DD8452", "test": "#55A868"}
 BEFORE_COLOR = "#A0A0A0"
 MARK_COLOR = "#C44E52"
@@ -76,7 +78,6 @@ def short(label: str, limit: int = LABEL_CHARS) -> str:
 
 def number_histograms(plot_id: str, before: dict, after: dict, meta: dict) -> str:
     """Values as read (after the fill) and as published, side by side (hand-written SVG: ``report_svg``)."""
-    from tasks import report_svg
 
     chart = report_svg.Chart(9.0, 2.8, plot_id)
     panel_w, top, height = (chart.width - 80 - 60 - 20) / 2, 28, chart.height - 28 - 44
@@ -106,7 +107,6 @@ def number_histograms(plot_id: str, before: dict, after: dict, meta: dict) -> st
 
 def token_bars(plot_id: str, tokens: list[tuple[str, int]], title: str) -> str:
     """The most frequent tokens, most frequent on top (hand-written SVG: ``report_svg``)."""
-    from tasks import report_svg
 
     return report_svg.horizontal_bars(plot_id, [short(t) for t, _n in tokens], [float(n) for _t, n in tokens],
                                       [SPLIT_COLORS["train"]] * len(tokens), title,
@@ -178,7 +178,6 @@ def class_bars(plot_id: str, names: list[str], series: dict[str, list[int]], tit
 
 def stage_bars(plot_id: str, stages: list[dict]) -> str:
     """Seconds per stage; cache hits in grey (hand-written SVG: ``report_svg``)."""
-    from tasks import report_svg
 
     secs = [float(s["seconds"]) for s in stages]
     return report_svg.horizontal_bars(
