@@ -24,10 +24,11 @@ from prefect.client.schemas.objects import StateDetails
 from prefect.states import Completed, State
 
 from core.errors import ConfigError
+from flows.reporting import report_artifact, statistics_artifact, validation_artifact
 from flows.resilience import retry_options
 from storage.cache import StageCache
 from storage.hashing import stable_hash
-from tasks import custom_plan, infer_types, steps, validate
+from tasks import custom_plan, infer_types, report, steps, validate
 from tasks.config import Config
 from tasks.config_loader import load_config, parse_config
 from tasks.context import RunContext, StageResult
@@ -85,8 +86,6 @@ def stage_task(params: dict, node: dict, *parents: dict):
     result = step.resolve()(ctx, *step.args, *[StageResult.from_json(p) for p in parents])
     result.seconds = time.perf_counter() - start  # the whole stage call, first imports included
     if step.gate:  # results to the UI first, then a failing `fail` gate raises and stops the flow
-        from flows.reporting import validation_artifact
-
         validation_artifact([validate.load(result)])
         validate.enforce(ctx, result)
     return _state(result)
@@ -97,8 +96,6 @@ def report_task(summary: dict) -> str | None:
     """The HTML data report beside the artifact (tasks/report.py) with this run's stage timings, and a
     Prefect markdown artifact that points to it, for every run, all-cached ones included. A report that
     cannot be built is a warning, not a failed run: the artifact is published either way."""
-    from flows.reporting import report_artifact
-    from tasks import report
 
     existing = Path(summary["artifact_path"]).parent / (summary["artifact_id"] + report.REPORT_SUFFIX)
     if "://" not in summary["artifact_path"] and existing.is_file() and all(s["cached"] for s in summary["stages"]):
@@ -158,7 +155,6 @@ def preprocess(config: str | dict, dataset: str, output: str = "artifacts", cach
                 params = _params(ctx.config, dataset, output, params["cache_dir"], npartitions, dataset_fingerprint)
     stages = [StageResult.from_json(r) for r in results.values()]
     summary = PipelineResult(results["publish"]["artifact"], stages).summary()
-    from flows.reporting import statistics_artifact
 
     statistics_artifact(stages)
     summary["report_path"] = _data(report_task(summary))

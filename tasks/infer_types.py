@@ -745,7 +745,6 @@ def dataset_columns(path: str, fmt: str, delimiter: str | None = None) -> list[s
         with open_input(path) as fh:
             return list(pq.ParquetFile(fh).schema_arrow.names)
     if fmt == "feather":
-
         with open_input(path) as fh:
             return list(feather.read_table(fh).column_names)
     if fmt == "excel":
@@ -772,7 +771,6 @@ def infer_dataset(dataset, target: str | None = None, npartitions: int | None = 
     Returns the decisions (in column order) and the row count."""
 
     if isinstance(config, (str, os.PathLike)):
-
         config = load_config(config)
     in_memory = ingest_frame.is_frame(dataset)
     if in_memory:
@@ -785,7 +783,6 @@ def infer_dataset(dataset, target: str | None = None, npartitions: int | None = 
         delimiter = csv_options.delimiter if csv_options else None
         columns, where = [c for c in dataset_columns(dataset, fmt, delimiter) if c != ingest.ROW], dataset
     if target is not None and target not in columns:
-
         raise ConfigError(f"--target: column {target!r} is not in {where}{suggest(target, columns)}")
     with tempfile.TemporaryDirectory(prefix="prepflow-infer-") as tmp:
         if in_memory:

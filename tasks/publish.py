@@ -140,7 +140,6 @@ def _split_tasks(split_name: str, parts: list[Path], folder: Path, columns: dict
     chunks: list[dict] = []
     tasks: list = []
     if layout is not None:  # NVIDIA's split_binary layout: its files are made even for an empty split
-
         chunks, tasks = publish_split_binary.split_tasks(split_name, parts, folder, n_rows, layout)
     if not parts:
         return chunks, tasks
@@ -243,7 +242,6 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
     staging_folder = TempFolder(output, f".tmp-{art_id}-")  # locked beside it until close()
     staging = staging_folder.path
     try:
-
         # Every split's row files are written by Dask tasks (the workers of a cluster), each shard or
         # part by one task: the flow process plans row ranges and gathers the files' descriptions.
         source_spec: dict[str, list] = {}

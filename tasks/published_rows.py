@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.feather as feather
 
 from tasks.ingest_common import ROW
 
@@ -36,8 +37,6 @@ def rows_path(part: str | Path) -> Path:
 
 def read_part(part: str | Path) -> pa.Table:
     """An encoded part (Arrow IPC, memory-mapped) with its input rows appended as ``__row__`` (int64)."""
-    import pyarrow.feather as feather
-
     table = feather.read_table(str(part), memory_map=True)
     rows = np.load(rows_path(part)).astype(np.int64, copy=False)
     if len(rows) != table.num_rows:

@@ -86,8 +86,6 @@ def open_view(location: str | Path) -> ArtifactView:
     """The artifact at ``location`` (a folder, an output root with ``LATEST``, or a URL)."""
 
     if remote.is_remote(location):
-
-
         url, manifest_bytes = remote.resolve(str(location))
         fs = filesystem(url)
         try:
@@ -121,7 +119,6 @@ def write_report(location: str | Path, run_summary: dict | None = None) -> str:
     page = build_html(view, run_summary).encode("utf-8")
 
     if remote.is_remote(target):
-
         try:
             filesystem(target).pipe_file(target, page)
         except Exception as exc:
@@ -538,14 +535,11 @@ def sample_rows(view: ArtifactView, name: str, limit: int):
         if name in npy:
             column = np.asarray(np.load(art.path / npy[name], mmap_mode="r")[:limit])
         else:
-
-
             first = next(c for c in chunks if c["type"] == "parquet")["files"][0]
             table_ = pq.ParquetFile(art.path / first).read_row_group(0, columns=[name])
             column = arrow_to_numpy(table_.column(name))[:limit]
         media = next((c for c in chunks if c["type"] == "media" and name in c["features"]), None)
         if media is not None:
-
             column = open_media_columns(art.path, {name: media}, {name: column})[name][:]
         return split, column
     return None, None
