@@ -320,6 +320,7 @@ def _housekeeping(state: Path, api_url: str, idle: float) -> None:
 
 def _serve(port: int, state: Path) -> None:
     """Entry point of the server process: Prefect's API and UI, the reports folder, housekeeping."""
+    # heavy (Prefect's whole server app): imported only in the server process
     from prefect.server.api.server import create_app
 
     reports_dir(state).mkdir(exist_ok=True)

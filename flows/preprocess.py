@@ -115,7 +115,7 @@ def _dask_client(address: str | None):
     (``tasks.frame.compute``) then runs on the cluster. Without an address: Dask's local scheduler."""
     if not address:
         return contextlib.nullcontext()
-    from distributed import Client
+    from distributed import Client  # heavy (~0.3 s): only with --dask-address
 
     try:
         return Client(address, timeout=DASK_CONNECT_TIMEOUT)

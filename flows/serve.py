@@ -19,6 +19,8 @@ import argparse
 import os
 import threading
 
+from prefect.client.schemas.schedules import CronSchedule
+from prefect.schedules import Cron
 from pydantic import ValidationError
 
 from core.errors import ConfigError
@@ -63,8 +65,6 @@ def schedules(cron: str, timezone: str) -> list:
     """``[Cron(...)]``, or ``[]`` for no schedule; a bad expression or zone is a ConfigError."""
     if not cron.strip():
         return []
-    from prefect.client.schemas.schedules import CronSchedule
-    from prefect.schedules import Cron
 
     try:
         CronSchedule(cron=cron, timezone=timezone)

@@ -5,7 +5,9 @@ from __future__ import annotations
 __all__ = ["Artifact", "Preprocessor", "StageCache"]
 
 
-def __getattr__(name: str):  # lazy: importing storage must not import torch
+def __getattr__(name: str):
+    # lazy on purpose: storage.preprocessor imports the stages (tasks), the layer above, and every
+    # `import storage.<module>` runs this file first; the names load on first use instead
     if name == "Artifact":
         from storage.artifact import Artifact
 

@@ -16,7 +16,12 @@ import base64
 import contextlib
 import io
 
+import matplotlib
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.backends.backend_svg import FigureCanvasSVG
+from matplotlib.figure import Figure
+from matplotlib.image import imsave
 
 from tasks import report_svg
 
@@ -34,8 +39,6 @@ LABEL_CHARS = 28
 
 @contextlib.contextmanager
 def _style(plot_id: str):
-    import matplotlib
-
     with matplotlib.rc_context({**STYLE, "svg.hashsalt": plot_id}):
         yield
 
@@ -43,7 +46,6 @@ def _style(plot_id: str):
 def _figure(width: float, height: float, ncols: int = 1, left: float = 0.6, right: float = 0.2,
             top: float = 0.3, bottom: float = 0.45, gap: float = 0.7):
     """A figure with margins in inches (fixed margins: constrained layout costs more than drawing)."""
-    from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width, height))
     axes = fig.subplots(1, ncols, squeeze=False)[0]
@@ -54,8 +56,6 @@ def _figure(width: float, height: float, ncols: int = 1, left: float = 0.6, righ
 
 
 def _svg(fig) -> str:
-    from matplotlib.backends.backend_svg import FigureCanvasSVG
-
     buf = io.BytesIO()
     FigureCanvasSVG(fig).print_svg(buf, metadata={"Date": None})
     text = buf.getvalue().decode("utf-8")
@@ -63,8 +63,6 @@ def _svg(fig) -> str:
 
 
 def _png_uri(fig, dpi: int = 100) -> str:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
     buf = io.BytesIO()
     FigureCanvasAgg(fig)  # the figure draws on Agg
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
@@ -201,7 +199,6 @@ def to_hwc(item: np.ndarray, channels: int | None) -> np.ndarray:
 
 def contact_sheet(images: list[np.ndarray], channels: int | None, columns: int = 8, min_side: int = 64) -> str:
     """A grid of ``images`` (uint8) as a PNG data URI; small images are enlarged (nearest neighbour)."""
-    from matplotlib.image import imsave
 
     tiles = [to_hwc(im, channels) for im in images]
     h, w, c = tiles[0].shape
