@@ -41,6 +41,7 @@ from storage import remote
 from storage.artifact import Artifact, arrow_to_numpy
 from storage.fs import filesystem
 from storage.media import open_media_columns
+from storage.split_binary import prepflow_view
 from storage.tmpdirs import TempFile, sweep
 from tasks import report_plots
 from tasks.constants import SPLIT_NAMES
@@ -91,7 +92,8 @@ def open_view(location: str | Path) -> ArtifactView:
         try:
             metadata = json.loads(fs.cat_file(remote.join(url, "training_set_metadata.json")))
             metadata.pop(ROW_COLUMN, None)  # the row id column's entry, no feature (as Artifact.metadata)
-            spec = yaml.safe_load(fs.cat_file(remote.join(url, "feature_spec.yaml")))
+            # a split_binary artifact's file is NVIDIA's spec; prepflow's own is kept inside it
+            spec = prepflow_view(yaml.safe_load(fs.cat_file(remote.join(url, "feature_spec.yaml"))))
         except Exception as exc:  # network/credentials: name the artifact
             raise DataError(f"{url}: cannot read the artifact's metadata ({type(exc).__name__}: {exc})") from exc
         return ArtifactView(url, json.loads(manifest_bytes), metadata, spec)

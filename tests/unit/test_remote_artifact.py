@@ -13,6 +13,7 @@ from storage.cache import StageCache
 from tasks.config_loader import parse_config
 from tasks.context import RunContext
 from tasks.pipeline import run_pipeline
+from tasks.report import open_view
 from tests.helpers import write_csv
 
 CONFIG = {
@@ -104,3 +105,15 @@ def test_an_artifact_without_its_manifest_is_not_there(dataset, tmp_path, store)
         Artifact.open(store)  # LATEST points at it
     with pytest.raises(DataError, match="no LATEST"):
         Artifact.open(f"{store}-nothing-here")
+
+
+def test_the_report_of_a_remote_split_binary_artifact_reads_prepflows_spec(dataset, tmp_path, store):
+    """NVIDIA's feature_spec.yaml keeps prepflow's own spec under metadata.prepflow: the report of a
+    remote artifact reads that view, as Artifact.open does for a local one."""
+    config = {**CONFIG, "publish": {"formats": ["split_binary"]}}
+    ctx = RunContext(parse_config(config), str(dataset), StageCache(tmp_path / "cache"), None, store)
+    art = run_pipeline(ctx).artifact
+    view = open_view(store)
+    local = Artifact.open(art["artifact_path"] if "://" not in art["artifact_path"] else store)
+    assert view.feature_spec == local.feature_spec
+    assert "x" in view.feature_spec["feature_spec"] and "prepflow" not in view.feature_spec.get("metadata", {})
