@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from core.errors import ConfigError
 from storage import remote, split_binary
 from storage.cache import list_files, sha256_files
 from storage.fs import strip_file_scheme
@@ -104,6 +105,36 @@ def default_channels(ctx) -> dict[str, list[str]]:
     return {k: v for k, v in channels.items() if v}
 
 
+# the feature types whose published column each NVIDIA channel accepts (``storage.split_binary.plan``)
+SPLIT_BINARY_TYPES = {"label": ("binary",), "numerical": ("number", "numerical", "binary"), "categorical": ("category",)}
+
+
+def check_split_binary(ctx) -> None:
+    """What ``split_binary.plan`` refuses at publish, known from the config's feature types before any
+    data is read (preflight); plan still checks the published columns (cardinality, dtype, shape).
+    A feature whose type is still to be inferred is checked at publish only."""
+    if "split_binary" not in ctx.config.publish.formats:
+        return
+    where = "publish.formats: split_binary (NVIDIA DLRM layout)"
+    channels = ctx.config.publish.channels or default_channels(ctx)
+    types = {f.name: f.type for f in ctx.config.features}
+    if len(channels.get("label") or []) != 1:
+        raise ConfigError(f"{where} needs exactly one column in the 'label' channel (the output feature), "
+                          f"got {list(channels.get('label') or [])}; set publish.channels.label")
+    if not channels.get("numerical"):
+        raise ConfigError(f"{where} needs at least one column in the 'numerical' channel (NVIDIA's loaders index "
+                          f"its first feature); set publish.channels.numerical")
+    seen: set[str] = set()
+    for channel, allowed in SPLIT_BINARY_TYPES.items():
+        for name in channels.get(channel) or []:
+            if name in seen:
+                raise ConfigError(f"{where}: feature '{name}' is in two of the label/numerical/categorical channels")
+            seen.add(name)
+            if types.get(name) is not None and types[name] not in allowed:
+                raise ConfigError(f"{where}: the '{channel}' channel takes {' or '.join(allowed)} features; "
+                                  f"'{name}' is {types[name]}")
+
+
 def column_specs(ctx, metadata: dict) -> dict[str, dict]:
     specs = {}
     for f in ctx.features:
@@ -135,7 +166,6 @@ def _split_tasks(split_name: str, parts: list[Path], folder: Path, columns: dict
     """A split's ``source_spec`` chunks and the Dask tasks that write its row files (each returns the
     description of the files it wrote, ``tasks.publish_shards``). Nothing here reads a row."""
     from dask import delayed  # heavy (~0.7 s with dask.dataframe): only where tasks are built
-
 
     chunks: list[dict] = []
     tasks: list = []

@@ -14,10 +14,11 @@ from tasks.statistics import Statistics
 
 def preflight(ctx: RunContext, local: bool = True) -> None:
     """Everything that can be known wrong before a byte of data is read: every suite the config names
-    loads, and the custom stages' DAG is valid. Then, with a user suite and Dask in this process
+    loads, the custom stages' DAG is valid, the split_binary channels hold features NVIDIA can read. Then, with a user suite and Dask in this process
     (``local``), Great Expectations starts importing in the background while the first stages run."""
     validate.check_config(ctx.config)
     custom_plan.check(ctx.config, ctx.dataset)
+    publish_mod.check_split_binary(ctx)
     validate.preload(ctx.config, local)
 
 

@@ -253,3 +253,21 @@ def test_float16_overflow_names_split_row_and_column(tmp_path):
     feather.write_feather(table, part)
     with pytest.raises(DataError, match=r"train row 12, column 'x': 70000.0 does not fit float16"):
         split_binary.write_rows(str(part), 10, targets, "train")
+
+
+@pytest.mark.parametrize(("change", "error"), [
+    ({"output_features": [{"name": "y", "type": "category"}]}, "the 'label' channel takes binary features; 'y' is category"),
+    ({"publish": {"formats": ["split_binary"], "channels": {"label": ["y"], "numerical": ["age", "tags"]}}},
+     "the 'numerical' channel takes number or numerical or binary features; 'tags' is set"),
+    ({"publish": {"formats": ["split_binary"], "channels": {"label": ["y"], "numerical": ["age"],
+                                                            "categorical": ["sex", "age"]}}},
+     "feature 'age' is in two of the label/numerical/categorical channels"),
+    ({"publish": {"formats": ["split_binary"], "channels": {"label": ["y"], "categorical": ["sex"]}}},
+     "at least one column in the 'numerical' channel"),
+])
+def test_what_nvidia_cannot_read_fails_before_any_stage(tmp_path, change, error):
+    """The channel rules that the feature types decide fail in preflight: no stage ran, nothing cached."""
+    with pytest.raises(ConfigError, match=error):
+        run({**config(["split_binary"]), **change}, dataset(tmp_path), tmp_path)
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*.json"))
+    assert not (tmp_path / "out").exists()
