@@ -6,15 +6,18 @@ Run it in a plugin's tests with a sample of raw values (missing ones included)::
     check_feature_type(HashedTokens, ["a b", None, "c"], {"buckets": 8})
 
 It prepares the values the way the pipeline does (read as ingest reads a CSV column: ``""``, ``NA``,
-``null``, ... are missing; ``cast``, the missing-value state fitted with
-``missing_partial``/``missing_merge``/``missing_state``, ``normalize`` and the fill, then
-``fit_partial``/``merge``/``finalize``, then ``encode`` per partition) and checks:
+``null``, ... are missing; ``cast``, the missing-value state fitted with the ``missing_combiner()``,
+``normalize`` and the fill, then the metadata fitted with ``fit_combiner(state)``, then ``encode``
+per partition; both fits are ``tasks.combine`` combiners: ``create`` + ``add`` per partition,
+``merge``, ``extract``) and checks:
 
-1. **partition invariance**: for 1, 2, 3 and 5 contiguous partitions, partials merged in a seeded
-   shuffled order, the fill state, the metadata and every encoded array are identical;
+1. **partition invariance**: for 1, 2, 3 and 5 contiguous partitions, accumulators merged in a seeded
+   shuffled order, and for every row added to one accumulator in turn (single-row batches, which also
+   checks ``merge`` with ``create()``'s empty accumulator), the fill state, the metadata and every
+   encoded array are identical;
 2. **JSON round trip**: the fill state and the metadata are JSON (no NaN, numpy scalars or tuples)
    and encoding with their JSON copy gives the same arrays;
-3. **not fitted**: when ``finalize`` writes metadata, ``encode`` with ``{}`` raises
+3. **not fitted**: when ``extract`` writes metadata, ``encode`` with ``{}`` raises
    ``core.errors.NotFittedError`` (a type with no fitted state encodes the same with ``{}``);
 4. **declared columns**: ``output_columns(metadata)`` names every encoded column with its dtype
    and per-row shape;
@@ -47,6 +50,7 @@ from core.errors import NotFittedError
 from storage.media import MediaError, read_bytes, resolve
 from storage.preprocessor import Preprocessor
 from storage.preprocessor import _as_ingested as as_ingested  # the column as ingest hands it to cast
+from tasks.combine import Combiner
 from tasks.features import REGISTRY
 from tasks.features.base import FeatureType
 from tasks.features.media import MediaFeature
@@ -84,6 +88,11 @@ def check_feature_type(cls: type[FeatureType], values: Sequence[Any] | pd.Series
             if run[part] != base[part]:
                 fail("partition invariance", f"the {part} fitted over {k} partitions differs from 1 partition's:\n"
                                              f"{run[part]}\n{base[part]}")
+    rowwise = _pipeline(feature, raw, 1, seed, row_by_row=True)
+    for part in ("state", "metadata"):
+        if rowwise[part] != base[part]:
+            fail("partition invariance", f"the {part} fitted by adding one row at a time to one accumulator differs "
+                                         f"from one batch's:\n{rowwise[part]}\n{base[part]}")
         _same_arrays(run["encoded"], base["encoded"], lambda d, k=k: fail("partition invariance",
                                                                           f"{k} partitions encode differently: {d}"))
     state, metadata, prepared = json.loads(base["state"]), json.loads(base["metadata"]), base["prepared"]
@@ -123,8 +132,9 @@ def check_feature_type(cls: type[FeatureType], values: Sequence[Any] | pd.Series
     return metadata
 
 
-def _pipeline(feature: FeatureType, raw: pd.Series, k: int, seed: int) -> dict:
-    """Prepare, fit and encode ``raw`` over ``k`` contiguous partitions, as the stages do."""
+def _pipeline(feature: FeatureType, raw: pd.Series, k: int, seed: int, row_by_row: bool = False) -> dict:
+    """Prepare, fit and encode ``raw`` over ``k`` contiguous partitions, as the stages do; ``row_by_row``:
+    each fit adds one row at a time to one accumulator (``add`` on a non-empty accumulator)."""
     n = len(raw)
     bounds = [0, *sorted(random.Random(seed + k).sample(range(1, n), min(k - 1, max(n - 1, 0)))), n]
     frame = pd.DataFrame({"f": as_ingested(raw, feature.read_as(), "f"), ROW: np.arange(n, dtype=np.int64)})
@@ -132,8 +142,8 @@ def _pipeline(feature: FeatureType, raw: pd.Series, k: int, seed: int) -> dict:
     casted = [cast_partition(frame.iloc[a:b].reset_index(drop=True), [feature], assign)
               for a, b in zip(bounds, bounds[1:], strict=False)]
     fit = [c["f"].dropna() if feature.missing_strategy == "drop_row" else c["f"] for c in casted]  # as fill_missing
-    missing = _shuffled_reduce(feature.missing_merge, [feature.missing_partial(v) for v in fit], seed)
-    state = json.loads(json.dumps(feature.missing_state(missing), allow_nan=False, sort_keys=True))
+    state = json.loads(json.dumps(_fit(feature.missing_combiner(), fit, seed, row_by_row), allow_nan=False,
+                                  sort_keys=True))
     carry: list[dict | None] = [None] * len(casted)
     if state["missing_value_strategy"] in ("ffill", "bfill"):
         keep = {"f": {**state, "missing_value_strategy": "keep"}}
@@ -141,9 +151,8 @@ def _pipeline(feature: FeatureType, raw: pd.Series, k: int, seed: int) -> dict:
         carry = carries(edges, ["f"])
     prepared = [normalize_and_fill(c.copy(), [feature], {"f": state}, carry[i]).frame for i, c in enumerate(casted)]
     # each value indexed by its input row, as the vocab stage fits (orders by first occurrence need it)
-    merged = _shuffled_reduce(feature.merge, [feature.fit_partial(p["f"].set_axis(p[ROW].to_numpy()))
-                                              for p in prepared], seed)
-    metadata_object = feature.finalize(merged, state)
+    metadata_object = _fit(feature.fit_combiner(state), [p["f"].set_axis(p[ROW].to_numpy()) for p in prepared],
+                           seed, row_by_row)
     media_preprocessing: dict = {}
     if isinstance(feature, MediaFeature):  # what the media_cache stage adds: the codec, from the fit rows' files
         update = feature.finalize_media(_media_sample(feature, pd.concat([p["f"] for p in prepared])))
@@ -167,10 +176,18 @@ def _media_sample(feature: MediaFeature, values: pd.Series):
             continue
 
 
-def _shuffled_reduce(fn, partials: list, seed: int):
-    partials = list(partials)
-    random.Random(seed).shuffle(partials)
-    return reduce(fn, partials)
+def _fit(combiner: Combiner, batches: list[pd.Series], seed: int, row_by_row: bool) -> Any:
+    """``create`` + ``add`` per batch, ``merge`` in a seeded shuffled order, ``extract``; ``row_by_row``: every
+    row of every batch added in turn to one accumulator."""
+    if row_by_row:
+        acc = combiner.create()
+        for batch in batches:
+            for i in range(len(batch)):
+                acc = combiner.add(acc, batch.iloc[i:i + 1])
+        return combiner.extract(acc)
+    accs = [combiner.add(combiner.create(), b) for b in batches]
+    random.Random(seed).shuffle(accs)
+    return combiner.extract(reduce(combiner.merge, accs))
 
 
 def _same_arrays(got: dict[str, np.ndarray], want: dict[str, np.ndarray], fail) -> None:

@@ -15,12 +15,17 @@ the stage's other per-partition work (each partition is prepared once):
    when asked), at most the local top ``most_common`` are kept; the survivors are written to an
    Arrow file in the stage's folder, so they leave the worker's memory, and only small totals
    travel back;
-4. per feature, one task (``finalize_feature``, on a worker of a cluster): that feature's slices of
+4. per feature, one task (``extract_feature``, on a worker of a cluster): that feature's slices of
    every reducer's file, the global order (frequency desc, ties by value asc) and the top
    ``most_common``, over Arrow arrays; a vocabulary of more than ``category.INLINE_MAX`` ids is
    written as ``vocab/<feature>.parquet`` (``storage.vocab_store``) by that task. The flow process
-   (``finalize``) only gathers the features' metadata and names the files: it never holds every
+   (``extract``) only gathers the features' metadata and names the files: it never holds every
    distinct value (a feature's inline vocabulary, at most ``INLINE_MAX`` ids, is part of its metadata).
+
+The same fit as the category type's combiner (``tasks.combine``; ``CategoryFeature.create``/``add``/``merge``/
+``extract`` in memory), at scale: step 1 does the per-partition ``create`` + ``add`` (value counts, as Arrow), steps
+2-3 the ``merge`` (exact sums, each reducer over its own values), step 4 the ``extract``
+(``CategoryFeature.vocabulary_metadata`` of the global candidates).
 
 Only values that can still enter the vocabulary reach step 4. Every step is exact integer
 counting and a total order, so the vocabulary does not depend on the partitioning, S or the
@@ -168,10 +173,10 @@ def _empty_candidates() -> pa.Table:
     return pa.table({VALUE: pa.array([], pa.string()), COUNT: pa.array([], pa.int64())})
 
 
-def finalize_feature(f: CategoryFeature, index: int, reduced: list[dict], out: str) -> dict:
+def extract_feature(f: CategoryFeature, index: int, reduced: list[dict], out: str) -> dict:
     """One feature's metadata from its slices of the reducers' candidate files (a Dask task): the global
     order and top ``most_common``; a large vocabulary is written to ``out/vocab/.feature-<index>.parquet``
-    (``finalize`` gives it its name)."""
+    (``extract`` gives it its name)."""
     import pyarrow.feather as feather
 
     from storage import vocab_store
@@ -193,15 +198,15 @@ def finalize_feature(f: CategoryFeature, index: int, reduced: list[dict], out: s
     return f.vocabulary_metadata(cand, store)
 
 
-def finalize(features: list[CategoryFeature], reduced: list[dict], out: Path) -> dict[str, dict]:
-    """Feature name -> metadata, one ``finalize_feature`` task per feature; large vocabularies go to
+def extract(features: list[CategoryFeature], reduced: list[dict], out: Path) -> dict[str, dict]:
+    """Feature name -> metadata, one ``extract_feature`` task per feature; large vocabularies go to
     ``out/vocab/`` (named here, in feature order). The candidate files are deleted afterwards."""
     from dask import delayed
 
     if not features:
         return {}
     r = frame.shared(reduced)
-    metas = frame.compute([delayed(finalize_feature, pure=False)(f, i, r, str(out)) for i, f in enumerate(features)])
+    metas = frame.compute([delayed(extract_feature, pure=False)(f, i, r, str(out)) for i, f in enumerate(features)])
     taken: set[str] = set()
     metadata = {}
     for f, meta in zip(features, metas, strict=True):

@@ -10,8 +10,9 @@ per-partition transform applied inside the preparation every stage after fill_mi
 
 Each custom stage is a cached pipeline step named after it (``run``), after fill_missing, with the
 key ``[ingest, split, previous step] + its code version, params and the features it makes``. The
-step fits the stage when it fits (``fit_partial`` per partition on the ``fit_on`` rows, ``merge``,
-``finalize`` -> JSON state), fits the missing-value state of the features whose column it makes
+step fits the stage when it fits (a combiner, ``tasks.combine``: ``create`` + ``add`` per partition on
+the ``fit_on`` rows, ``merge``, ``extract`` -> JSON state), fits the missing-value state
+(``missing_combiner``) of the features whose column it makes
 (fill_missing fits the others, ``raw_view``), records the statistics it emits, and writes
 ``missing.json``: every state so far plus the stage plan with fitted states under ``STATES_KEY``.
 The last step's result is the ``missing`` parent of balance, vocab and encode, whose
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from functools import reduce
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +35,7 @@ from dask import delayed
 
 from core.code_version import module_version
 from core.errors import DataError, InvalidStatisticsError, InvalidTransformOutputError, TypeMismatchError
-from tasks import fill_missing, frame
+from tasks import combine, fill_missing, frame
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
 from tasks.context import run_cached, timed
@@ -251,7 +251,9 @@ def filled_partitions(parts: list, features: list[FeatureType], assign: np.ndarr
 
 # ---- the cached step of one custom stage ---------------------------------------------------------
 
-def _fit_partial(pdf, index, lay, target: PlannedStage, assign, states, carry, fit_on):
+def _fit_partition(pdf, index, lay, target: PlannedStage, assign, states, carry, fit_on):
+    """One partition's accumulator of the stage (``combine.accumulate``; none without fit rows) and the
+    statistics its ``add`` emitted."""
     stats = Statistics()
     if target.phase == "raw":
         df = _raw_part(pdf, index, lay, assign, None, None)
@@ -259,12 +261,13 @@ def _fit_partial(pdf, index, lay, target: PlannedStage, assign, states, carry, f
     else:
         fit = frame.fit_rows(prepare(pdf, index, lay, assign, states, carry)[0].frame, fit_on)
     if len(fit) == 0:
-        return None, stats
+        return {}, stats
     worker = worker_copy(target.stage)
-    partial = worker.fit_partial(_coerce_inputs(target, fit.reset_index(drop=True), index))
+    acc = combine.accumulate({target.name: worker},
+                             {target.name: _coerce_inputs(target, fit.reset_index(drop=True), index)})
     if worker._emitted:
         stats = stats.merge(named_statistics(worker, worker._emitted))
-    return partial, stats
+    return acc, stats
 
 
 def _produce(pdf, index, lay, assign, states, carry, fit_on, collect):
@@ -275,7 +278,8 @@ def _produce(pdf, index, lay, assign, states, carry, fit_on, collect):
         if f.missing_strategy == "drop_row":
             drop |= df[f.name].isna().to_numpy()
     fit = frame.fit_rows(df.loc[~drop], fit_on)
-    return {f.name: f.missing_partial(fit[f.name]) for f in lay.pending}, stats
+    combiners = {f.name: fill_missing.WithNulls(f.missing_combiner()) for f in lay.pending}
+    return combine.accumulate(combiners, {f.name: fit[f.name] for f in lay.pending}), stats
 
 
 def _merged(p: PlannedStage, total: Statistics, parts: list[Statistics]) -> Statistics:
@@ -291,7 +295,7 @@ def _merged(p: PlannedStage, total: Statistics, parts: list[Statistics]) -> Stat
 
 def _json_state(p: PlannedStage, state) -> dict:
     if not isinstance(state, dict):
-        raise InvalidTransformOutputError(f"stage '{p.name}': finalize returned {type(state).__name__}; the fitted "
+        raise InvalidTransformOutputError(f"stage '{p.name}': extract returned {type(state).__name__}; the fitted "
                                           "state must be a JSON object (a dict)")
     try:
         return json.loads(json.dumps(state, sort_keys=True, allow_nan=False))
@@ -320,13 +324,13 @@ def run(ctx, index: int, ingest, split, previous):
             lay = layout(earlier, known, reads=target.passthrough)
             carry = carries(parts, lay, assign, states)
             L, a, s = frame.shared(lay), frame.shared(assign), frame.shared(states)
-            results = frame.compute([delayed(_fit_partial)(p, i, L, target, a, s, c, fit_on)
+            results = frame.compute([delayed(_fit_partition)(p, i, L, target, a, s, c, fit_on)
                                      for i, (p, c) in enumerate(zip(parts, carry, strict=True))])
-            partials = [r[0] for r in results if r[0] is not None]
             stats = _merged(target, stats, [st for _, st in results])
-            if not partials:
+            fitted = combine.merge_extract({target.name: target.stage}, [acc for acc, _ in results])
+            if target.name not in fitted:
                 raise DataError(f"stage '{target.name}': no {'training ' if fit_on == 'train' else ''}rows to fit on")
-            state = _json_state(target, target.stage.finalize(reduce(target.stage.merge, partials)))
+            state = _json_state(target, fitted[target.name])
         current = [*earlier, replace(target, state=state)]
         lay = layout(current, known, made)
         carry = carries(parts, lay.without_pending(), assign, states)
@@ -334,10 +338,11 @@ def run(ctx, index: int, ingest, split, previous):
         results = frame.compute([delayed(_produce)(p, i, L, a, s, c, fit_on, target.name)
                                  for i, (p, c) in enumerate(zip(parts, carry, strict=True))])
         stats = _merged(target, stats, [st for _, st in results])
+        fitted = combine.merge_extract({f.name: fill_missing.WithNulls(f.missing_combiner()) for f in made},
+                                       [acc for acc, _ in results])
         for f in made:
-            merged = reduce(f.missing_merge, [r[0][f.name] for r in results])
-            states[f.name] = f.missing_state(merged)
-            stats.counter(f"fill_missing.missing_in_fit_rows.{f.name}", merged["nulls"])
+            states[f.name], nulls = fitted[f.name]
+            stats.counter(f"fill_missing.missing_in_fit_rows.{f.name}", nulls)
         (out / "missing.json").write_text(json.dumps({**states, STATES_KEY: [p.to_json() for p in current]},
                                                      sort_keys=True, indent=1))
         (out / STAGE_FILE).write_text(json.dumps(current[-1].to_json(), sort_keys=True, indent=1))

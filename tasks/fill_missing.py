@@ -1,5 +1,8 @@
 """fill_missing: fit each feature's missing-value state on the ``fit_on`` rows.
 
+Each feature's ``missing_combiner()`` is fitted over the partitions with ``tasks.combine.fit``
+(create + add per partition on the workers, merge, extract -> the JSON fill state).
+
 Output ``missing.json``: per feature ``missing_value_strategy`` and ``computed_fill_value`` (the
 value actually used; None for ffill/bfill/drop_row), plus type-specific state such as a binary
 feature's ``str2bool``. The fill itself is applied by ``tasks.frame.normalize_and_fill`` in every
@@ -9,13 +12,12 @@ later stage, so this stage writes no copy of the data.
 from __future__ import annotations
 
 import json
-from functools import reduce
 from pathlib import Path
 
 import numpy as np
 
 from core.code_version import module_version
-from tasks import custom_plan, frame
+from tasks import combine, custom_plan, frame
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
 from tasks.context import run_cached
@@ -24,14 +26,15 @@ from tasks.statistics import Statistics
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 
 
-def _partial(pdf, features, assign, fit_on):
+def _batches(pdf, features, assign, fit_on):
+    """One partition's fit values per feature (the rows a drop_row feature drops left out)."""
     typed = frame.cast_partition(pdf, features, assign)
     drop = np.zeros(len(typed), dtype=bool)
     for f in features:
         if f.missing_strategy == "drop_row":
             drop |= typed[f.name].isna().to_numpy()
     fit = frame.fit_rows(typed, fit_on, drop)
-    return {f.name: f.missing_partial(fit[f.name]) for f in features}
+    return {f.name: fit[f.name] for f in features}
 
 
 def run(ctx, ingest, split):
@@ -42,20 +45,36 @@ def run(ctx, ingest, split):
     def compute(out: Path) -> Statistics:
         assign = split_mod.load(split)
         parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
-        f, a = frame.shared(ctx.features), frame.shared(assign)
-        from dask import delayed
-
-        partials = frame.compute([delayed(_partial)(p, f, a, fit_on) for p in parts])
+        combiners = {f.name: WithNulls(f.missing_combiner()) for f in ctx.features}
+        fitted = combine.fit(combiners, parts, _batches, ctx.features, assign, fit_on)
         states = {}
         stats = Statistics()
         for f in ctx.features:
-            merged = reduce(f.missing_merge, [p[f.name] for p in partials])
-            states[f.name] = f.missing_state(merged)
-            stats.counter(f"fill_missing.missing_in_fit_rows.{f.name}", merged["nulls"])
+            states[f.name], nulls = fitted[f.name]
+            stats.counter(f"fill_missing.missing_in_fit_rows.{f.name}", nulls)
         (out / "missing.json").write_text(json.dumps(states, sort_keys=True, indent=1))
         return stats
 
     return run_cached(ctx, "fill_missing", CODE_VERSION, [ingest.key, split.key], config_slice, compute)
+
+
+class WithNulls(combine.Combiner):
+    """A missing-value combiner whose ``extract`` also gives the nulls in the fit rows (a statistic)."""
+
+    def __init__(self, inner: combine.Combiner):
+        self.inner = inner
+
+    def create(self):
+        return self.inner.create()
+
+    def add(self, acc, batch):
+        return self.inner.add(acc, batch)
+
+    def merge(self, a, b):
+        return self.inner.merge(a, b)
+
+    def extract(self, acc) -> tuple[dict, int]:
+        return self.inner.extract(acc), acc["nulls"]
 
 
 def load(result) -> dict:

@@ -14,10 +14,35 @@ partition at a time::
 
 ``transform`` gets the partition's rows (with ``__row__``, the input row, and ``__split__``) and
 returns a DataFrame with the same rows in the same order holding at least the declared output
-columns. A stage that learns from data fits in two steps, NVTabular style: ``fit_partial(df)`` per
-partition (on the ``fit_on`` rows), ``merge(a, b)`` (associative and commutative, so the result does
-not depend on the partitioning), ``finalize(partial)`` -> a JSON object, the fitted state; then it is
-called as ``transform(df, state)``. Statistics are ``tasks.statistics`` Counter/Histogram objects
+columns. A stage that learns from data is a combiner (``tasks.combine``, the protocol feature types
+fit with too): ``create()`` -> an empty accumulator, ``add(acc, df)`` per partition (on the
+``fit_on`` rows), ``merge(a, b)`` (associative and commutative, so the result does not depend on the
+partitioning), ``extract(acc)`` -> a JSON object, the fitted state (default: the accumulator); then
+it is called as ``transform(df, state)``::
+
+    class Scaled(Stage):
+        input_type = {"distance": "number"}
+        output_type = {"distance_scaled": "float64"}
+
+        def create(self):
+            return {"min": None, "max": None}
+
+        def add(self, acc, df):
+            return self.merge(acc, {"min": df["distance"].min(), "max": df["distance"].max()})
+
+        def merge(self, a, b):
+            pick = lambda f, x, y: y if x is None else x if y is None else f(x, y)
+            return {"min": pick(min, a["min"], b["min"]), "max": pick(max, a["max"], b["max"])}
+
+        def extract(self, acc):
+            return {"min": float(acc["min"]), "max": float(acc["max"])}
+
+        def transform(self, df, state):
+            span = (state["max"] - state["min"]) or 1.0
+            return df.assign(distance_scaled=(df["distance"] - state["min"]) / span)
+
+(A float sum is not associative: sum exact integers where a state must not depend on the partitioning.)
+A partition without fit rows adds nothing. Statistics are ``tasks.statistics`` Counter/Histogram objects
 passed to ``self.emit(...)``; they are named ``<stage>.<statistic>`` and merged over partitions.
 
 The constructor only stores settings: ``params`` from the config, validated by the class's
@@ -38,6 +63,7 @@ from pandas.api import types as ptypes
 from pydantic import BaseModel
 
 from core.errors import InvalidStatisticsError
+from tasks.combine import Combiner
 from tasks.plugin_loader import FEATURES_GROUP, entry_points
 from tasks.statistics import Statistic, Statistics
 
@@ -125,8 +151,8 @@ def snake_case(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
-class Stage:
-    """Base class of custom stages (see the module docstring)."""
+class Stage(Combiner):
+    """Base class of custom stages (see the module docstring); a stage that fits is a ``Combiner``."""
 
     input_type: ClassVar[Mapping[str, str]] = {}
     output_type: ClassVar[Mapping[str, str]] = {}
@@ -144,22 +170,26 @@ class Stage:
 
     @property
     def fits(self) -> bool:
-        return type(self).fit_partial is not Stage.fit_partial
+        return type(self).add is not Stage.add
 
     # ---- the contract -------------------------------------------------------------------------
     def transform(self, df: pd.DataFrame, state: dict | None = None) -> pd.DataFrame:
         raise NotImplementedError(f"stage '{self.name}' ({type(self).__name__}) must define transform(df)")
 
-    def fit_partial(self, df: pd.DataFrame) -> Any:
-        """Per partition: a partial fit of the ``fit_on`` rows (any picklable value)."""
+    def create(self) -> Any:
+        """An empty accumulator (any picklable value)."""
+        raise NotImplementedError(f"stage '{self.name}' fits: it must define create()")
+
+    def add(self, acc: Any, df: pd.DataFrame) -> Any:
+        """``acc`` with a partition's ``fit_on`` rows added; defining it makes the stage fit."""
         raise NotImplementedError
 
     def merge(self, a: Any, b: Any) -> Any:
         raise NotImplementedError(f"stage '{self.name}' fits: it must define merge(a, b)")
 
-    def finalize(self, partial: Any) -> dict:
-        """The merged partial -> the fitted state, a JSON object (default: the partial itself)."""
-        return partial
+    def extract(self, acc: Any) -> dict:
+        """The merged accumulator -> the fitted state, a JSON object (default: the accumulator itself)."""
+        return acc
 
     # ---- statistics ------------------------------------------------------------------------------
     def emit(self, *statistics: Statistic) -> None:

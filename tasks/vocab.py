@@ -1,19 +1,20 @@
 """vocab (fit): vocabularies and statistics of every feature, fitted on the ``fit_on`` rows.
 
-Two steps, NVTabular style: each Dask partition returns a partial per feature
-(``FeatureType.fit_partial``), the partials are merged (``merge``; exact, so the order does not
-matter) and finalized into JSON metadata. Output: ``training_set_metadata.json`` with Ludwig's
+Each feature's fit is a combiner (``FeatureType.fit_combiner(missing_state)``, ``tasks.combine``):
+per Dask partition ``create`` + ``add`` of its filled fit values (``combine.accumulate``, in the same
+task as the category counts), then ``merge`` (exact, so the order does not matter) and ``extract``
+into JSON metadata (``combine.merge_extract``). Category vocabularies are counted by
+``tasks.category_vocab`` (a shuffle, for vocabularies no process holds). Output: ``training_set_metadata.json`` with Ludwig's
 keys per feature plus ``type``, ``column`` and ``preprocessing`` (with ``computed_fill_value``).
 """
 
 from __future__ import annotations
 
 import json
-from functools import reduce
 from pathlib import Path
 
 from core.code_version import module_version
-from tasks import category_vocab, custom_stages, fill_missing, frame
+from tasks import category_vocab, combine, custom_stages, fill_missing, frame
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
 from tasks.prepared import filled_partitions
@@ -23,10 +24,11 @@ CODE_VERSION = module_version(__name__)  # this module and what it imports direc
 METADATA_FILE = "training_set_metadata.json"
 
 
-def _partial(prepared, features, fit_on):
+def _accumulate(prepared, combiners, fit_on):
+    """One partition's fit accumulators (``combine.accumulate`` of each feature's filled fit values)."""
     fit = frame.prepared_fit_rows(prepared, fit_on)
     rows = fit[frame.ROW].to_numpy()  # each value's input row position, for orders by first occurrence
-    return {f.name: f.fit_partial(fit[f.name].set_axis(rows)) for f in features}
+    return combine.accumulate(combiners, {name: fit[name].set_axis(rows) for name in combiners})
 
 
 def run(ctx, ingest, split, missing):
@@ -41,16 +43,16 @@ def run(ctx, ingest, split, missing):
         parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
         prepared = filled_partitions(parts, ctx.features, assign, states)
         counted = category_vocab.counted_features(ctx.features)  # category vocabularies: by a shuffle
-        f = frame.shared([f for f in ctx.features if f not in counted])
-        tasks, reducers = category_vocab.fit_tasks(prepared, counted, fit_on, out / "_candidates",
-                                                   _partial, (f, fit_on))  # one task per partition
+        combiners = {f.name: f.fit_combiner(states[f.name]) for f in ctx.features if f not in counted}
+        tasks, reducers = category_vocab.fit_tasks(prepared, counted, fit_on, out / "_candidates", _accumulate,
+                                                   (frame.shared(combiners), fit_on))  # one task per partition
         results = frame.compute(tasks + reducers)
-        partials = results[:len(tasks)]
-        fitted = category_vocab.finalize(counted, results[len(tasks):], out)
+        fitted = {**combine.merge_extract(combiners, results[:len(tasks)]),
+                  **category_vocab.extract(counted, results[len(tasks):], out)}
         metadata = {}
         stats = Statistics()
         for f in ctx.features:
-            meta = fitted.get(f.name) or f.finalize(reduce(f.merge, [p[f.name] for p in partials]), states[f.name])
+            meta = fitted[f.name]
             feature_cfg = next(c for c in ctx.config.features if c.name == f.name)
             meta["type"] = feature_cfg.type
             meta["column"] = f.column

@@ -83,14 +83,18 @@ class Centered(Stage):
     input_type = {"distance": "number"}
     output_type = {"distance_centered": "float64"}
 
-    def fit_partial(self, df):
-        return {"sum_micro": int(np.round(df["distance"].to_numpy() * 1e6).astype(np.int64).sum()), "n": len(df)}
+    def create(self):
+        return {"sum_micro": 0, "n": 0}
+
+    def add(self, acc, df):
+        return self.merge(acc, {"sum_micro": int(np.round(df["distance"].to_numpy() * 1e6).astype(np.int64).sum()),
+                                "n": len(df)})
 
     def merge(self, a, b):
         return {"sum_micro": a["sum_micro"] + b["sum_micro"], "n": a["n"] + b["n"]}
 
-    def finalize(self, partial):
-        return {"mean": partial["sum_micro"] / 1e6 / max(partial["n"], 1), "n": partial["n"]}
+    def extract(self, acc):
+        return {"mean": acc["sum_micro"] / 1e6 / max(acc["n"], 1), "n": acc["n"]}
 
     def transform(self, df, state):
         return df.assign(distance_centered=df["distance"] - state["mean"])

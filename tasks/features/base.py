@@ -1,20 +1,23 @@
 """The feature-type contract shared by built-in and custom feature types.
 
-A feature type turns one raw column into fixed-dtype tensors. Like an NVTabular op it is fitted
-in two steps (a partial per Dask partition, then a ``merge`` and a ``finalize`` into JSON
-metadata) and encodes partition by partition with vectorized pyarrow/numpy code. It knows:
+A feature type turns one raw column into fixed-dtype tensors. It is fitted with the one fit protocol
+of ``tasks.combine`` (create, add, merge, extract: mergeable accumulators, so the fit does not depend
+on the partitioning) and encodes partition by partition with vectorized pyarrow/numpy code. It knows:
 
 * ``cast``: raw column -> typed values (nulls kept); a bad value raises ``DataError`` naming
   the row and column;
-* ``missing_partial``/``missing_state``: what a missing-value strategy needs (mode, mean, ...);
-* ``fit_partial``/``merge``/``finalize``: the fitted metadata (training_set_metadata.json);
+* ``missing_combiner()``: the combiner of what a missing-value strategy needs (nulls, mode, mean,
+  ...), whose ``extract`` is the JSON fill state (``missing_value_strategy``, ``computed_fill_value``);
+  ``MissingStatistics`` serves every type (a type with more state subclasses it);
+* ``create``/``add``/``merge``/``extract(acc, missing_state)``: the fit of the metadata
+  (training_set_metadata.json), as the combiner ``fit_combiner(missing_state)``;
 * ``encode``: typed, filled values + metadata -> ``{column name: numpy array}``; metadata without
   the fitted keys it needs (``fitted_keys``/``required_metadata``) raises ``NotFittedError``
   (``check_fitted``, the first thing every built-in ``encode`` does);
 * ``output_columns``: name, dtype and per-row shape of every published column.
 
 Instances are built by ``tasks.features.build`` from a resolved ``FeatureConfig``; the constructor
-only stores settings (scikit-learn style).
+only stores settings (scikit-learn style), and a fit keeps nothing on the instance.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import pandas as pd
 from pydantic import Field
 
 from core.errors import DataError, NotFittedError
+from tasks.combine import Combiner
 from tasks.config import StrictModel
 
 MISSING_STRATEGIES = ("fill_with_const", "fill_with_mode", "fill_with_mean", "fill_with_false",
@@ -54,7 +58,7 @@ class FeatureType:
     allowed_missing_strategies: ClassVar[tuple[str, ...]] = ("fill_with_const", "fill_with_mode", "bfill",
                                                               "ffill", "drop_row")
     default_fill_value: ClassVar[Any] = None
-    # metadata keys ``encode`` needs (what ``finalize`` always writes); see ``required_metadata``
+    # metadata keys ``encode`` needs (what ``extract`` always writes); see ``required_metadata``
     fitted_keys: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, name: str, column: str, options: BasePreprocessing, is_output: bool = False):
@@ -81,48 +85,33 @@ class FeatureType:
     def missing_strategy(self) -> str:
         return self.options.missing_value_strategy or ("drop_row" if self.is_output else self.default_missing_strategy)
 
-    def missing_partial(self, values: pd.Series) -> dict:
-        """Partial statistics (over fit rows) needed by the missing-value strategy."""
-        partial: dict[str, Any] = {"nulls": int(values.isna().sum()), "count": int(values.size)}
-        if self.missing_strategy == "fill_with_mode" or self.needs_value_counts_for_missing():
-            partial["value_counts"] = value_counts(values)
-        return partial
-
-    def needs_value_counts_for_missing(self) -> bool:
-        return False
-
-    def missing_merge(self, a: dict, b: dict) -> dict:
-        out = {"nulls": a["nulls"] + b["nulls"], "count": a["count"] + b["count"]}
-        if "value_counts" in a:
-            out["value_counts"] = merge_counts(a["value_counts"], b["value_counts"])
-        return out
-
-    def missing_state(self, partial: dict) -> dict:
-        """JSON state: strategy and ``computed_fill_value`` (None for bfill/ffill/drop_row)."""
-        strategy = self.missing_strategy
-        state: dict[str, Any] = {"missing_value_strategy": strategy, "computed_fill_value": None}
-        if strategy == "fill_with_const":
-            fill = self.options.fill_value if self.options.fill_value is not None else self.default_fill_value
-            state["computed_fill_value"] = self.fill_value_from_config(fill)
-        elif strategy == "fill_with_mode":
-            state["computed_fill_value"] = self.mode_value(partial)
-        return state
+    def missing_combiner(self) -> Combiner:
+        """The combiner of the missing-value statistics over the fit rows; its ``extract`` is the fill state."""
+        return MissingStatistics(self)
 
     def fill_value_from_config(self, value: Any) -> Any:
         return value
 
-    def mode_value(self, partial: dict) -> Any:
-        return mode_of(partial.get("value_counts", {}), self.name)
-
-    # ---- fit / encode --------------------------------------------------------------------
-    def fit_partial(self, values: pd.Series) -> Any:
+    # ---- fit (a combiner over the filled fit rows) / encode ------------------------------------------
+    def create(self) -> Any:
+        """An empty fit accumulator (the default type fits nothing)."""
         return None
+
+    def add(self, acc: Any, values: pd.Series) -> Any:
+        """``acc`` with a batch of filled fit values added (indexed by input row position)."""
+        return acc
 
     def merge(self, a: Any, b: Any) -> Any:
-        return None
+        """Two accumulators as one: associative and commutative."""
+        return a
 
-    def finalize(self, partial: Any, missing_state: dict) -> dict:
+    def extract(self, acc: Any, missing_state: dict) -> dict:
+        """The fitted metadata (a JSON object) from the merged accumulator and the fill state."""
         return {}
+
+    def fit_combiner(self, missing_state: dict) -> Combiner:
+        """The fit as a ``Combiner`` (``create``/``add``/``merge`` of this type, ``extract`` with ``missing_state``)."""
+        return FeatureFit(self, missing_state)
 
     def required_metadata(self, metadata: dict) -> tuple[str, ...]:
         """The metadata keys ``encode`` needs (may depend on the options, e.g. a number's normalization)."""
@@ -131,7 +120,7 @@ class FeatureType:
     def check_fitted(self, metadata: Any, *keys: str) -> None:
         """``NotFittedError`` unless ``metadata`` holds ``keys`` (default: ``required_metadata``)."""
         if not isinstance(metadata, dict):
-            raise NotFittedError(f"{self.describe()}: encode needs the fitted metadata (a dict from finalize), "
+            raise NotFittedError(f"{self.describe()}: encode needs the fitted metadata (a dict from extract), "
                                  f"got {type(metadata).__name__}")
         missing = [k for k in (keys or self.required_metadata(metadata)) if k not in metadata]
         if missing:
@@ -146,6 +135,68 @@ class FeatureType:
 
     def describe(self) -> str:
         return f"{self.type_name} feature '{self.name}'"
+
+
+class MissingStatistics(Combiner):
+    """What a missing-value strategy needs, over the fit rows: nulls and rows, the value counts for
+    ``fill_with_mode``. ``extract``: the JSON fill state, ``missing_value_strategy`` and
+    ``computed_fill_value`` (None for bfill/ffill/drop_row)."""
+
+    def __init__(self, feature: FeatureType):
+        self.feature = feature
+
+    @property
+    def wants_counts(self) -> bool:
+        return self.feature.missing_strategy == "fill_with_mode"
+
+    def create(self) -> dict:
+        acc: dict[str, Any] = {"nulls": 0, "count": 0}
+        if self.wants_counts:
+            acc["value_counts"] = {}
+        return acc
+
+    def add(self, acc: dict, values: pd.Series) -> dict:
+        out = {**acc, "nulls": acc["nulls"] + int(values.isna().sum()), "count": acc["count"] + int(values.size)}
+        if "value_counts" in acc:
+            out["value_counts"] = merge_counts(acc["value_counts"], value_counts(values))
+        return out
+
+    def merge(self, a: dict, b: dict) -> dict:
+        out = {"nulls": a["nulls"] + b["nulls"], "count": a["count"] + b["count"]}
+        if "value_counts" in a:
+            out["value_counts"] = merge_counts(a["value_counts"], b["value_counts"])
+        return out
+
+    def extract(self, acc: dict) -> dict:
+        f = self.feature
+        strategy = f.missing_strategy
+        state: dict[str, Any] = {"missing_value_strategy": strategy, "computed_fill_value": None}
+        if strategy == "fill_with_const":
+            fill = f.options.fill_value if f.options.fill_value is not None else f.default_fill_value
+            state["computed_fill_value"] = f.fill_value_from_config(fill)
+        elif strategy == "fill_with_mode":
+            state["computed_fill_value"] = mode_of(acc.get("value_counts", {}), f.name)
+        return state
+
+
+class FeatureFit(Combiner):
+    """A feature type's fit as a ``Combiner``: its ``create``/``add``/``merge``, and ``extract`` with the
+    fill state fitted before (``FeatureType.fit_combiner``)."""
+
+    def __init__(self, feature: FeatureType, missing_state: dict):
+        self.feature, self.missing_state = feature, missing_state
+
+    def create(self) -> Any:
+        return self.feature.create()
+
+    def add(self, acc: Any, batch: pd.Series) -> Any:
+        return self.feature.add(acc, batch)
+
+    def merge(self, a: Any, b: Any) -> Any:
+        return self.feature.merge(a, b)
+
+    def extract(self, acc: Any) -> dict:
+        return self.feature.extract(acc, self.missing_state)
 
 
 # ---- shared helpers ------------------------------------------------------------------------

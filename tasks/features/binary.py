@@ -16,7 +16,14 @@ import pandas as pd
 from pydantic import field_validator
 
 from core.errors import DataError, NotFittedError
-from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, first_bad, merge_counts
+from tasks.features.base import (
+    BasePreprocessing,
+    ColumnSpec,
+    FeatureType,
+    MissingStatistics,
+    first_bad,
+    merge_counts,
+)
 
 TRUE_STRS = {"yes", "y", "true", "t", "1", "1.0", "on"}
 FALSE_STRS = {"no", "n", "false", "f", "0", "0.0", "off"}
@@ -54,18 +61,12 @@ class BinaryFeature(FeatureType):
             return out.mask(np.isnan(x))
         return values.astype("string").str.strip()
 
-    def missing_partial(self, values: pd.Series) -> dict:
-        partial = super().missing_partial(values)
-        partial["raw_counts"] = _counts(values)
-        return partial
+    def missing_combiner(self) -> MissingStatistics:
+        return BinaryMissing(self)
 
-    def missing_merge(self, a: dict, b: dict) -> dict:
-        out = super().missing_merge(a, b)
-        out["raw_counts"] = merge_counts(a["raw_counts"], b["raw_counts"])
-        return out
-
-    def missing_state(self, partial: dict) -> dict:
-        distinct = sorted(partial["raw_counts"])
+    def missing_state_from(self, raw_counts: dict[str, int]) -> dict:
+        """The fill state (``str2bool`` included) from the raw values' counts over the fit rows."""
+        distinct = sorted(raw_counts)
         standard = all(v.lower() in TRUE_STRS | FALSE_STRS for v in distinct)
         if standard:
             str2bool = {v: v.lower() in TRUE_STRS for v in distinct}
@@ -86,7 +87,7 @@ class BinaryFeature(FeatureType):
             state["computed_fill_value"] = self._to_bool(self.options.fill_value, str2bool)
         elif strategy == "fill_with_mode":
             bool_counts: dict[bool, int] = {}
-            for raw, n in partial["raw_counts"].items():
+            for raw, n in raw_counts.items():
                 bool_counts[str2bool[raw]] = bool_counts.get(str2bool[raw], 0) + n
             if not bool_counts:
                 raise DataError(f"feature '{self.name}': fill_with_mode needs at least one non-missing value")
@@ -121,7 +122,7 @@ class BinaryFeature(FeatureType):
                             f"which is not one of the fitted values {sorted(str2bool)}")
         return mapped.astype("boolean")
 
-    def finalize(self, partial: Any, missing_state: dict) -> dict:
+    def extract(self, acc: Any, missing_state: dict) -> dict:
         str2bool = missing_state["str2bool"]
         meta: dict[str, Any] = {}
         if str2bool and not all(v.lower() in TRUE_STRS | FALSE_STRS for v in str2bool):
@@ -138,6 +139,22 @@ class BinaryFeature(FeatureType):
 
     def output_columns(self, metadata: dict) -> list[ColumnSpec]:
         return [ColumnSpec(self.name, "bool")]
+
+
+class BinaryMissing(MissingStatistics):
+    """The missing-value statistics with the counts of the raw values, which ``str2bool`` is fitted from."""
+
+    def create(self) -> dict:
+        return {**super().create(), "raw_counts": {}}
+
+    def add(self, acc: dict, values: pd.Series) -> dict:
+        return {**super().add(acc, values), "raw_counts": merge_counts(acc["raw_counts"], _counts(values))}
+
+    def merge(self, a: dict, b: dict) -> dict:
+        return {**super().merge(a, b), "raw_counts": merge_counts(a["raw_counts"], b["raw_counts"])}
+
+    def extract(self, acc: dict) -> dict:
+        return self.feature.missing_state_from(acc["raw_counts"])
 
 
 def _counts(values: pd.Series) -> dict[str, int]:

@@ -38,8 +38,8 @@ Ludwig's ``idx2str``/``str2idx``/``str2freq`` (``str2freq`` counts the fit rows 
 ``<UNK>`` and each bucket have their count). A larger one is stored by the vocab stage as Parquet
 (``vocab_file``, see ``storage.vocab_store``: row i = id i, columns ``value`` and ``count``) and
 encoding joins against it partition by partition. Fitting at scale (per-partition counts, a
-shuffle, exact ordering) is ``tasks.category_vocab``; ``fit_partial``/``merge``/``finalize`` give
-the same result in memory.
+shuffle, exact ordering) is ``tasks.category_vocab``; the type's combiner (``create``/``add``/``merge``/
+``extract``, ``tasks.combine``) gives the same result in memory.
 """
 
 from __future__ import annotations
@@ -269,16 +269,19 @@ class CategoryFeature(FeatureType):
         return {"vocab_size": n, "encoded": True, "cardinality": n, "preprocessing": options}
 
     # ---- fit (in memory; tasks.category_vocab is the same at scale) ---------------------------------
-    def fit_partial(self, values: pd.Series) -> dict:
+    def create(self) -> dict:
+        return {}
+
+    def add(self, counts: dict, values: pd.Series) -> dict:
         if not self.needs_vocabulary:
-            return {}
+            return counts
         vc = values.dropna().value_counts(sort=False)
-        return {str(k): int(v) for k, v in vc.items()}
+        return merge_counts(counts, {str(k): int(v) for k, v in vc.items()})
 
     def merge(self, a: dict, b: dict) -> dict:
         return merge_counts(a, b)
 
-    def finalize(self, counts: dict, missing_state: dict) -> dict:
+    def extract(self, counts: dict, missing_state: dict) -> dict:
         if self.hashed:
             return self.hashed_metadata()
         if self.encoded:

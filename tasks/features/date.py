@@ -122,7 +122,7 @@ class DateFeature(FeatureType):
                             "such as '2020-01-31' (or use fill_with_mode)")
         return str(np.datetime_as_string(seconds[0], unit="s"))
 
-    def finalize(self, partial: Any, missing_state: dict) -> dict:
+    def extract(self, acc: Any, missing_state: dict) -> dict:
         return {"datetime_format": self.options.datetime_format}
 
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:

@@ -71,7 +71,7 @@ class MediaFeature(FeatureType):
         return values.astype("string")
 
     # ---- fitted state (finalized by the media_cache stage) --------------------------------------
-    def finalize(self, partial: Any, missing_state: dict) -> dict:
+    def extract(self, acc: Any, missing_state: dict) -> dict:
         return {"mode": self.mode}
 
     def finalize_media(self, sample: Iterator[bytes]) -> dict:

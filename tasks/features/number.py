@@ -30,7 +30,7 @@ from pydantic import Field, field_validator, model_validator
 
 from core.errors import DataError
 from storage.exact_sum import ExactSum
-from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, first_bad
+from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, MissingStatistics, first_bad
 from tasks.features.quantiles import QuantileSketch
 
 
@@ -109,40 +109,29 @@ class NumberFeature(FeatureType):
         except (TypeError, ValueError):
             raise DataError(f"feature '{self.name}': fill_value must be a number, got {value!r}") from None
 
-    def missing_partial(self, values: pd.Series) -> dict:
-        partial = super().missing_partial(values)
-        if self.missing_strategy == "fill_with_mean":
-            partial["sum"] = ExactSum().add_array(values.dropna().to_numpy())
-        return partial
+    def missing_combiner(self) -> MissingStatistics:
+        return NumberMissing(self)
 
-    def missing_merge(self, a: dict, b: dict) -> dict:
-        out = super().missing_merge(a, b)
-        if "sum" in a:
-            out["sum"] = a["sum"].merge(b["sum"])
-        return out
-
-    def missing_state(self, partial: dict) -> dict:
-        state = super().missing_state(partial)
-        if state["missing_value_strategy"] == "fill_with_mean":
-            n = partial["count"] - partial["nulls"]
-            if n == 0:
-                raise DataError(f"feature '{self.name}': fill_with_mean needs at least one non-missing value "
-                                "in the rows the fill is fitted on")
-            state["computed_fill_value"] = float(partial["sum"].fraction() / n)
-        return state
-
-    # ---- fit -------------------------------------------------------------------------------
-    def fit_partial(self, values: pd.Series) -> dict:
-        x = values.dropna().to_numpy(dtype="float64")
-        partial: dict[str, Any] = {"n": int(x.size), "sum": ExactSum().add_array(x),
-                                   "sumsq": ExactSum().add_array(x * x),
-                                   "min": float(x.min()) if x.size else None,
-                                   "max": float(x.max()) if x.size else None}
+    # ---- fit (a combiner: exact sums, so any partitioning gives the same metadata) ----------------------
+    def create(self) -> dict:
+        acc: dict[str, Any] = {"n": 0, "sum": ExactSum(), "sumsq": ExactSum(), "min": None, "max": None}
         if self.normalization == "iq":
-            partial["values"] = x
+            acc["values"] = np.zeros(0, dtype=np.float64)
         if self.normalization == "bins" and self.options.bin_edges is None:
-            partial["sketch"] = QuantileSketch.from_values(x)
-        return partial
+            acc["sketch"] = QuantileSketch.from_values(np.zeros(0, dtype=np.float64))
+        return acc
+
+    def add(self, acc: dict, values: pd.Series) -> dict:
+        x = values.dropna().to_numpy(dtype="float64")
+        batch: dict[str, Any] = {"n": int(x.size), "sum": ExactSum().add_array(x),
+                                 "sumsq": ExactSum().add_array(x * x),
+                                 "min": float(x.min()) if x.size else None,
+                                 "max": float(x.max()) if x.size else None}
+        if "values" in acc:
+            batch["values"] = x
+        if "sketch" in acc:
+            batch["sketch"] = QuantileSketch.from_values(x)
+        return self.merge(acc, batch)
 
     def merge(self, a: dict, b: dict) -> dict:
         out = {"n": a["n"] + b["n"], "sum": a["sum"].merge(b["sum"]), "sumsq": a["sumsq"].merge(b["sumsq"]),
@@ -153,31 +142,31 @@ class NumberFeature(FeatureType):
             out["sketch"] = a["sketch"].merge(b["sketch"])
         return out
 
-    def finalize(self, partial: dict, missing_state: dict) -> dict:
-        n = partial["n"]
+    def extract(self, acc: dict, missing_state: dict) -> dict:
+        n = acc["n"]
         meta: dict[str, Any] = {"normalization": self.normalization}
         if n == 0:
             raise DataError(f"number feature '{self.name}': no non-missing values to fit on")
-        total, sumsq = partial["sum"].fraction(), partial["sumsq"].fraction()
+        total, sumsq = acc["sum"].fraction(), acc["sumsq"].fraction()
         mean = total / n
         var = (sumsq - total * total / n) / (n - 1) if n > 1 else Fraction(0)
         meta.update(mean=float(mean), std=float(np.sqrt(float(max(var, Fraction(0))))),
-                    min=partial["min"], max=partial["max"])
+                    min=acc["min"], max=acc["max"])
         if self.normalization == "iq":
-            q1, q2, q3 = np.quantile(np.sort(partial["values"]), [0.25, 0.5, 0.75])
+            q1, q2, q3 = np.quantile(np.sort(acc["values"]), [0.25, 0.5, 0.75])
             meta.update(q1=float(q1), q2=float(q2), q3=float(q3))
         if self.normalization == "bins":
-            meta.update(self.bins(partial))
-        if self.normalization == "log1p" and partial["min"] <= -1:
+            meta.update(self.bins(acc))
+        if self.normalization == "log1p" and acc["min"] <= -1:
             raise DataError(f"number feature '{self.name}': log1p normalization needs values > -1, "
-                            f"the fitted minimum is {partial['min']}")
+                            f"the fitted minimum is {acc['min']}")
         return meta
 
-    def bins(self, partial: dict) -> dict:
+    def bins(self, acc: dict) -> dict:
         if self.options.bin_edges is not None:
             edges, exact = [float(e) for e in self.options.bin_edges], True
         else:
-            sketch = partial["sketch"]
+            sketch = acc["sketch"]
             q = np.linspace(0.0, 1.0, self.options.num_bins + 1)
             edges = np.unique(sketch.quantiles(q)).tolist()
             exact = sketch.exact
@@ -229,6 +218,38 @@ class NumberFeature(FeatureType):
 
     def output_columns(self, metadata: dict) -> list[ColumnSpec]:
         return [ColumnSpec(self.name, "int32" if metadata.get("normalization") == "bins" else "float32")]
+
+
+class NumberMissing(MissingStatistics):
+    """The missing-value statistics with the exact sum of the values, for ``fill_with_mean``."""
+
+    def create(self) -> dict:
+        acc = super().create()
+        if self.feature.missing_strategy == "fill_with_mean":
+            acc["sum"] = ExactSum()
+        return acc
+
+    def add(self, acc: dict, values: pd.Series) -> dict:
+        out = super().add(acc, values)
+        if "sum" in acc:
+            out["sum"] = acc["sum"].merge(ExactSum().add_array(values.dropna().to_numpy()))
+        return out
+
+    def merge(self, a: dict, b: dict) -> dict:
+        out = super().merge(a, b)
+        if "sum" in a:
+            out["sum"] = a["sum"].merge(b["sum"])
+        return out
+
+    def extract(self, acc: dict) -> dict:
+        state = super().extract(acc)
+        if state["missing_value_strategy"] == "fill_with_mean":
+            n = acc["count"] - acc["nulls"]
+            if n == 0:
+                raise DataError(f"feature '{self.feature.name}': fill_with_mean needs at least one non-missing "
+                                "value in the rows the fill is fitted on")
+            state["computed_fill_value"] = float(acc["sum"].fraction() / n)
+        return state
 
 
 def _opt(fn, a, b):

@@ -85,9 +85,9 @@ class SequenceFeature(TokenFeature):
             length = min(length, length_percentile(hist, self.options.length_percentile) + extra)
         return max(int(length), 1)
 
-    def finalize(self, partial: dict, missing_state: dict) -> dict:
-        meta = self.vocabulary(partial["counts"])
-        meta["max_sequence_length"] = self.sequence_length(partial["lengths"], self.options.max_sequence_length,
+    def extract(self, acc: dict, missing_state: dict) -> dict:
+        meta = self.vocabulary(acc["counts"])
+        meta["max_sequence_length"] = self.sequence_length(acc["lengths"], self.options.max_sequence_length,
                                                            self.options.sequence_length)
         meta.update(ludwig_symbols(self))
         return meta

@@ -27,9 +27,9 @@ class SetFeature(TokenFeature):
     binary = True
     fitted_keys = ("idx2str", "vocab_size")
 
-    def finalize(self, partial: dict, missing_state: dict) -> dict:
-        meta = self.vocabulary(partial["counts"])
-        meta["max_set_size"] = int(max(partial["lengths"], default=0))
+    def extract(self, acc: dict, missing_state: dict) -> dict:
+        meta = self.vocabulary(acc["counts"])
+        meta["max_set_size"] = int(max(acc["lengths"], default=0))
         return meta
 
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:

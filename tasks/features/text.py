@@ -144,38 +144,38 @@ class TextFeature(SequenceFeature):
         return self.word_tokens(self.standardized(values))
 
     # ---- fit -----------------------------------------------------------------------------------
-    def fit_partial(self, values: pd.Series) -> dict:
+    def add(self, acc: dict, values: pd.Series) -> dict:
         text = self.standardized(values)
         words = self.word_tokens(text)
-        partial = {"counts": self.counts(words, values), "lengths": length_histogram(words.lengths)}
+        batch = {"counts": self.counts(words, values), "lengths": length_histogram(words.lengths)}
         if self.int_mode:
             cps, offsets = code_points(text)
             uniq, counts = np.unique(cps, return_counts=True)
-            partial["char_counts"] = dict(zip(map(chr, uniq.tolist()), counts.tolist(), strict=True))
-            partial["char_lengths"] = length_histogram(np.diff(offsets))
+            batch["char_counts"] = dict(zip(map(chr, uniq.tolist()), counts.tolist(), strict=True))
+            batch["char_lengths"] = length_histogram(np.diff(offsets))
         if self.options.output_mode == "tfidf":
-            partial["doc_counts"] = document_counts(words)
-            partial["documents"] = int(words.n)
-        return partial
+            batch["doc_counts"] = document_counts(words)
+            batch["documents"] = int(words.n)
+        return self.merge(acc, batch)
 
-    def finalize(self, partial: dict, missing_state: dict) -> dict:
+    def extract(self, acc: dict, missing_state: dict) -> dict:
         most_common = self.options.most_common
         if self.options.max_tokens is not None:
             most_common = min(most_common, max(self.options.max_tokens - len(self.specials), 1))
-        meta = self.vocabulary(partial["counts"], most_common)
+        meta = self.vocabulary(acc["counts"], most_common)
         meta.update(ludwig_symbols(self))
         meta["str2idf"] = None  # Ludwig's key (its compute_idf: false); tfidf fills it below
-        meta["max_sequence_length_99ptile"] = length_percentile(partial["lengths"], 99) + (2 if self.uses_start_stop
+        meta["max_sequence_length_99ptile"] = length_percentile(acc["lengths"], 99) + (2 if self.uses_start_stop
                                                                                         else 0)
         if self.int_mode:
-            meta["max_sequence_length"] = self.sequence_length(partial["lengths"], self.options.max_sequence_length,
+            meta["max_sequence_length"] = self.sequence_length(acc["lengths"], self.options.max_sequence_length,
                                                                self.options.sequence_length)
-            chars = build_vocab(partial["char_counts"], self.specials, self.options.char_most_common)
+            chars = build_vocab(acc["char_counts"], self.specials, self.options.char_most_common)
             meta.update({f"char_{k}": v for k, v in chars.items()})
-            meta["char_max_sequence_length"] = self.sequence_length(partial["char_lengths"],
+            meta["char_max_sequence_length"] = self.sequence_length(acc["char_lengths"],
                                                                     self.options.char_max_sequence_length)
         if self.options.output_mode == "tfidf":
-            meta["str2idf"] = self.idf(meta["idx2str"], partial["doc_counts"], partial["documents"])
+            meta["str2idf"] = self.idf(meta["idx2str"], acc["doc_counts"], acc["documents"])
         return meta
 
     def idf(self, idx2str: list[str], doc_counts, documents: int) -> dict[str, float]:

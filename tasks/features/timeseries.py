@@ -120,15 +120,18 @@ class TimeseriesFeature(FeatureType):
     def fill_value_from_config(self, value: Any) -> str:
         return numbers_fill_value(self, value, self.options.tokenizer)
 
-    def fit_partial(self, values: pd.Series) -> dict:
+    def create(self) -> dict:
+        return {"lengths": {}}
+
+    def add(self, acc: dict, values: pd.Series) -> dict:
         _, tokens = parse_numbers(self, values, self.options.tokenizer)
-        return {"lengths": length_histogram(tokens.lengths)}
+        return self.merge(acc, {"lengths": length_histogram(tokens.lengths)})
 
     def merge(self, a: dict, b: dict) -> dict:
         return merge_partials(a, b)
 
-    def finalize(self, partial: dict, missing_state: dict) -> dict:
-        longest = max(partial["lengths"], default=0)
+    def extract(self, acc: dict, missing_state: dict) -> dict:
+        longest = max(acc["lengths"], default=0)
         return {"max_timeseries_length": max(1, min(int(longest), self.options.timeseries_length_limit))}
 
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:

@@ -368,7 +368,7 @@ def document_counts(tokens: Tokens) -> pa.Table:
 
 
 def length_histogram(lengths: np.ndarray) -> dict[int, int]:
-    """Row length -> rows (exact; JSON-friendly keys are made by ``finalize``)."""
+    """Row length -> rows (exact; JSON-friendly keys are made by ``extract``)."""
     if not len(lengths):
         return {}
     values, counts = np.unique(lengths, return_counts=True)
@@ -541,7 +541,7 @@ def bag_matrix(ids: np.ndarray, offsets: np.ndarray, width: int, dtype: Any, bin
 class TokenFeature(FeatureType):
     """A string column split into tokens and mapped through a fitted vocabulary.
 
-    ``fit_partial`` returns exact integer counts (tokens, row lengths), so partials merge in any
+    The fit accumulates exact integer counts (tokens, row lengths), so accumulators merge in any
     order to the same result and the vocabulary does not depend on the partitioning.
     """
 
@@ -590,9 +590,12 @@ class TokenFeature(FeatureType):
             return count_tokens_first_seen(tokens, values.index.to_numpy())
         return count_tokens(tokens.flat)
 
-    def fit_partial(self, values: pd.Series) -> dict:
+    def create(self) -> dict:
+        return {}  # merge_partials takes a field one side lacks from the other
+
+    def add(self, acc: dict, values: pd.Series) -> dict:
         tokens = self.tokens(values)
-        return {"counts": self.counts(tokens, values), "lengths": length_histogram(tokens.lengths)}
+        return self.merge(acc, {"counts": self.counts(tokens, values), "lengths": length_histogram(tokens.lengths)})
 
     def merge(self, a: dict, b: dict) -> dict:
         return merge_partials(a, b)

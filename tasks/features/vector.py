@@ -60,16 +60,19 @@ class VectorFeature(FeatureType):
             raise DataError(f"{self.describe()}: fill_value must have {size} values, got {value!r}")
         return text
 
-    def fit_partial(self, values: pd.Series) -> dict:
+    def create(self) -> dict:
+        return {"lengths": {}}
+
+    def add(self, acc: dict, values: pd.Series) -> dict:
         _, tokens = parse_numbers(self, values, "space")
         lengths = tokens.lengths
-        return {"lengths": length_histogram(lengths[lengths > 0])}
+        return self.merge(acc, {"lengths": length_histogram(lengths[lengths > 0])})
 
     def merge(self, a: dict, b: dict) -> dict:
         return merge_partials(a, b)
 
-    def finalize(self, partial: dict, missing_state: dict) -> dict:
-        seen = partial["lengths"]
+    def extract(self, acc: dict, missing_state: dict) -> dict:
+        seen = acc["lengths"]
         size = self.options.vector_size
         if size is None:
             if not seen:

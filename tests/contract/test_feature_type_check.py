@@ -83,10 +83,17 @@ def test_the_example_plugin_type_keeps_the_contract(options):
 # ---- each property, broken on purpose -------------------------------------------------------------------
 
 class FirstPartitionWins(SetFeature):
-    """Keeps the vocabulary of whichever partial comes first: depends on the partitioning."""
+    """Keeps the vocabulary of whichever accumulator comes first: depends on the partitioning."""
 
     def merge(self, a, b):
-        return a
+        return a or b  # (create()'s empty accumulator is {})
+
+
+class AddForgetsTheAccumulator(NumberFeature):
+    """``add`` starts over instead of adding to ``acc``: right for one batch per partition, wrong for two."""
+
+    def add(self, acc, values):
+        return super().add(self.create(), values)
 
 
 class KeyErrorWhenNotFitted(NumberFeature):
@@ -95,8 +102,8 @@ class KeyErrorWhenNotFitted(NumberFeature):
 
 
 class TupleMetadata(NumberFeature):
-    def finalize(self, partial, missing_state):
-        return {**super().finalize(partial, missing_state), "range": (0, 1)}
+    def extract(self, acc, missing_state):
+        return {**super().extract(acc, missing_state), "range": (0, 1)}
 
     def encode(self, values, metadata):
         out = super().encode(values, metadata)
@@ -116,9 +123,9 @@ class ServesDifferently(NumberFeature):
 
     shift = 0.0
 
-    def fit_partial(self, values):
+    def add(self, acc, values):
         self.shift = 1.0
-        return super().fit_partial(values)
+        return super().add(acc, values)
 
     def encode(self, values, metadata):
         out = super().encode(values, metadata)
@@ -127,6 +134,7 @@ class ServesDifferently(NumberFeature):
 
 @pytest.mark.parametrize(("cls", "values", "prop"), [
     (FirstPartitionWins, SAMPLES["set"], "partition invariance"),
+    (AddForgetsTheAccumulator, SAMPLES["number"], "partition invariance: the metadata fitted by adding one row"),
     (KeyErrorWhenNotFitted, SAMPLES["number"], "not fitted: encode with empty metadata raised KeyError"),
     (TupleMetadata, SAMPLES["number"], "JSON round trip"),
     (WrongDeclaredDtype, SAMPLES["number"], "declared columns"),

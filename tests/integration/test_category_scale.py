@@ -107,7 +107,7 @@ def test_million_distinct_values_fit_on_memory_limited_workers(tmp_path):
     assert all(peak < limit_mb for peak in peaks.values()), peaks
     assert len(reduced) == PARTS  # one reducer per input partition
 
-    meta = category_vocab.finalize(features, reduced, out)["c"]
+    meta = category_vocab.extract(features, reduced, out)["c"]
     assert not (out / "_candidates").exists()  # candidate files are removed once merged
     assert meta["vocab_size"] == 1 + BUCKETS + MOST_COMMON and meta["num_oov_buckets"] == BUCKETS
     fitted = vocab_store.read(out / meta["vocab_file"]["path"], meta["vocab_file"]["sha256"])

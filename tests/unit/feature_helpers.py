@@ -28,17 +28,19 @@ def feature(type_name: str, **preprocessing):
 
 
 def fit(feat, values, npartitions: int = 1, seed: int = 0) -> dict:
-    """fit_partial over ``npartitions`` contiguous chunks, merged in a shuffled order, then finalize.
+    """The fit combiner over ``npartitions`` contiguous chunks (create + add each), merged in a shuffled
+    order, then extract.
 
     The metadata goes through JSON, as it does between the vocab and encode stages.
     """
     series = pd.Series(values, dtype="string") if not isinstance(values, pd.Series) else values
     bounds = sorted(random.Random(seed).sample(range(1, len(series)), min(npartitions - 1, max(len(series) - 1, 0))))
     edges = [0, *bounds, len(series)]
-    partials = [feat.fit_partial(series.iloc[a:b].reset_index(drop=True)) for a, b in zip(edges, edges[1:], strict=False)]
-    random.Random(seed + 1).shuffle(partials)
-    merged = reduce(feat.merge, partials)
-    return json.loads(json.dumps(feat.finalize(merged, {}), sort_keys=True))
+    combiner = feat.fit_combiner({})
+    accs = [combiner.add(combiner.create(), series.iloc[a:b].reset_index(drop=True))
+            for a, b in zip(edges, edges[1:], strict=False)]
+    random.Random(seed + 1).shuffle(accs)
+    return json.loads(json.dumps(combiner.extract(reduce(combiner.merge, accs)), sort_keys=True))
 
 
 def decode_ids(row, idx2str: list[str], skip=("<PAD>", "<START>", "<STOP>")) -> list[str]:

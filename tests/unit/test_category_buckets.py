@@ -17,6 +17,7 @@ import pytest
 
 from core.errors import ConfigError, DataError
 from storage import Artifact, Preprocessor, string_hash, vocab_store
+from tasks.combine import fit_batches
 from tasks.config_loader import parse_config
 from tasks.features import build_all
 from tasks.split import SPLIT_NAMES
@@ -38,7 +39,7 @@ def features():
 def fitted():
     o, h = features()
     train = pd.Series(TRAIN, dtype="string")
-    return (o, json.loads(json.dumps(o.finalize(o.fit_partial(train), {})))), (h, h.finalize(h.fit_partial(train), {}))
+    return (o, json.loads(json.dumps(fit_batches(o.fit_combiner({}), [train])))), (h, fit_batches(h.fit_combiner({}), [train]))
 
 
 # ---- the hash --------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from core.errors import ConfigError, DataError
 from flows.feature_contract import check_feature_type
 from storage import Artifact, Preprocessor
+from tasks.combine import fit_batches
 from tasks.config_loader import parse_config
 from tasks.features import build_all
 from tasks.features.category import CategoryFeature
@@ -25,11 +26,11 @@ def feature(**options) -> CategoryFeature:
 
 
 def prepared(f: CategoryFeature, raw: list) -> tuple[pd.Series, dict]:
-    """cast -> fill (as fill_missing does with the feature's state) -> finalize, like the pipeline."""
+    """cast -> fill (as fill_missing does with the feature's state) -> fit (extract), like the pipeline."""
     values = f.cast(pd.Series(raw, dtype=object), np.arange(len(raw)))
-    state = f.missing_state(f.missing_partial(values))
+    state = fit_batches(f.missing_combiner(), [values])
     filled = values.fillna(state["computed_fill_value"]) if state["computed_fill_value"] is not None else values
-    return filled, f.finalize(f.fit_partial(filled), state)
+    return filled, fit_batches(f.fit_combiner(state), [filled])
 
 
 @settings(max_examples=40, deadline=None)

@@ -19,9 +19,10 @@ from tests.unit.feature_helpers import feature
 def fit_number(f, x, nparts=1, seed=0):
     s = pd.Series(np.asarray(x, dtype=np.float64))
     parts = np.array_split(np.arange(len(s)), nparts)
-    partials = [f.fit_partial(s.iloc[p]) for p in parts]
-    random.Random(seed).shuffle(partials)
-    return f.finalize(reduce(f.merge, partials), {})
+    combiner = f.fit_combiner({})
+    accs = [combiner.add(combiner.create(), s.iloc[p]) for p in parts]
+    random.Random(seed).shuffle(accs)
+    return combiner.extract(reduce(combiner.merge, accs))
 
 
 def test_golden_quantile_bins():

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from core.errors import ConfigError
+from tasks.combine import fit_batches
 from tasks.config_loader import load_config, parse_config
 from tasks.features import build_all
 from tasks.features.binary import BinaryFeature, BinaryPreprocessing
@@ -75,7 +76,7 @@ def test_fallback_true_label_with_its_leading_space():
     f = BinaryFeature("income", "income", BinaryPreprocessing(fallback_true_label=" >50K"))
     raw = pd.Series([" <=50K", " >50K", " >50K", None], dtype="string")
     typed = f.cast(raw, np.arange(4))
-    state = f.missing_state(f.missing_partial(typed))
+    state = fit_batches(f.missing_combiner(), [typed])
     assert state["str2bool"] == {"<=50K": False, ">50K": True}
     assert f.normalize(typed, state, np.arange(4)).tolist()[:3] == [False, True, True]
 
@@ -184,7 +185,7 @@ def test_compatibility_ludwig_uses_ludwigs_symbols_ids_wrapping_and_defaults():
     # ludwig/utils/strings_utils.py: <EOS>=0, <SOS>=1, <PAD>=2, <UNK>=3, each row [<SOS>, ids..., <EOS>],
     # right-padded with <PAD>, L = longest row + 2; a missing value is filled with "<UNK>"
     raw = pd.Series(["a b c", "a b", None, "d"], dtype="string")
-    filled = raw.fillna(s.missing_state(s.missing_partial(raw))["computed_fill_value"])
+    filled = raw.fillna(fit_batches(s.missing_combiner(), [raw])["computed_fill_value"])
     meta = fit(s, filled)
     assert meta["idx2str"] == ["<EOS>", "<SOS>", "<PAD>", "<UNK>", "a", "b", "c", "d"]
     assert (meta["pad_idx"], meta["unk_idx"], meta["max_sequence_length"]) == (2, 3, 5)

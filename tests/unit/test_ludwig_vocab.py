@@ -37,14 +37,15 @@ def ludwig_vocabulary(rows: list[str], most_common: int) -> tuple[list[str], dic
 
 
 def fit_partitioned(feat, rows: list[str], npartitions: int, seed: int) -> dict:
-    """fit_partial over contiguous chunks that keep the input row positions as their index (as the vocab stage
+    """The fit combiner over contiguous chunks that keep the input row positions as their index (as the vocab stage
     gives them), merged in a shuffled order."""
     series = pd.Series(rows, dtype="string")
     cuts = sorted(random.Random(seed).sample(range(1, len(series)), min(npartitions - 1, len(series) - 1)))
     edges = [0, *cuts, len(series)]
-    partials = [feat.fit_partial(series.iloc[a:b]) for a, b in zip(edges, edges[1:], strict=False)]
-    random.Random(seed + 1).shuffle(partials)
-    return json.loads(json.dumps(feat.finalize(reduce(feat.merge, partials), {}), sort_keys=True))
+    combiner = feat.fit_combiner({})
+    accs = [combiner.add(combiner.create(), series.iloc[a:b]) for a, b in zip(edges, edges[1:], strict=False)]
+    random.Random(seed + 1).shuffle(accs)
+    return json.loads(json.dumps(combiner.extract(reduce(combiner.merge, accs)), sort_keys=True))
 
 
 tokens = st.sampled_from(["b", "a", "c", "d", "e", "zz", "<UNK>", "<PAD>"])

@@ -1,7 +1,8 @@
 """A custom feature type: hashed token ids with a domain tokenizer (hashtags and mentions kept whole).
 
 It follows the contract of the built-in types (``tasks.features.base.FeatureType``): ``cast``,
-missing-value hooks, a two-step fit (``fit_partial``/``merge``/``finalize`` -> JSON metadata),
+missing-value hooks, a fit with prepflow's one fit protocol (``tasks.combine``: ``create``/``add``/
+``merge``/``extract`` -> JSON metadata),
 ``encode`` and ``output_columns``. So prepflow publishes it, the encoded gate checks its ids
 (``id_ranges``) and the serving-time ``Preprocessor`` rebuilds it from the metadata.
 
@@ -64,18 +65,21 @@ class HashedTokens(FeatureType):
         return [pattern.findall(text) for text in texts]
 
     # ---- fit: only the longest row, so the width of the id matrix is known --------------------------
-    def fit_partial(self, values: pd.Series) -> dict:
+    def create(self) -> dict:
+        return {"max_length": 0, "tokens": 0}
+
+    def add(self, acc: dict, values: pd.Series) -> dict:
         lengths = [len(t) for t in self.tokens(values)]
-        return {"max_length": max(lengths, default=0), "tokens": sum(lengths)}
+        return self.merge(acc, {"max_length": max(lengths, default=0), "tokens": sum(lengths)})
 
     def merge(self, a: dict, b: dict) -> dict:
         return {"max_length": max(a["max_length"], b["max_length"]), "tokens": a["tokens"] + b["tokens"]}
 
-    def finalize(self, partial: dict, missing_state: dict) -> dict:
+    def extract(self, acc: dict, missing_state: dict) -> dict:
         o = self.options
         return {"num_buckets": o.num_buckets, "pattern": o.pattern, "lowercase": o.lowercase,
-                "max_sequence_length": max(1, min(partial["max_length"], o.max_sequence_length)),
-                "tokens_in_fit_rows": partial["tokens"]}
+                "max_sequence_length": max(1, min(acc["max_length"], o.max_sequence_length)),
+                "tokens_in_fit_rows": acc["tokens"]}
 
     # ---- encode ----------------------------------------------------------------------------------------
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:

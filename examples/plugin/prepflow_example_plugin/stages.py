@@ -66,8 +66,9 @@ class FrequencyParams(BaseModel):
 class FrequencyEncode(Stage):
     """Count encoding: each value -> its share of the fit rows (0.0 for a value not seen there).
 
-    Fitted like a built-in feature: ``fit_partial`` counts values per partition, ``merge`` adds the
-    counts (exact, so the partitioning does not matter), ``finalize`` keeps them with the total.
+    Fitted like a built-in feature (``tasks.combine``): ``create`` starts empty, ``add`` counts a
+    partition's values, ``merge`` adds the counts (exact, so the partitioning does not matter),
+    ``extract`` keeps them, sorted, with the total.
     The state is ``{"counts": {value: count}, "total": rows}``.
     """
 
@@ -83,10 +84,13 @@ class FrequencyEncode(Stage):
     def output(self) -> str:
         return next(iter(self.output_type))
 
-    def fit_partial(self, df: pd.DataFrame) -> dict:
+    def create(self) -> dict:
+        return {"counts": {}, "total": 0}
+
+    def add(self, acc: dict, df: pd.DataFrame) -> dict:
         values = df[self.params.column]
         counts = values.dropna().astype("string").value_counts(sort=False)
-        return {"counts": {str(k): int(v) for k, v in counts.items()}, "total": int(len(values))}
+        return self.merge(acc, {"counts": {str(k): int(v) for k, v in counts.items()}, "total": int(len(values))})
 
     def merge(self, a: dict, b: dict) -> dict:
         counts = dict(a["counts"])
@@ -94,8 +98,8 @@ class FrequencyEncode(Stage):
             counts[k] = counts.get(k, 0) + v
         return {"counts": counts, "total": a["total"] + b["total"]}
 
-    def finalize(self, partial: dict) -> dict:
-        return {"counts": dict(sorted(partial["counts"].items())), "total": partial["total"]}
+    def extract(self, acc: dict) -> dict:
+        return {"counts": dict(sorted(acc["counts"].items())), "total": acc["total"]}
 
     def transform(self, df: pd.DataFrame, state: dict) -> pd.DataFrame:
         values = df[self.params.column].astype("string")
