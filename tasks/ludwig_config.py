@@ -23,9 +23,13 @@ the schema validates a config, this module
 * drops the preprocessing options Ludwig resolves or uses on the model side only
   (``computed_fill_value``, ``cache_encoder_embeddings``, ``outlier_threshold``, ``ngram_size``,
   ``compute_idf``, ``prefetch_size``, the LLM's ``global_max_sequence_length``, ...), and those Ludwig options prepflow does not implement when
-  they hold Ludwig's no-op default (``outlier_strategy: null``, category ``lowercase: false``,
-  timeseries ``window_size: 0``, ...). Any other value of those is a
-  ``ConfigError`` naming the key: prepflow never silently changes what Ludwig would compute.
+  they hold Ludwig's no-op default (``outlier_strategy: null``, category ``lowercase: false``, ...).
+  Any other value of those is a ``ConfigError`` naming the key: prepflow never silently changes what
+  Ludwig would compute;
+* checks timeseries forecasting's sides as Ludwig's schemas do: ``window_size`` is an input feature's
+  option, ``horizon`` an output feature's; in ``defaults.timeseries.preprocessing`` each goes to the
+  timeseries features of its side only (Ludwig's defaults hold the input options). A flat
+  ``window_size`` on the feature (Ludwig's N-BEATS example) is an encoder/decoder parameter, as above.
 
 ``LUDWIG_DEFAULTS`` holds what ``compatibility: ludwig`` changes.
 
@@ -83,7 +87,7 @@ LUDWIG_ONLY: dict[str, dict[str, Any]] = {
     "bag": dict(_COMMON),
     "sequence": _TOKENS,
     "text": _TOKENS,
-    "timeseries": {**_COMMON, "window_size": (None, 0), "horizon": (None, 0)},
+    "timeseries": dict(_COMMON),
     "vector": dict(_COMMON),
     "date": dict(_COMMON),
     "image": {**_COMMON, "num_classes": ALWAYS, "infer_image_num_classes": ALWAYS},
@@ -132,7 +136,44 @@ def upgrade(data: dict, source: str = "config") -> dict:
             for i, feature in enumerate(features):
                 if isinstance(feature, dict):
                     _upgrade_feature(feature, f"{source}: {section}[{i}]")
+                    _check_forecasting_side(feature, section, f"{source}: {section}[{i}]")
+    _window_defaults_by_side(data)
     return data
+
+
+# timeseries forecasting: the option of each side (Ludwig's input and output preprocessing schemas)
+FORECASTING_SIDES = {"input_features": "window_size", "output_features": "horizon"}
+
+
+def _check_forecasting_side(feature: dict, section: str, where: str) -> None:
+    options = feature.get("preprocessing")
+    if feature.get("type") != "timeseries" or not isinstance(options, dict):
+        return
+    for side, key in FORECASTING_SIDES.items():
+        if side != section and options.get(key) not in (None, 0):
+            mine = FORECASTING_SIDES[section]
+            raise ConfigError(f"{where}.preprocessing.{key}: {key} is an {side.removesuffix('_features')} "
+                              f"feature's option (got {options[key]!r}); a timeseries "
+                              f"{section.removesuffix('_features')} feature forecasts with {mine}")
+
+
+def _window_defaults_by_side(data: dict) -> None:
+    """``defaults.timeseries.preprocessing``'s window_size/horizon onto the typed timeseries features of
+    their side that do not set them (defaults otherwise reach inputs and outputs alike)."""
+    block = (data.get("defaults") or {}).get("timeseries") if isinstance(data.get("defaults"), dict) else None
+    options = block.get("preprocessing") if isinstance(block, dict) else None
+    if not isinstance(options, dict):
+        return
+    for side, key in FORECASTING_SIDES.items():
+        value = options.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            continue  # absent, or left for validation to name under defaults
+        del options[key]
+        for feature in data.get(side) or []:
+            if isinstance(feature, dict) and feature.get("type") == "timeseries":
+                own = feature.setdefault("preprocessing", {})
+                if isinstance(own, dict):
+                    own.setdefault(key, value)
 
 
 def _upgrade_global(preprocessing: dict, data: dict) -> None:

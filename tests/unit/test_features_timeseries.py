@@ -62,3 +62,16 @@ def test_encode_gives_the_values_back(rows, limit, nparts):
         kept = np.asarray((r or [])[:width], dtype=np.float32)
         want[: len(kept)] = kept
         assert np.array_equal(got, want)
+
+
+def test_forecasting_options_are_recorded_for_ludwig_and_the_window_is_the_length():
+    # Ludwig's build_data reads window_size and horizon from the metadata's preprocessing (0: whole series)
+    options = feature("timeseries").options.model_dump()
+    assert (options["window_size"], options["horizon"]) == (0, 0)
+    f = feature("timeseries", window_size=3, timeseries_length_limit=2, padding="left", truncation="left")
+    assert f.options.timeseries_length_limit == 3  # Ludwig ignores the limit for windows
+    windows = ["0 0 1.5", "0 1.5 -2", "1.5 -2 4"]  # what tasks.timeseries_windows hands the feature
+    meta = fit(f, windows)
+    assert meta["max_timeseries_length"] == 3
+    assert f.encode(pd.Series(windows, dtype="string"), meta)["f"].tolist() == [[0, 0, 1.5], [0, 1.5, -2],
+                                                                                 [1.5, -2, 4]]

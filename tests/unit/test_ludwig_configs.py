@@ -19,9 +19,7 @@ from tasks.features.binary import BinaryFeature, BinaryPreprocessing
 from tests.unit.feature_helpers import feature, fit
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "ludwig_configs"
-UNSUPPORTED = {"forecasting.yaml": r"input_features\[0\]\.preprocessing\.window_size: Ludwig's option 'window_size' = 10 "
-                                   r"is not supported by prepflow's timeseries feature"}
-ACCEPTED = sorted(p.name for p in FIXTURES.glob("*.yaml") if p.name not in UNSUPPORTED)
+ACCEPTED = sorted(p.name for p in FIXTURES.glob("*.yaml"))  # every one: none is refused
 
 
 def test_the_fixtures_are_real_configs_with_their_source():
@@ -38,10 +36,22 @@ def test_ludwig_config_parses_unchanged(name):
     assert len(build_all(config)) == len(config.features)  # every typed feature builds with its options
 
 
-@pytest.mark.parametrize(("name", "error"), sorted(UNSUPPORTED.items()))
-def test_an_unsupported_ludwig_option_is_one_clear_error(name, error):
-    with pytest.raises(ConfigError, match=error):
-        load_config(FIXTURES / name)
+def test_forecasting_window_size_and_horizon_are_options_of_their_side():
+    features = {f.name: f for f in load_config(FIXTURES / "forecasting.yaml").features}
+    seattle, ahead = features["Seattle"], features["Seattle_next"]
+    assert (seattle.preprocessing["window_size"], seattle.preprocessing["horizon"]) == (10, 0)
+    assert (ahead.preprocessing["window_size"], ahead.preprocessing["horizon"]) == (0, 2)
+    assert ahead.source_column == "Seattle"
+    built = {f.name: f for f in build_all(load_config(FIXTURES / "forecasting.yaml"))}
+    assert built["Seattle"].options.window_width == 10 and built["Seattle_next"].options.window_width == 2
+
+
+def test_nbeats_flat_window_size_is_a_model_parameter_as_in_ludwig():
+    # Ludwig nests a flat feature key into the encoder (input) or decoder (output): no windowing, the
+    # history column holds whole series (tests/unit/test_timeseries_windows.py windows the forecasting example)
+    features = {f.name: f for f in load_config(FIXTURES / "nbeats_forecasting.yaml").features}
+    assert features["history"].preprocessing["window_size"] == 0
+    assert features["forecast"].preprocessing["horizon"] == 0 and features["forecast"].preprocessing["window_size"] == 0
 
 
 def _features(name: str) -> dict:
