@@ -8,6 +8,13 @@ string form by ``cast``). A token that is not a finite number is a ``DataError``
 ``timeseries_length_limit``. Longer rows lose their tail (``truncation: right``) or head
 (``left``); shorter rows are padded after (``padding: right``) or before (``left``) the values.
 A missing row is filled by default with ``""``: no values, i.e. all padding.
+
+Forecasting (Ludwig's options for a column with one number per row): ``window_size: w`` (an input
+feature) makes each row's series the column's values of the ``w - 1`` rows before it and its own,
+``horizon: h`` (an output feature) the values of the ``h`` rows after it (its own excluded), in input
+row order, positions before the first or after the last row holding ``padding_value``. Then ``L`` is
+``w`` (or ``h``): ``timeseries_length_limit``, ``padding`` and ``truncation`` do not apply, as in
+Ludwig. The windows are built over the whole table by ``tasks.timeseries_windows``.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from core.errors import DataError
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType
@@ -103,6 +110,44 @@ class TimeseriesPreprocessing(BasePreprocessing):
     padding: Literal["right", "left"] = "right"
     truncation: Literal["right", "left"] = "right"
     fill_value: Any = ""
+    window_size: int = Field(default=0, ge=0, description=(
+        "forecasting input: each row's series is the column's value in the window_size - 1 rows before it and its "
+        "own, in input row order (one number per row; Ludwig's window_size); 0: rows hold whole series"))
+    horizon: int = Field(default=0, ge=0, description=(
+        "forecasting output: each row's series is the column's value in the horizon rows after it, its own "
+        "excluded (one number per row; Ludwig's horizon); 0: rows hold whole series"))
+
+    @field_validator("horizon")
+    @classmethod
+    def _one_direction(cls, horizon: int, info: ValidationInfo) -> int:
+        window_size = info.data.get("window_size") or 0
+        if horizon and window_size:
+            raise ValueError(f"window_size ({window_size}, an input feature's option) and horizon (an output "
+                             "feature's option) exclude each other")
+        if (horizon or window_size) and not _one_number_or_none(info.data.get("fill_value")):
+            raise ValueError(f"with window_size or horizon each row holds one number, so fill_value must be one "
+                             f"number or '' (padding), got {info.data.get('fill_value')!r}")
+        return horizon
+
+    @property
+    def window_width(self) -> int:
+        """The length of a forecasting window (0: not windowed)."""
+        return self.window_size or self.horizon
+
+    @model_validator(mode="after")
+    def _window_is_the_length(self) -> "TimeseriesPreprocessing":
+        # Ludwig ignores timeseries_length_limit for windows: the series is exactly the window
+        if self.window_width and self.timeseries_length_limit < self.window_width:
+            self.timeseries_length_limit = self.window_width
+        return self
+
+
+def _one_number_or_none(value: Any) -> bool:
+    if value is None or isinstance(value, (int, float)) and not isinstance(value, bool):
+        return True
+    if isinstance(value, (list, tuple)):
+        return len(value) <= 1
+    return isinstance(value, str) and len(value.replace(",", " ").split()) <= 1
 
 
 class TimeseriesFeature(FeatureType):
