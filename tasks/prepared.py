@@ -1,18 +1,20 @@
 """The partitions every stage after fill_missing reads (balance, vocab, encode): typed, split-tagged,
 rows dropped, values filled, with the custom stages' transforms applied inside when the fill states
-hold a stage plan (``tasks.custom_stages``)."""
+hold a stage plan (``tasks.custom_stages``). Timeseries forecasting windows, which read other rows, are
+added to the raw partitions first (``tasks.timeseries_windows``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from tasks import custom_stages, frame
+from tasks import custom_stages, frame, timeseries_windows
 from tasks.custom_plan import STATES_KEY
 from tasks.features.base import FeatureType
 
 
 def filled_partitions(parts: list, features: list[FeatureType], assign: np.ndarray, states: dict) -> list:
     """Delayed ``frame.Prepared`` partitions of the ingested ``parts``."""
+    parts, features = timeseries_windows.add_windows(parts, features, states)
     if STATES_KEY in states:
         return custom_stages.filled_partitions(parts, features, assign, states)
     return frame.filled_partitions(parts, features, assign, states)
