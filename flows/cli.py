@@ -320,7 +320,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 # ---- transcode -----------------------------------------------------------------------------------------
 
 def _setup_transcode(p: argparse.ArgumentParser) -> None:
-    p.add_argument("feature_spec", help="an NVIDIA DeepLearningExamples FeatureSpec YAML with CSV chunks")
+    p.add_argument("feature_spec", help="an NVIDIA DeepLearningExamples FeatureSpec YAML whose chunks are csv, "
+                                        "split_binary (NVIDIA's raw binary files), npy or parquet (what prepflow "
+                                        "publishes)")
     p.add_argument("--output", required=True, help="artifact root folder or URL")
     p.add_argument("--cache-dir", default=".prepflow-cache", help="stage cache folder (default .prepflow-cache)")
     p.add_argument("--normalization", default="none", choices=["none", "zscore", "minmax", "iq", "log1p"],
