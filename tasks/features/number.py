@@ -131,7 +131,7 @@ class NumberFeature(FeatureType):
             batch["values"] = x
         if "sketch" in acc:
             batch["sketch"] = QuantileSketch.from_values(x)
-        return self.merge(acc, batch)
+        return batch if acc["n"] == 0 else self.merge(acc, batch)  # n == 0: acc is create()'s, nothing to merge
 
     def merge(self, a: dict, b: dict) -> dict:
         out = {"n": a["n"] + b["n"], "sum": a["sum"].merge(b["sum"]), "sumsq": a["sumsq"].merge(b["sumsq"]),
