@@ -183,6 +183,12 @@ class TimeseriesFeature(FeatureType):
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
         self.check_fitted(metadata)
         numbers, tokens = parse_numbers(self, values, self.options.tokenizer)
+        width = self.options.window_width
+        if width and (short := np.flatnonzero(tokens.lengths != width)).size:
+            option = "window_size" if self.options.window_size else "horizon"
+            raise DataError(f"row {int(values.index[short[0]]) + 1}, column '{self.column}': {self.describe()} "
+                            f"({option} {width}) encodes series of {width} values, which the pipeline builds from "
+                            f"the whole column; got {values.iloc[short[0]]!r} (to serve, pass each row's series)")
         out = pad(numbers, tokens.offsets, metadata["max_timeseries_length"], fill=self.options.padding_value,
                   dtype=np.float32, padding=self.options.padding, truncation=self.options.truncation)
         return {self.name: out}

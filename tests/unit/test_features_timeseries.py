@@ -75,3 +75,11 @@ def test_forecasting_options_are_recorded_for_ludwig_and_the_window_is_the_lengt
     assert meta["max_timeseries_length"] == 3
     assert f.encode(pd.Series(windows, dtype="string"), meta)["f"].tolist() == [[0, 0, 1.5], [0, 1.5, -2],
                                                                                  [1.5, -2, 4]]
+
+
+def test_a_windowed_feature_encodes_only_whole_windows():
+    f = feature("timeseries", window_size=3)
+    meta = {"max_timeseries_length": 3}
+    with pytest.raises(DataError, match=r"^row 6, column 'f': timeseries feature 'f' \(window_size 3\) encodes series "
+                                        r"of 3 values, which the pipeline builds from the whole column; got '2.5'"):
+        f.encode(pd.Series(["1 2 3", "2.5"], dtype="string", index=[4, 5]), meta)

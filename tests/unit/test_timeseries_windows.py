@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from core.errors import ConfigError, DataError
 from storage.artifact import Artifact
+from storage.preprocessor import Preprocessor
 from tasks import frame, timeseries_windows
 from tasks.config_loader import parse_config
 from tasks.features import build_all
@@ -261,3 +262,13 @@ def test_a_window_longer_than_the_length_limit_is_the_length():
     f = windowed_feature(window_size=300)
     assert f.options.timeseries_length_limit == 300 and f.options.window_width == 300
     assert windowed_feature(window_size=3).options.timeseries_length_limit == 256
+
+
+def test_serving_a_forecasting_artifact_takes_each_rows_series(tmp_path):
+    _, art = _forecast(tmp_path, 1)
+    pre = Preprocessor.load(art.path)
+    window = " ".join(str(280 + i) for i in range(10))
+    got = pre.transform({"Seattle": [window], "datetime": ["2013-01-01 00:00:00"]}, outputs=False)
+    assert got["Seattle"].tolist() == [[280 + i for i in range(10)]]
+    with pytest.raises(DataError, match=r"row 1, column 'Seattle': .*\(window_size 10\) encodes series of 10 values"):
+        pre.transform({"Seattle": ["280.5"], "datetime": ["2013-01-01 00:00:00"]}, outputs=False)
