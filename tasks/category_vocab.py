@@ -22,10 +22,10 @@ the stage's other per-partition work (each partition is prepared once):
    (``extract``) only gathers the features' metadata and names the files: it never holds every
    distinct value (a feature's inline vocabulary, at most ``INLINE_MAX`` ids, is part of its metadata).
 
-The same fit as the category type's combiner (``tasks.combine``; ``CategoryFeature.create``/``add``/``merge``/
-``extract`` in memory), at scale: step 1 does the per-partition ``create`` + ``add`` (value counts, as Arrow), steps
-2-3 the ``merge`` (exact sums, each reducer over its own values), step 4 the ``extract``
-(``CategoryFeature.vocabulary_metadata`` of the global candidates).
+This is the category type's combiner (``tasks.combine``: ``CategoryFeature.create``/``add``/``merge``/
+``extract`` over ``(value, count)`` tables) run at scale: step 1 is its per-partition ``create`` + ``add``,
+steps 2-3 its ``merge`` (exact sums, each reducer over its own values), step 4 its ``extract``
+(``Candidates`` and ``CategoryFeature.vocabulary_metadata``).
 
 Only values that can still enter the vocabulary reach step 4. Every step is exact integer
 counting and a total order, so the vocabulary does not depend on the partitioning, S or the
@@ -62,13 +62,14 @@ def _meta() -> pd.DataFrame:
 
 
 def partition_counts(prepared, features: list[CategoryFeature], fit_on: str) -> pd.DataFrame:
-    """``(feature index, value, count)`` of every feature's non-null fit values in one partition."""
+    """``(feature index, value, count)`` of every feature's non-null fit values in one partition: each
+    feature's combiner ``add(create(), values)``."""
     fit = frame.prepared_fit_rows(prepared, fit_on)
     pieces = []
     for i, f in enumerate(features):
-        vc = pc.value_counts(as_strings(fit[f.name]).drop_null())
-        values, counts = vc.field("values"), vc.field("counts").cast(pa.int64())
-        pieces.append(pa.table({FEATURE: pa.array(np.full(len(values), i, np.int32)), VALUE: values, COUNT: counts}))
+        acc = f.add(f.create(), fit[f.name])
+        pieces.append(pa.table({FEATURE: pa.array(np.full(acc.num_rows, i, np.int32)), VALUE: acc["value"],
+                                COUNT: acc["count"]}))
     if not pieces:
         return _meta()
     table = pa.concat_tables(pieces)

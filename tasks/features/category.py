@@ -54,7 +54,7 @@ from pydantic import Field, model_validator
 
 from core.errors import ConfigError, DataError, NotFittedError
 from storage import string_hash
-from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, first_bad, merge_counts
+from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, first_bad
 
 UNK = "<UNK>"
 INLINE_MAX = 100_000  # ids; a larger vocabulary is stored as Parquet (vocab stage); changing it: bump vocab.CODE_VERSION
@@ -268,26 +268,27 @@ class CategoryFeature(FeatureType):
         options = {"encoded": True, "cardinality": n, "out_of_range_id": self.options.out_of_range_id}
         return {"vocab_size": n, "encoded": True, "cardinality": n, "preprocessing": options}
 
-    # ---- fit (in memory; tasks.category_vocab is the same at scale) ---------------------------------
-    def create(self) -> dict:
-        return {}
+    # ---- fit: a combiner over (value, count) tables; tasks.category_vocab runs it at scale --------------
+    def create(self) -> pa.Table:
+        return pa.table({"value": pa.array([], pa.string()), "count": pa.array([], pa.int64())})
 
-    def add(self, counts: dict, values: pd.Series) -> dict:
+    def add(self, acc: pa.Table, values: pd.Series) -> pa.Table:
         if not self.needs_vocabulary:
-            return counts
-        vc = values.dropna().value_counts(sort=False)
-        return merge_counts(counts, {str(k): int(v) for k, v in vc.items()})
+            return acc
+        vc = pc.value_counts(as_strings(values).drop_null())
+        batch = pa.table({"value": vc.field("values").cast(pa.string()), "count": vc.field("counts").cast(pa.int64())})
+        return batch if acc.num_rows == 0 else self.merge(acc, batch)
 
-    def merge(self, a: dict, b: dict) -> dict:
-        return merge_counts(a, b)
+    def merge(self, a: pa.Table, b: pa.Table) -> pa.Table:
+        summed = pa.concat_tables([a, b]).group_by("value").aggregate([("count", "sum")])
+        return pa.table({"value": summed["value"], "count": summed["count_sum"]})  # any order: extract sorts
 
-    def extract(self, counts: dict, missing_state: dict) -> dict:
+    def extract(self, acc: pa.Table, missing_state: dict) -> dict:
         if self.hashed:
             return self.hashed_metadata()
         if self.encoded:
             return self.encoded_metadata()
-        values = pa.array(list(counts), type=pa.string())
-        return self.vocabulary_metadata(Candidates.reduce(values, np.fromiter(counts.values(), np.int64, len(counts)),
+        return self.vocabulary_metadata(Candidates.reduce(acc["value"].combine_chunks(), acc["count"].to_numpy(),
                                                           self.options))
 
     def hashed_metadata(self) -> dict:
