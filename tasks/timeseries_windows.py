@@ -62,11 +62,12 @@ def window_column(feature: FeatureType) -> str:
 @dataclass(frozen=True)
 class Windows:
     """One feature's windows: ``padded`` is its series with NaN around it, ``position`` each input row's
-    place in the series (-1: dropped), ``start`` the offset of a row's window in ``padded``."""
+    place in the series (-1: dropped; None: the row number itself, nothing dropped), ``start`` the offset of
+    a row's window in ``padded``."""
 
     column: str
     padded: np.ndarray  # float64
-    position: np.ndarray  # int64, indexed by input row
+    position: np.ndarray | None  # int64, indexed by input row
     start: int
     width: int
     padding_value: float
@@ -147,15 +148,17 @@ def build(feature: TimeseriesFeature, rows: np.ndarray, values: np.ndarray, miss
     before, after = max(-start, 0), max(start + width - 1, 0)
     after = max(after, width - before - len(line))  # at least one window's length (a series with no rows)
     padded = np.concatenate([np.full(before, np.nan), line, np.full(after, np.nan)])
-    position = np.full(int(rows.max()) + 1 if len(rows) else 0, -1, dtype=np.int64)
-    position[rows] = place
+    position = None
+    if not np.array_equal(place, rows):
+        position = np.full(int(rows.max()) + 1 if len(rows) else 0, -1, dtype=np.int64)
+        position[rows] = place
     return Windows(window_column(feature), padded, position, start + before, width, float(opts.padding_value),
                    ", " if opts.tokenizer == "comma" else " ")
 
 
 def window_strings(w: Windows, rows: np.ndarray) -> pd.Series:
     """The windows of input ``rows`` as strings of numbers (null for a dropped row)."""
-    place = w.position[rows]
+    place = rows if w.position is None else w.position[rows]
     kept = place >= 0
     view = np.lib.stride_tricks.sliding_window_view(w.padded, w.width)
     block = view[place[kept] + w.start]
@@ -186,7 +189,8 @@ def add_windows(parts: list, features: list[FeatureType], states: dict) -> tuple
     # dask: heavy, imported when first used (as tasks.frame does): a reused artifact's run reads no data
     from dask import delayed
 
-    read = compute([delayed(_read)(p, shared(chosen)) for p in parts])
+    some = shared(chosen)
+    read = compute([delayed(_read)(p, some) for p in parts])
     first: dict[str, str] = {}  # column -> the first feature reading it, whose strategy Ludwig applies
     for f in features:
         first.setdefault(f.column, f.name)
