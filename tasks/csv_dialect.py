@@ -208,9 +208,11 @@ def sniff(path: str, fmt: str = "csv", delimiter: str | None = None, sample: byt
     return Dialect(sniffed, terminator, "sniffed", compression_of(path))
 
 
-def header(path: str, fmt: str = "csv", delimiter: str | None = None) -> tuple[list[str], Dialect]:
-    """The header's column names and the dialect (errors name the file)."""
-    sample = head(path)
+def header(path: str, fmt: str = "csv", delimiter: str | None = None,
+           sample: bytes | None = None) -> tuple[list[str], Dialect]:
+    """The header's column names and the dialect (errors name the file); ``sample``: the file's ``head``,
+    if the caller has it already."""
+    sample = head(path) if sample is None else sample
     if not sample.strip():
         raise DataError(f"{path}: the file is empty; expected a header line and data rows")
     dialect = sniff(path, fmt, delimiter, sample)

@@ -9,14 +9,15 @@ assignment and the published row order depend on it, never on partitioning.
 The dataset fingerprint is the sha256 of the file's bytes (streamed), so a moved or copied
 file keeps its cache entries and a one-byte edit invalidates them.
 
+CSV/TSV (a file, a folder or a glob) is read by Dask tasks, a large file by byte ranges
+(``tasks.ingest_csv``), Parquet by row groups (``tasks.ingest_parts``); the other formats in this process.
+
 When pyarrow's fast reader rejects the file, a slow pure-Python pass locates the problem and
 the error names the file, line and column.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import itertools
 import json
 from pathlib import Path
@@ -29,7 +30,7 @@ from core.code_version import module_version
 from core.errors import DataError
 from storage.fs import open_input
 from storage.hashing import hash_stream
-from tasks import csv_dialect, ingest_frame, ingest_parts
+from tasks import csv_dialect, ingest_csv, ingest_frame, ingest_parts
 from tasks.dataset_info import detect_format
 from tasks.ingest_common import ROW
 from tasks.ingest_common import check_columns as _check_columns
@@ -59,22 +60,12 @@ def fingerprint(path: str) -> str:
 
 # ---- readers: each yields pyarrow RecordBatches with exactly the requested columns -------------
 
-def _pa_type(kind: str) -> pa.DataType:
-    return pa.float64() if kind == "float64" else pa.string()
-
-
 def _read_csv(path: str, spec: IngestSpec, delimiter: str | None = None):
     """CSV/TSV through pyarrow's reader, in the dialect ``tasks.csv_dialect`` finds in the file (``delimiter``:
     the config's override): the delimiter, the row terminator (a CR inside an LF file is data), compression."""
     available, dialect = csv_dialect.header(path, spec.format, delimiter)
     _check_columns(path, available, spec.columns)
-    convert = pacsv.ConvertOptions(
-        column_types={c: _pa_type(k) for c, k in spec.columns.items()},
-        include_columns=list(spec.columns),
-        strings_can_be_null=True,
-        null_values=["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"],
-    )
-    parse = pacsv.ParseOptions(delimiter=dialect.delimiter, quote_char=dialect.quote, newlines_in_values=True)
+    parse, convert = ingest_csv.read_options(spec, dialect)
     try:
         if csv_dialect.needs_escape(path, dialect):  # pyarrow would end a row at a CR (LF) that is data
             data, escape = csv_dialect.escaped_bytes(path, dialect)
@@ -104,40 +95,7 @@ def _locate_csv_problem(path: str, dialect, spec: IngestSpec, arrow_message: str
     """Slow path: find the line and column pyarrow choked on; the message says how the file was read."""
     with csv_dialect.open_stream(path) as fh:
         raw = bytes(fh.read())
-    how = dialect.describe()
-    try:
-        raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\r" if dialect.terminator == "\r" else b"\n") + 1
-        return DataError(f"{path}: line {line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
-                         "re-save the file as UTF-8")
-    text = "\n".join(csv_dialect.sample_rows(raw, dialect.terminator, limit=1 << 62))
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=dialect.delimiter, quotechar=dialect.quote,
-                        strict=True)
-    try:
-        header = next(reader)
-        for record in reader:
-            line = reader.line_num
-            if not record:  # a blank line
-                continue
-            if len(record) != len(header):
-                return DataError(f"{path}: line {line}: expected {len(header)} fields, got {len(record)} "
-                                 f"(ragged row or an unbalanced quote; {how})")
-            for col, kind in spec.columns.items():
-                if kind != "float64":
-                    continue
-                value = record[header.index(col)].strip()
-                if value in ("", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"):
-                    continue
-                try:
-                    float(value)
-                except ValueError:
-                    return DataError(f"{path}: line {line}, column '{col}': expected a number, got {value!r}")
-    except csv.Error as exc:
-        return DataError(f"{path}: line {reader.line_num}: malformed CSV ({exc}; {how})")
-    if text.count('"') % 2:
-        return DataError(f"{path}: unbalanced quote character (\") somewhere in the file ({how})")
-    return DataError(f"{path}: cannot parse as CSV ({how}): {arrow_message}")
+    return ingest_csv.locate_problem(path, raw, dialect, spec, arrow_message)
 
 
 def _read_jsonl(path: str, spec: IngestSpec):
@@ -266,6 +224,8 @@ def run(ctx, fingerprint_hex: str | None = None):
     def compute(out: Path) -> Statistics:
         if ingest_parts.handles(spec):  # Parquet (a file, folder or glob): row groups read by Dask tasks
             rows = ingest_parts.write_parts(ctx.dataset, spec, out / "data", PART_ROWS)
+        elif ingest_csv.handles(spec):  # CSV/TSV (a file, folder or glob): byte ranges read by Dask tasks
+            rows = ingest_csv.write_parts(ctx.dataset, spec, out / "data", read_batches)
         else:  # the other formats in this process, a folder's or glob's files one after the other
             files = ingest_parts.dataset_files(ctx.dataset)
             rows = write_parts(itertools.chain.from_iterable(read_batches(f, spec) for f in files), spec,
