@@ -30,7 +30,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from expectations import results
+from expectations import gx_suites, results
 from expectations.suites import PARTIAL_UNEXPECTED_COUNT
 
 NUMBER_PATTERN = r"^\s*(?:[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[Nn][Aa][Nn]?|[Nn][Uu][Ll][Ll]|[Nn]one)?\s*$"
@@ -74,7 +74,11 @@ class Kernel:
     type: str = ""
 
     def __init__(self, kwargs: dict, columns: list[str]):
-        self.kwargs = {k: v for k, v in kwargs.items() if v is not None}
+        # as GX reports them: without None and without the defaults (mostly 1, strict bounds off)
+        self.kwargs = {k: v for k, v in kwargs.items() if v is not None and not (k == "mostly" and v == 1)
+                       and not (k in ("strict_min", "strict_max") and v is False)}
+        if "mostly" in self.kwargs:
+            self.kwargs["mostly"] = float(self.kwargs["mostly"])
         self.table_columns = list(columns)
         self.column = kwargs.get("column")
 
@@ -306,9 +310,242 @@ class ValuesToBeUnique(Kernel):
         return results.map_result(rows, missing, count, values, results.clean(index), self.kwargs.get("mostly", 1.0))
 
 
+class ValuesToBeNull(Kernel):
+    type = "expect_column_values_to_be_null"
+
+    def partial(self, frame):
+        col = frame[self.column]
+        nonnull = col.notna().to_numpy(dtype=bool)
+        first = np.flatnonzero(nonnull)[:PARTIAL_UNEXPECTED_COUNT]
+        return {"rows": len(col), "unexpected": int(nonnull.sum()), "values": col.iloc[first].tolist(),
+                "index": col.index[first].tolist()}
+
+    result = ValuesToNotBeNull.result
+
+
+class ValuesToBeInSet(_RowWise):
+    """GX: ``column.isin(value_set)`` on the non-null values (the same pandas call, per partition)."""
+
+    type = "expect_column_values_to_be_in_set"
+
+    def unexpected(self, values):
+        return ~values.isin(self.kwargs["value_set"]).to_numpy(dtype=bool)
+
+
+class ValuesToNotBeInSet(_RowWise):
+    type = "expect_column_values_to_not_be_in_set"
+
+    def unexpected(self, values):
+        return values.isin(self.kwargs["value_set"]).to_numpy(dtype=bool)
+
+
+class ValuesToMatchUserRegex(_RowWise):
+    """A user's regex: GX's own pandas call (``astype(str).str.contains``) on the non-null values, so
+    that the regex engine is the one GX uses on that dtype."""
+
+    type = "expect_column_values_to_match_regex"
+
+    def unexpected(self, values):
+        return ~values.astype(str).str.contains(self.kwargs["regex"]).to_numpy(dtype=bool)
+
+
+class ValuesToNotMatchUserRegex(_RowWise):
+    type = "expect_column_values_to_not_match_regex"
+
+    def unexpected(self, values):
+        return values.astype(str).str.contains(self.kwargs["regex"]).to_numpy(dtype=bool)
+
+
+class ValueLengthsToBeBetween(_RowWise):
+    """GX: the lengths of ``astype(str)``, compared with the (optionally strict) bounds."""
+
+    type = "expect_column_value_lengths_to_be_between"
+
+    def unexpected(self, values):
+        kw = self.kwargs
+        lengths = values.astype(str).str.len().to_numpy(dtype=np.int64)
+        low, high = kw.get("min_value"), kw.get("max_value")
+        inside = np.ones(len(lengths), dtype=bool)
+        if low is not None:
+            inside &= lengths > low if kw.get("strict_min") else lengths >= low
+        if high is not None:
+            inside &= lengths < high if kw.get("strict_max") else lengths <= high
+        return ~inside
+
+
+class ValueLengthsToEqual(_RowWise):
+    type = "expect_column_value_lengths_to_equal"
+
+    def reported_kwargs(self):
+        return {**self.kwargs, "value": float(self.kwargs["value"])}
+
+    def unexpected(self, values):
+        return values.astype(str).str.len().to_numpy(dtype=np.int64) != self.kwargs["value"]
+
+
+class TableRowCountToBeBetween(Kernel):
+    type = "expect_table_row_count_to_be_between"
+
+    def partial(self, frame):
+        return len(frame)
+
+    def result(self, partials):
+        rows = int(sum(partials))
+        kw = self.kwargs
+        return results.between(rows, kw.get("min_value"), kw.get("max_value"), kw.get("strict_min", False),
+                               kw.get("strict_max", False)), {"observed_value": rows}
+
+
+class _ColumnAggregate(Kernel):
+    """An aggregate GX computes with one pandas call on the whole column, nulls included (``mean``,
+    ``min``, ``max``, ``sum``): each partition gives its column, the merge concatenates them (in row
+    order, so the same values in the same order as GX's frame) and makes the same call, so float
+    sums round as GX's. A column that is not numeric is left to GX (``fallback``)."""
+
+    method = ""
+
+    def reported_kwargs(self):
+        return {k: _float_bound(v) if k in ("min_value", "max_value") else v for k, v in self.kwargs.items()}
+
+    def partial(self, frame):
+        return frame[self.column]
+
+    def merge(self, partials):
+        if self.absent is None and partials and not all(is_numeric(p.dtype) for p in partials):
+            return self.fallback(partials)
+        return super().merge(partials)
+
+    def fallback(self, partials):
+        column = pd.concat(partials) if len(partials) > 1 else partials[0]
+        [out] = gx_suites.validate_frame([{"type": self.type, "kwargs": dict(self.kwargs)}],
+                                         column.to_frame(self.column))
+        return results.from_gx(out)
+
+    def result(self, partials):
+        column = pd.concat(partials) if len(partials) > 1 else partials[0]
+        value = getattr(column, self.method)()
+        if value is None or pd.isnull(value):
+            return False, {"observed_value": None}
+        kw = self.kwargs
+        return results.between(value, kw.get("min_value"), kw.get("max_value"), kw.get("strict_min", False),
+                               kw.get("strict_max", False)), {"observed_value": value}
+
+
+class ColumnMeanToBeBetween(_ColumnAggregate):
+    type = "expect_column_mean_to_be_between"
+    method = "mean"
+
+
+class ColumnMinToBeBetween(_ColumnAggregate):
+    type = "expect_column_min_to_be_between"
+    method = "min"
+
+
+class ColumnMaxToBeBetween(_ColumnAggregate):
+    type = "expect_column_max_to_be_between"
+    method = "max"
+
+
+class ColumnSumToBeBetween(_ColumnAggregate):
+    type = "expect_column_sum_to_be_between"
+    method = "sum"
+
+
 KERNELS: dict[str, type[Kernel]] = {k.type: k for k in (
     ColumnToExist, TableRowCountToEqual, ProportionOfNonNull, DistinctValuesToContainSet, ValuesToBeBetween,
     ValuesToMatchRegex, ValuesToNotBeNull, ValuesToBeUnique)}
+
+
+# ---- user suites ---------------------------------------------------------------------------------
+
+def _num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
+
+
+def _bounds_ok(kw: dict) -> bool:
+    low, high = kw.get("min_value"), kw.get("max_value")
+    return ((low is None or _num(low)) and (high is None or _num(high)) and (low is not None or high is not None)
+            and (low is None or high is None or low <= high)
+            and all(isinstance(kw.get(k, False), bool) for k in ("strict_min", "strict_max")))
+
+
+def _mostly_ok(kw: dict) -> bool:
+    return "mostly" not in kw or (_num(kw["mostly"]) and 0 <= kw["mostly"] <= 1)
+
+
+def _scalar_set(kw: dict) -> bool:
+    values = kw.get("value_set")
+    return isinstance(values, list) and all(v is None or isinstance(v, (str, int, float)) for v in values)
+
+
+def _number_set(kw: dict) -> bool:
+    """Numbers only: GX lists the missing ones in its set's order, which is sorted for numbers only
+    (for strings it varies with Python's hash seed, so GX runs those)."""
+    values = kw.get("value_set")
+    return isinstance(values, list) and all(_num(v) for v in values)
+
+
+def _regex_ok(kw: dict) -> bool:
+    try:
+        re.compile(kw.get("regex"))
+    except (TypeError, re.error):
+        return False
+    return True
+
+
+_ROW = {"column", "mostly"}
+_BOUNDS = {"min_value", "max_value", "strict_min", "strict_max"}
+# user expectation type -> (kernel, the kwargs it takes, a check of their values); anything else
+# (row_condition, result_format, a suite parameter, an odd value) runs on GX.
+USER_KERNELS: dict[str, tuple[type[Kernel], set[str], Any]] = {
+    "expect_column_to_exist": (ColumnToExist, {"column"}, lambda kw: True),
+    "expect_table_row_count_to_equal": (TableRowCountToEqual, {"value"},
+                                        lambda kw: isinstance(kw.get("value"), int) and not isinstance(
+                                            kw["value"], bool)),
+    "expect_table_row_count_to_be_between": (TableRowCountToBeBetween, _BOUNDS, lambda kw: _bounds_ok(kw) and all(
+        v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in (kw.get("min_value"),
+                                                                                kw.get("max_value")))),
+    "expect_column_values_to_not_be_null": (ValuesToNotBeNull, _ROW, _mostly_ok),
+    "expect_column_values_to_be_null": (ValuesToBeNull, _ROW, _mostly_ok),
+    "expect_column_values_to_be_between": (ValuesToBeBetween, _ROW | _BOUNDS,
+                                           lambda kw: _mostly_ok(kw) and _bounds_ok(kw)),
+    "expect_column_values_to_be_in_set": (ValuesToBeInSet, _ROW | {"value_set"},
+                                          lambda kw: _mostly_ok(kw) and _scalar_set(kw)),
+    "expect_column_values_to_not_be_in_set": (ValuesToNotBeInSet, _ROW | {"value_set"},
+                                              lambda kw: _mostly_ok(kw) and _scalar_set(kw)),
+    "expect_column_values_to_match_regex": (ValuesToMatchUserRegex, _ROW | {"regex"},
+                                            lambda kw: _mostly_ok(kw) and _regex_ok(kw)),
+    "expect_column_values_to_not_match_regex": (ValuesToNotMatchUserRegex, _ROW | {"regex"},
+                                                lambda kw: _mostly_ok(kw) and _regex_ok(kw)),
+    "expect_column_value_lengths_to_be_between": (ValueLengthsToBeBetween, _ROW | _BOUNDS, lambda kw: _mostly_ok(
+        kw) and _bounds_ok(kw) and all(v is None or isinstance(v, int) for v in (kw.get("min_value"),
+                                                                                   kw.get("max_value")))),
+    "expect_column_value_lengths_to_equal": (ValueLengthsToEqual, _ROW | {"value"}, lambda kw: _mostly_ok(kw) and (
+        isinstance(kw.get("value"), int) and not isinstance(kw["value"], bool))),
+    "expect_column_values_to_be_unique": (ValuesToBeUnique, _ROW, _mostly_ok),
+    "expect_column_proportion_of_non_null_values_to_be_between": (ProportionOfNonNull, {"column"} | _BOUNDS,
+                                                                  _bounds_ok),
+    "expect_column_distinct_values_to_contain_set": (DistinctValuesToContainSet, {"column", "value_set"},
+                                                     _number_set),
+    "expect_column_mean_to_be_between": (ColumnMeanToBeBetween, {"column"} | _BOUNDS, _bounds_ok),
+    "expect_column_min_to_be_between": (ColumnMinToBeBetween, {"column"} | _BOUNDS, _bounds_ok),
+    "expect_column_max_to_be_between": (ColumnMaxToBeBetween, {"column"} | _BOUNDS, _bounds_ok),
+    "expect_column_sum_to_be_between": (ColumnSumToBeBetween, {"column"} | _BOUNDS, _bounds_ok),
+}
+
+
+def user_kernel(expectation: dict, columns: list[str]) -> Kernel | None:
+    """The kernel that runs a user's expectation exactly as GX would, or None when GX must run it (a type
+    or kwargs prepflow has no kernel for). GX checks the kwargs of the ones it runs; the kwargs a kernel
+    takes are checked here, strictly enough that GX would accept them too."""
+    spec = USER_KERNELS.get(expectation.get("type"))
+    kwargs = expectation.get("kwargs") or {}
+    if spec is None or not set(kwargs) <= spec[1]:
+        return None
+    kernel, _keys, valid = spec
+    if "column" in spec[1] and not isinstance(kwargs.get("column"), str):
+        return None
+    return kernel(kwargs, columns) if valid(kwargs) else None
 
 
 def kernels(suite: dict, columns: list[str]) -> list[Kernel]:

@@ -1,11 +1,14 @@
-"""Run expectation suites on Dask partitions: prepflow's generated suites on its own kernels, user
-suites through Great Expectations' public API (``expectations.gx_suites``).
+"""Run expectation suites on Dask partitions: prepflow's generated suites on its own kernels; of a user
+suite, every expectation with a kernel (``kernels.user_kernel``: the common types, with the kwargs a
+kernel takes) on the kernels too, and only the others through Great Expectations' public API
+(``expectations.gx_suites``), on the columns they name.
 
 One Dask task per partition computes every suite's per-partition part (the kernels' partials and
 GX's row-wise results); a user suite with expectations that need the whole table adds one task over
 all partitions. The merge runs where ``run`` is called and handles small values only (counts, the
 first unexpected values, sorted keys for uniqueness). GX is imported only when a user suite has
-expectations: a run with the generated suites alone never imports it.
+expectations without a kernel: a run with the generated suites alone, or with user suites the kernels
+cover, never imports it.
 
 Partitions must carry a global index (row numbers), so that unexpected indices are those of the
 whole table, and come in row order.
@@ -25,16 +28,42 @@ def _partition(frame: pd.DataFrame, checks: list, plans: list, first: bool) -> t
             gx_suites.scan(plans, frame, first) if plans else [])
 
 
+def split_user_suite(suite: dict, columns: list[str]) -> tuple[list, dict]:
+    """``([(position, kernel)], GX's part)``: the expectations of a user suite that run on kernels, and
+    the suite holding the others (in suite order), which GX runs."""
+    kernel_run, rest = [], []
+    for i, exp in enumerate(suite["expectations"]):
+        kernel = kernels.user_kernel(exp, columns)
+        if kernel is None:
+            rest.append(exp)
+        else:
+            kernel_run.append((i, kernel))
+    return kernel_run, {**suite, "expectations": rest}
+
+
+def needs_gx(suite: dict, columns: list[str] | None = None) -> bool:
+    """Whether a user suite has an expectation that only GX runs (``columns`` unknown: none missing)."""
+    return any(kernels.user_kernel(e, columns or []) is None for e in suite["expectations"])
+
+
 def run(named: list[tuple[str, dict]], parts: list, columns: list[str], scheduler=None) -> list[dict]:
     """Run ``(source, suite JSON)`` pairs on ``parts`` (pandas frames or Dask delayed frames, in row
     order, with a global index) whose columns are ``columns``: one suite entry each
     (``expectations.results.suite_entry``). ``scheduler``: Dask's (default: the active one)."""
-    generated = [(i, kernels.kernels(s, columns)) for i, (_src, s) in enumerate(named) if is_generated(s)]
-    user = [(i, s) for i, (_src, s) in enumerate(named) if not is_generated(s) and s["expectations"]]
+    groups: list[tuple[int, list[int] | None, list]] = []  # (suite index, positions or None: all, kernels)
+    user: list[tuple[int, dict]] = []  # (suite index, the part GX runs)
+    for i, (_src, s) in enumerate(named):
+        if is_generated(s):
+            groups.append((i, None, kernels.kernels(s, columns)))
+        elif s["expectations"]:
+            kernel_run, rest = split_user_suite(s, columns)
+            groups.append((i, [k for k, _c in kernel_run], [c for _k, c in kernel_run]))
+            if rest["expectations"]:
+                user.append((i, rest))
     plans = []
     if user:  # GX is imported (by gx_suites, on first use) only for these
         plans = [gx_suites.Plan(s, columns) for _i, s in user]
-    checks = [c for _i, c in generated]
+    checks = [c for _i, _pos, c in groups]
     if not parts:
         parts = [pd.DataFrame({c: pd.Series([], dtype=object) for c in columns})]
     tasks = [dask.delayed(_partition)(p, checks, plans, i == 0) for i, p in enumerate(parts)]
@@ -44,9 +73,12 @@ def run(named: list[tuple[str, dict]], parts: list, columns: list[str], schedule
     scanned = computed[:len(parts)]
     whole = computed[len(parts)] if len(computed) > len(parts) else [[] for _ in plans]
 
-    out: list = [None] * len(named)
-    for k, (i, group) in enumerate(generated):
-        out[i] = kernels.merge(group, [s[0][k] for s in scanned]) if scanned else kernels.merge(group, [])
-    for k, (i, _suite) in enumerate(user):
-        out[i] = gx_suites.merge(plans[k], [s[1][k] for s in scanned], whole[k])
-    return [results.suite_entry(s["name"], src, out[i] or []) for i, (src, s) in enumerate(named)]
+    out: list[list] = [[None] * len(s["expectations"]) for _src, s in named]
+    for k, (i, positions, group) in enumerate(groups):
+        merged = kernels.merge(group, [s[0][k] for s in scanned]) if scanned else kernels.merge(group, [])
+        for j, r in enumerate(merged):
+            out[i][positions[j] if positions is not None else j] = r
+    for k, (i, _rest) in enumerate(user):
+        gx_out = iter(gx_suites.merge(plans[k], [s[1][k] for s in scanned], whole[k]))
+        out[i] = [r if r is not None else next(gx_out) for r in out[i]]
+    return [results.suite_entry(s["name"], src, out[i]) for i, (src, s) in enumerate(named)]

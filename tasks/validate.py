@@ -13,8 +13,9 @@ Two gates, each a cached stage:
 Each gate runs prepflow's generated suite (``validation.generated``, default on) and the user suites
 the config names (``validation: {raw: path-or-list, encoded: ..., on_failure: fail|warn}``; paths
 relative to the working directory), through ``expectations.runner``: the generated suites on
-prepflow's numpy/pyarrow kernels (``expectations.kernels``, no GX import), the user suites through
-Great Expectations' public API (``expectations.gx_suites``). Generated suites:
+prepflow's numpy/pyarrow kernels (``expectations.kernels``, no GX import), the user suites' common
+expectation types on those kernels too (results equal to GX's) and the others through Great
+Expectations' public API (``expectations.gx_suites``). Generated suites:
 
 * raw: every declared column exists; a number feature stored as text matches a number pattern (text
   formats are read as float64 already, so there it holds by construction); every output feature
@@ -89,11 +90,17 @@ def suites_key(config_json: dict) -> dict:
 
 def preload(config, local: bool | None = None) -> None:
     """Start importing Great Expectations in a background thread when a user suite will need it, so
-    that its ~3 s import overlaps the stages before the first gate. Without a user suite nothing is
-    imported: prepflow's generated suites run on its own kernels. ``local``: whether Dask runs in this
-    process (with a cluster, the workers import GX themselves, so nothing is preloaded here)."""
-    if (config.validation.raw or config.validation.encoded) and local is not False:
+    that its ~3 s import overlaps the stages before the first gate. Otherwise nothing is imported:
+    prepflow's generated suites, and the user expectations with a kernel, run on prepflow's kernels.
+    ``local``: whether Dask runs in this process (with a cluster, the workers import GX themselves,
+    so nothing is preloaded here)."""
+    if needs_gx(config) and local is not False:
         gx_suites.preload()
+
+
+def needs_gx(config) -> bool:
+    """Whether a user suite the config names has an expectation that only GX runs."""
+    return any(runner.needs_gx(suite) for gate in GATES for _path, suite in user_suites(config, gate))
 
 
 def check_config(config) -> None:
@@ -302,15 +309,16 @@ VIEWS = {"raw": raw_view, "encoded": encoded_view}
 
 def run_suites(named: list[tuple[str, dict]], parts: list, columns: list[str], scheduler=None) -> list[dict]:
     """Run ``(source, suite JSON)`` pairs on the partitions (``expectations.runner.run``); GX is imported
-    only for a user suite with expectations, whose kwargs GX checks first (``ConfigError`` naming the
-    file). ``scheduler``: Dask's (default: the active one, a distributed Client if set)."""
-    user = [(src, s) for src, s in named if not is_generated(s) and s["expectations"]]
-    if user:
-        try:
-            for src, suite in user:
-                gx_suites.check(suite, src)
-        except SuiteError as exc:
-            raise ConfigError(str(exc)) from None
+    only for the expectations of user suites that have no kernel (``runner.split_user_suite``), whose
+    kwargs GX checks first (``ConfigError`` naming the file). ``scheduler``: Dask's (default: the active one, a distributed Client if set)."""
+    user = [(src, runner.split_user_suite(s, columns)[1]) for src, s in named
+            if not is_generated(s) and s["expectations"]]
+    try:
+        for src, rest in user:
+            if rest["expectations"]:
+                gx_suites.check(rest, src)
+    except SuiteError as exc:
+        raise ConfigError(str(exc)) from None
     return runner.run(named, parts, columns, scheduler=scheduler)
 
 
@@ -494,7 +502,7 @@ def validate_dataset(dataset: str, configs: list[str] = (), suites: list[str] = 
     loaded = [(str(c), load_config(c)) for c in configs]
     for _path, config in loaded:
         check_config(config)
-    if named or any(c.validation.raw for _p, c in loaded):
+    if any(runner.needs_gx(s) for _p, s in named) or any(needs_gx(c) for _p, c in loaded):
         gx_suites.preload()  # GX's import overlaps the ingest
     runs = list(loaded)
     if named:
