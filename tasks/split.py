@@ -34,8 +34,10 @@ import pandas as pd
 
 from core.code_version import module_version
 from core.errors import ConfigError, DataError
+from storage.fs import write_at
 from tasks import degenerate
 from tasks.constants import SPLIT_NAMES
+from tasks.dask_run import compute as dask_compute
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 FIXED_VALUES = {"0": 0, "1": 1, "2": 2, "train": 0, "training": 0, "validation": 1, "val": 1, "valid": 1,
@@ -93,6 +95,112 @@ def random_split(active: np.ndarray, probabilities: list[float], seed: int) -> n
     for split_id, end in ((1, ends[1]), (0, ends[0])):
         split[keys < chosen[end] if end < n else slice(None)] = split_id
     return split
+
+
+# ---- random (and sampling) on the workers ---------------------------------------------------------------
+# The random split and the sampling are functions of the row numbers alone: a row is kept when its sampling
+# hash is below the ``keep``-th smallest of all rows' (``sample_mask``), and its split is fixed by where its
+# split hash falls among the kept rows' (``random_split``). Those order statistics are found without any
+# per-row array in the flow process: Dask tasks over ranges of row numbers histogram the hashes' top
+# ``BUCKET_BITS`` bits (summed in a tree of tasks), the flow picks the bucket holding each wanted rank, the
+# tasks return the few hashes in those buckets, and the flow selects the exact value. Then each task writes
+# its rows' split ids into ``split.npy`` at their offset (preallocated with ``np.save``'s header), so the
+# file's bytes equal those of the in-process ``random_split``.
+
+SPLIT_CHUNK_ROWS = 1 << 20  # row numbers per task (a task holds a few arrays of 8 bytes per row)
+BUCKET_BITS = 16
+
+
+def _chunks(n: int) -> list[tuple[int, int]]:
+    return [(lo, min(lo + SPLIT_CHUNK_ROWS, n)) for lo in range(0, n, SPLIT_CHUNK_ROWS)]
+
+
+def _kept(rows: np.ndarray, sample: tuple[int, int] | None) -> np.ndarray:
+    """The rows a sample keeps: ``sample`` = (sample seed, the threshold hash), None: every row."""
+    if sample is None:
+        return rows
+    return rows[mix64(sample[0] ^ 0x5A5A, rows) < np.uint64(sample[1])]
+
+
+def _hashes(seed: int, lo: int, hi: int, sample: tuple[int, int] | None) -> np.ndarray:
+    return mix64(seed, _kept(np.arange(lo, hi, dtype=np.int64), sample))
+
+
+def _histogram(seed: int, lo: int, hi: int, sample) -> np.ndarray:
+    top = (_hashes(seed, lo, hi, sample) >> np.uint64(64 - BUCKET_BITS)).astype(np.intp)
+    return np.bincount(top, minlength=1 << BUCKET_BITS).astype(np.int64)
+
+
+def _add(*histograms: np.ndarray) -> np.ndarray:
+    return np.sum(histograms, axis=0)
+
+
+def _in_buckets(seed: int, lo: int, hi: int, sample, buckets: tuple[int, ...]) -> list[np.ndarray]:
+    keys = _hashes(seed, lo, hi, sample)
+    top = keys >> np.uint64(64 - BUCKET_BITS)
+    return [keys[top == np.uint64(b)] for b in buckets]
+
+
+def select_hashes(seed: int, n: int, sample, ranks: list[int]) -> list[int]:
+    """The ``ranks``-th smallest (0-based) of ``mix64(seed, row)`` over the rows ``_kept`` of ``range(n)``,
+    by Dask tasks; the flow holds one histogram and the hashes of the buckets it needs."""
+    from dask import delayed  # dask: heavy, imported when first used (a reused artifact's run reads no data)
+
+    if not ranks:
+        return []
+    chunks = _chunks(n)
+    level = [delayed(_histogram)(seed, lo, hi, sample) for lo, hi in chunks]
+    while len(level) > 1:  # summed on the workers: the flow receives one histogram
+        level = [delayed(_add)(*level[i:i + 8]) for i in range(0, len(level), 8)]
+    histogram = dask_compute(level)[0]
+    ends = np.cumsum(histogram)
+    buckets = [int(np.searchsorted(ends, r, side="right")) for r in ranks]
+    wanted = tuple(sorted(set(buckets)))
+    pieces = dask_compute([delayed(_in_buckets)(seed, lo, hi, sample, wanted) for lo, hi in chunks])
+    out = []
+    for r, b in zip(ranks, buckets, strict=True):
+        j = wanted.index(b)
+        keys = np.sort(np.concatenate([p[j] for p in pieces]))
+        out.append(int(keys[r - int(ends[b] - histogram[b])]))
+    return out
+
+
+def _write_random(path: str, offset: int, lo: int, hi: int, seed: int, sample, thresholds) -> None:
+    """Rows ``[lo, hi)``'s split ids (-1: not sampled) written into ``split.npy`` at their place.
+    ``thresholds``: the (train, validation) hash bounds, None for "every row"."""
+    rows = np.arange(lo, hi, dtype=np.int64)
+    out = np.full(hi - lo, -1, dtype=np.int8)
+    kept = _kept(rows, sample)
+    keys = mix64(seed, kept)
+    split = np.full(len(keys), 2, dtype=np.int8)
+    for split_id, bound in ((1, thresholds[1]), (0, thresholds[0])):
+        split[keys < np.uint64(bound) if bound is not None else slice(None)] = split_id
+    out[kept - lo] = split
+    write_at(path, out, offset + lo)
+
+
+def random_on_workers(n: int, probabilities: list[float], seed: int, ratio: float, size: int | None,
+                      sample_seed: int, path: Path) -> tuple[int, list[int]]:
+    """``split.npy`` of the sampling and random split of ``n`` rows, written by Dask tasks: the same bytes as
+    ``np.save`` of ``sample_mask`` + ``random_split``. Returns (kept rows, rows per split)."""
+    from dask import delayed  # dask: heavy, imported when first used (a reused artifact's run reads no data)
+
+    keep = n if size is None else min(size, n)
+    keep = min(keep, int(round(n * ratio))) if ratio < 1.0 else keep
+    sample = None
+    if keep < n:  # kept: a sampling hash below the keep-th smallest (sample_mask's argsort, distinct hashes)
+        sample = (sample_seed, select_hashes(sample_seed ^ 0x5A5A, n, None, [keep])[0])
+    counts = split_counts(keep, probabilities)
+    ends = [counts[0], counts[0] + counts[1]]
+    inside = [e for e in ends if e < keep]
+    bounds = dict(zip(inside, select_hashes(seed, n, sample, inside), strict=True))
+    thresholds = (bounds.get(ends[0]), bounds.get(ends[1]))
+    array = np.lib.format.open_memmap(path, mode="w+", dtype=np.int8, shape=(n,))  # np.save's header, sparse
+    offset = array.offset
+    del array
+    dask_compute([delayed(_write_random)(str(path), offset, lo, hi, seed, sample, thresholds)
+                  for lo, hi in _chunks(n)])
+    return keep, counts
 
 
 def fixed_split(values: pd.Series, rows: np.ndarray, column: str) -> np.ndarray:
@@ -350,7 +458,10 @@ def hash_split(values: pd.Series, rows: np.ndarray, probabilities: list[float], 
 
 
 def check_nonempty(assign: np.ndarray, probabilities: list[float]) -> None:
-    active = int((assign >= 0).sum())
+    check_active(int((assign >= 0).sum()), probabilities)
+
+
+def check_active(active: int, probabilities: list[float]) -> None:
     if active < 3 and sum(1 for p in probabilities if p > 0) > active:
         raise DataError(f"the dataset has {active} row(s) after sampling; a split with probabilities "
                         f"{probabilities} needs at least 3 rows")
@@ -381,23 +492,28 @@ def run(ctx, ingest):
 
     def compute(out: Path) -> Statistics:
         n = ingest_mod.num_rows(ingest.path)
+        stats = Statistics()
+        if split.type == "random":  # on the workers: no per-row array in this process
+            kept, counts = random_on_workers(n, split.probabilities, split.seed, pre.sample_ratio, pre.sample_size,
+                                             pre.sample_seed, out / "split.npy")
+            check_active(kept, split.probabilities)
+            degenerate.check(ctx, ingest.path, Assignment(out / "split.npy"))  # warns or raises
+            for i, name in enumerate(SPLIT_NAMES):
+                stats.counter(f"split.rows.{name}", counts[i])
+            stats.counter("split.rows_not_sampled", n - kept)
+            return stats
         keep = sample_mask(n, pre.sample_ratio, pre.sample_size, pre.sample_seed)
         assign = np.full(n, -1, dtype=np.int8)
-        active = np.flatnonzero(keep)
-        if split.type == "random":
-            assign[active] = random_split(active, split.probabilities, split.seed)
-        else:
-            parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
-            results = frame.compute([delayed(_column_of)(p, split.column) for p in parts])
-            rows = np.concatenate([r[0] for r in results])
-            values = pd.concat([r[1] for r in results], ignore_index=True)
-            kept = keep[rows]
-            rows, values = rows[kept], values[kept].reset_index(drop=True)
-            assign[rows] = fn(values, rows, split, hints)
+        parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
+        results = frame.compute([delayed(_column_of)(p, split.column) for p in parts])
+        rows = np.concatenate([r[0] for r in results])
+        values = pd.concat([r[1] for r in results], ignore_index=True)
+        kept = keep[rows]
+        rows, values = rows[kept], values[kept].reset_index(drop=True)
+        assign[rows] = fn(values, rows, split, hints)
         check_nonempty(assign, split.probabilities)
         degenerate.check(ctx, ingest.path, assign)  # before the entry is written: warns or raises
         np.save(out / "split.npy", assign)
-        stats = Statistics()
         for i, name in enumerate(SPLIT_NAMES):
             stats.counter(f"split.rows.{name}", int((assign == i).sum()))
         stats.counter("split.rows_not_sampled", int((assign < 0).sum()))
@@ -430,8 +546,65 @@ def _column_of(pdf: pd.DataFrame, column: str):
     return pdf[ROW].to_numpy(dtype=np.int64), pdf[column].reset_index(drop=True)
 
 
-def load(split_result) -> np.ndarray:
-    return np.load(Path(split_result.path) / "split.npy", mmap_mode="r")
+class Assignment:
+    """``split.npy`` where it is used: indexing, ``len``, comparisons and ``np.asarray`` memory-map the file
+    (in the process that does it); pickled, it is its path. So a stage that hands it to its Dask tasks
+    sends a path, not one byte per row, and the flow process reads it only where it asks for the array."""
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        self._array: np.ndarray | None = None
+
+    def _load(self) -> np.ndarray:
+        if self._array is None:
+            self._array = np.load(self.path, mmap_mode="r")
+        return self._array
+
+    def __reduce__(self):
+        return (Assignment, (self.path,))
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def __getitem__(self, key):
+        return self._load()[key]
+
+    def __array__(self, dtype=None, copy=None):
+        array = self._load()
+        return array if dtype is None else array.astype(dtype)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._load().shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._load().dtype
+
+    def __eq__(self, other):
+        return self._load() == other
+
+    def __ne__(self, other):
+        return self._load() != other
+
+    def __lt__(self, other):
+        return self._load() < other
+
+    def __le__(self, other):
+        return self._load() <= other
+
+    def __gt__(self, other):
+        return self._load() > other
+
+    def __ge__(self, other):
+        return self._load() >= other
+
+    __hash__ = None
+
+
+def load(split_result) -> Assignment:
+    """The split of every input row (int8: 0/1/2, -1 not sampled), as an ``Assignment`` of ``split.npy``."""
+    return Assignment(Path(split_result.path) / "split.npy")
 
 
 # split type -> fn(values of the split column for the kept rows, their row numbers, SplitConfig, hints)
