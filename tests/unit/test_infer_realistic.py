@@ -57,7 +57,7 @@ def flights(n: int = 5000) -> pd.DataFrame:
         "TailNum": [f"N{i}{c}" for i, c in zip(RNG.integers(100, 999, n), carriers, strict=True)],
         "DepTime": RNG.integers(1, 2400, n), "DepDelay": np.round(RNG.normal(5, 30, n)),
         "Origin": RNG.choice(["ATL", "ORD", "DFW", "LAX", "JFK", "SFO", "SEA"], n), "Distance": RNG.integers(80, 2700, n),
-        "Cancelled": (RNG.random(n) < 0.02).astype(int), "user_id": RNG.permutation(10**8)[:n] + 10**8,
+        "Cancelled": (RNG.random(n) < 0.02).astype(int), "user_id": RNG.choice(10**8, n, replace=False) + 10**8,
         "booked_at_ms": RNG.integers(1_500_000_000_000, 1_560_000_000_000, n),
     })
 
