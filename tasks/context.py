@@ -109,15 +109,18 @@ def run_cached(ctx: RunContext, stage: str, code_version: str, parents: list[str
                compute: Callable[[Path], Statistics]) -> StageResult:
     """Return the cached entry for this key, or run ``compute(tmp_dir)`` and store it atomically."""
     start = time.perf_counter()
+    progress.started(stage)  # the CLI's "started" line
     key = cache_key(stage, code_version, parents, config_slice)
     hit = ctx.cache.get(stage, key)
     if hit is not None:
         ctx.cache.sweep_once(stage)  # leftovers of killed runs, though this stage writes nothing
         stats = json.loads((hit / STATS_FILE).read_text()) if (hit / STATS_FILE).exists() else {}
+        progress.finished(stage, time.perf_counter() - start, True, stats)
         return StageResult(stage, key, str(hit), True, time.perf_counter() - start, stats)
     with ctx.cache.writer(stage, key) as tmp, progress.stage(stage):
         stats = compute(tmp)
         (tmp / STATS_FILE).write_text(json.dumps(stats.to_json(), sort_keys=True))
         pause_point(stage)
+    progress.finished(stage, time.perf_counter() - start, False, stats.to_json())
     return StageResult(stage, key, str(ctx.cache.path(stage, key)), False, time.perf_counter() - start,
                        stats.to_json())
