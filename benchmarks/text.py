@@ -5,7 +5,7 @@ synthetic vocabulary of ``--vocab`` words drawn with a Zipf(1.3) distribution; t
 capitalized and every text ends with a period, so lower-casing and punctuation splitting matter.
 
 Timed, on the same pandas string Series the encode stage hands a feature (``--chunk`` rows at a
-time, as Dask partitions would be; fit = ``fit_partial`` per chunk + ``merge`` + ``finalize``):
+time, as Dask partitions would be; fit = the feature's combiner: ``create`` + ``add`` per chunk, ``merge``, ``extract``):
 
 * ``text`` (output_mode int, Ludwig defaults: space_punct tokenizer, lowercase): fit; encode word
   ids only; encode word + char ids (both published columns);
@@ -21,12 +21,14 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from functools import reduce
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from tasks import combine
+from tasks.features.text import TextFeature, TextPreprocessing
 
 
 def generate(rows: int, vocab_size: int, seed: int = 0) -> pd.Series:
@@ -61,8 +63,7 @@ def timed(label: str, rows: int, fn, results: list) -> object:
 
 
 def fit(feature, parts: list[pd.Series]) -> dict:
-    partials = [feature.fit_partial(p) for p in parts]
-    return feature.finalize(reduce(feature.merge, partials), {})
+    return combine.fit_batches(feature.fit_combiner({}), parts)
 
 
 def encode_all(feature, meta: dict, parts: list[pd.Series]) -> None:
@@ -71,8 +72,6 @@ def encode_all(feature, meta: dict, parts: list[pd.Series]) -> None:
 
 
 def main() -> None:
-    from tasks.features.text import TextFeature, TextPreprocessing
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--chunk", type=int, default=100_000)
