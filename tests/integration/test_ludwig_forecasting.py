@@ -35,30 +35,35 @@ def temperatures(n: int = 400, seed: int = 5) -> pd.DataFrame:
                          "Seattle": values})
 
 
-def ludwig_preprocess(venv: Path, csv: Path, work: Path) -> tuple[dict, dict[str, np.ndarray]]:
+def ludwig_preprocess(venv: Path, csv: Path, work: Path, config: Path = CONFIG,
+                      features: tuple[str, ...] = tuple(FEATURES)) -> tuple[dict, dict[str, np.ndarray]]:
     work.mkdir()
     data = work / "temperature.csv"
     data.write_bytes(csv.read_bytes())
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1"}
     env.pop("PYTHONPATH", None)
     proc = subprocess.run([str(venv / "bin" / "ludwig"), "preprocess", "--dataset", str(data),
-                           "--preprocessing_config", str(CONFIG), "--random_seed", "42", "--logging_level", "warning"],
+                           "--preprocessing_config", str(config), "--random_seed", "42", "--logging_level", "warning"],
                           cwd=work, env=env, capture_output=True, text=True, timeout=900, check=False)
     if proc.returncode != 0:
         pytest.fail(f"ludwig preprocess exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
     splits = ["training", "validation", "test"]
     files = [str(work / f"temperature.{s}.hdf5") for s in splits]
-    subprocess.run([str(venv / "bin" / "python"), str(READ_BACK), str(work), ",".join(FEATURES), *files], check=True)
+    subprocess.run([str(venv / "bin" / "python"), str(READ_BACK), str(work), ",".join(features), *files], check=True)
     parts = [dict(np.load(work / f"{s}.npz")) for s in splits]
     return (json.loads((work / "temperature.meta.json").read_text()),
-            {name: np.concatenate([p[name] for p in parts]) for name in FEATURES})
+            {name: np.concatenate([p[name] for p in parts]) for name in features})
 
 
-def test_ludwig_preprocess_gives_prepflows_forecasting_windows(tmp_path):
+@pytest.fixture(scope="module")
+def venv() -> Path:
     try:
-        venv = ensure_venv()
+        return ensure_venv()
     except LudwigVenvError as exc:
         pytest.fail(f"cannot build the Ludwig virtualenv: {exc}")
+
+
+def test_ludwig_preprocess_gives_prepflows_forecasting_windows(venv, tmp_path):
     df = temperatures()
     csv = write_csv(df, tmp_path / "temperature.csv")
     result = run(yaml.safe_load(CONFIG.read_text()), csv, tmp_path, npartitions=3)  # the example, unchanged
@@ -72,3 +77,22 @@ def test_ludwig_preprocess_gives_prepflows_forecasting_windows(tmp_path):
     for name in FEATURES:
         assert meta[name]["max_timeseries_length"] == art.metadata[name]["max_timeseries_length"]
         np.testing.assert_array_equal(ours[name], theirs[name].astype(np.float32), err_msg=name)
+
+
+def test_an_output_alone_on_its_column_drops_missing_rows_and_skips_them_as_ludwig(venv, tmp_path):
+    # Ludwig's output default drop_row: the missing rows leave the series before it is shifted, then the dataset
+    config = {"input_features": [{"name": "hour", "type": "number"}],
+              "output_features": [{"name": "ahead", "type": "timeseries", "column": "Seattle",
+                                   "preprocessing": {"horizon": 3}}],
+              "preprocessing": {"split": {"type": "datetime", "column": "datetime"}}}
+    path = tmp_path / "ahead.yaml"
+    path.write_text(yaml.safe_dump(config))
+    df = temperatures(seed=6)
+    df["hour"] = np.arange(len(df)) % 24
+    csv = write_csv(df, tmp_path / "temperature.csv")
+    art = Artifact.open(run(config, csv, tmp_path, npartitions=3).artifact["artifact_path"])
+    rows = np.concatenate([art.read_split(s)["__row__"] for s in art.splits])
+    ahead = np.concatenate([art.read_split(s)["ahead"] for s in art.splits])[np.argsort(rows)]
+    assert len(rows) == int(df["Seattle"].notna().sum())
+    _, theirs = ludwig_preprocess(venv, csv, tmp_path / "ludwig", path, ("hour", "ahead"))
+    np.testing.assert_array_equal(ahead, theirs["ahead"].astype(np.float32))
