@@ -205,6 +205,12 @@ def _order(planned: list[PlannedStage]) -> list[PlannedStage]:
 
 def _check_signatures(order: list[PlannedStage]) -> None:
     for p in order:
+        if p.stage.fits:  # it defines add: a fitted stage is a whole combiner (tasks.combine)
+            missing = [m for m in ("create", "merge") if getattr(type(p.stage), m) is getattr(Stage, m)]
+            if missing:
+                raise InvalidTypeSignatureError(f"{p.stage.describe()} defines add (it fits) but not "
+                                                f"{' or '.join(missing)}: a fitted stage defines create, add and "
+                                                "merge (extract defaults to the accumulator)")
         for attr, what in (("input_type", "input"), ("output_type", "output")):
             declared = getattr(p.stage, attr, None)
             if not isinstance(declared, Mapping) or not all(isinstance(k, str) and k for k in declared):

@@ -100,6 +100,13 @@ class Centered(Stage):
         return df.assign(distance_centered=df["distance"] - state["mean"])
 
 
+class AddOnly(Centered):
+    """Defines ``add`` but inherits ``Stage``'s create and merge: a fit that cannot start or merge."""
+
+    create = Stage.create
+    merge = Stage.merge
+
+
 class WrongDtype(Stage):
     """Declares a float output but returns strings on the partition that holds input row 50."""
 

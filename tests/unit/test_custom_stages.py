@@ -189,6 +189,9 @@ def test_invalid_type_signature():
         plan(config([typed({"distance": "flaot64"}, {"x": "float64"})], [{"name": "x", "type": "number"}]))
     with pytest.raises(InvalidTypeSignatureError, match=r"output_type must be a mapping"):
         plan(config([typed({"distance": "float64"}, ["x"])], [{"name": "x", "type": "number"}]))
+    with pytest.raises(InvalidTypeSignatureError, match=r"stage 'add_only' .* defines add \(it fits\) but not "
+                                                        r"create or merge"):
+        plan(config([{"uses": f"{H}:AddOnly"}], [{"name": "distance_centered", "type": "number"}]))
 
 
 def test_untyped_feature_on_a_made_column():
