@@ -129,14 +129,18 @@ def test_cli_config_error_exits_2_without_traceback(cli, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_cli_data_error_exits_1_without_traceback(cli, tmp_path):
+# the in-process runner of the same stage graph in the fast lane; through Prefect's flow and local
+# server (~20-30 s to start) in the integration lane
+@pytest.mark.parametrize("prefect", ["off", pytest.param("local-server", marks=pytest.mark.integration)])
+def test_cli_data_error_exits_1_without_traceback(cli, tmp_path, prefect):
     data = tmp_path / "d.csv"
     data.write_bytes(b"age,city,label\n1,a,0\nold,b,1\n")
     config = tmp_path / "c.yaml"
     import yaml
 
     config.write_text(yaml.safe_dump(CONFIG))
-    result = cli("run", config, "--dataset", data, "--output", tmp_path / "out", "--cache-dir", tmp_path / "cache")
+    result = cli("run", config, "--dataset", data, "--output", tmp_path / "out", "--cache-dir", tmp_path / "cache",
+                 env={"PREPFLOW_PREFECT": prefect})
     assert result.returncode == 1, result.stderr
     assert "prepflow: error:" in result.stderr and "column 'age': expected a number, got 'old'" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout

@@ -96,13 +96,26 @@ def assert_same(kernel_results: list[dict], reference: list[dict]) -> None:
         assert mine == gx, (mine, gx)
 
 
-@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(frames(), st.tuples(st.integers(-6, 0), st.integers(1, 30)))
-def test_kernels_equal_gx_on_the_whole_frame(data, bounds):
+def check_kernels_equal_gx(data, bounds) -> None:
     frame, cuts = data
     suite = generated_suite(len(frame), bounds)
     [entry] = runner.run([("generated:raw", suite)], cut(frame, cuts), list(frame.columns), scheduler="sync")
     assert_same(entry["results"], gx_whole_frame(suite, frame))
+
+
+# GX validates each example's ~70 expectations in ~1-3 CPU s: the fast lane draws a few frames, CI's
+# integration lane many more (below).
+@settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(frames(), st.tuples(st.integers(-6, 0), st.integers(1, 30)))
+def test_kernels_equal_gx_on_the_whole_frame(data, bounds):
+    check_kernels_equal_gx(data, bounds)
+
+
+@pytest.mark.integration
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(frames(), st.tuples(st.integers(-6, 0), st.integers(1, 30)))
+def test_kernels_equal_gx_on_many_frames(data, bounds):
+    check_kernels_equal_gx(data, bounds)
 
 
 def test_the_comparison_is_not_vacuous():

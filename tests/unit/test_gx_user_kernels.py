@@ -122,9 +122,7 @@ def test_every_kernel_type_is_drawn():
     assert drawn == set(kernels.USER_KERNELS)
 
 
-@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(frames(), st.data())
-def test_user_kernels_equal_gx_on_the_whole_frame(data, draw):
+def check_user_kernels_equal_gx(data, draw) -> None:
     frame, cuts = data
     suite = draw.draw(suites(len(frame)))
     columns = list(frame.columns)
@@ -134,6 +132,21 @@ def test_user_kernels_equal_gx_on_the_whole_frame(data, draw):
     reference = gx_whole_frame(suite, frame)
     for mine, gx, exp in zip(entry["results"], reference, suite["expectations"], strict=True):
         assert mine == gx, (exp, mine, gx)
+
+
+# GX validates each example's ~75 expectations in a few CPU seconds: the fast lane draws a few frames,
+# CI's integration lane many more.
+@settings(max_examples=4, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(frames(), st.data())
+def test_user_kernels_equal_gx_on_the_whole_frame(data, draw):
+    check_user_kernels_equal_gx(data, draw)
+
+
+@pytest.mark.integration
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(frames(), st.data())
+def test_user_kernels_equal_gx_on_many_frames(data, draw):
+    check_user_kernels_equal_gx(data, draw)
 
 
 def test_the_comparison_is_not_vacuous():
