@@ -74,6 +74,7 @@ def test_temp_names_match_and_finished_names_never_do():
     assert [n for n in kept if media.TEMP_NAME.fullmatch(n)] == []
 
 
+@pytest.mark.integration  # writer subprocesses SIGKILLed or held mid-write: 8-24 s on the fast lane
 def test_a_sigkilled_ingest_s_staging_folder_is_removed_by_the_next_run_and_stored_values_are_kept(tmp_path):
     """A real pipeline run of a DataFrame killed while ingest stores its in-memory values (one locked
     staging folder per media folder); the next run removes it and keeps every value stored before."""
@@ -96,6 +97,7 @@ def test_a_sigkilled_ingest_s_staging_folder_is_removed_by_the_next_run_and_stor
         assert {k: after[f][k] for k in files} == files
 
 
+@pytest.mark.integration  # writer subprocesses SIGKILLed or held mid-write: 8-24 s on the fast lane
 def test_a_sigkilled_single_store_is_removed_by_the_next_write_once_per_process(tmp_path):
     folder = tmp_path / media.MEDIA_DIR / "im"
     ref = store_value(str(tmp_path), "im", pixels(0))  # this process's first write into the folder
@@ -111,6 +113,7 @@ def test_a_sigkilled_single_store_is_removed_by_the_next_write_once_per_process(
     assert ref == f"{media.CACHE_REF}im/{next(iter(kept))}"
 
 
+@pytest.mark.integration  # writer subprocesses SIGKILLed or held mid-write: 8-24 s on the fast lane
 @pytest.mark.parametrize("batched", [False, True])
 def test_a_live_writer_s_temporary_file_is_kept(batched, tmp_path):
     data, root = tmp_path / "data", tmp_path / "run"
@@ -138,6 +141,7 @@ def test_a_live_writer_s_temporary_file_is_kept(batched, tmp_path):
     assert len(finished(folder)) == 2
 
 
+@pytest.mark.integration  # writer subprocesses SIGKILLed or held mid-write: 8-24 s on the fast lane
 def test_sigkilled_memmap_builds_are_removed_by_the_next_build_a_live_one_is_kept_and_built_memmaps_never(tmp_path):
     data = make_dataset(tmp_path / "data", n=10)
     art_path = run(config("lazy_cached", height=8, width=8), data, tmp_path).artifact["artifact_path"]

@@ -164,6 +164,7 @@ def test_live_cache_writer_folder_is_kept_and_then_published(tmp_path):
     assert leftovers(cache / "encode") == []
 
 
+@pytest.mark.integration  # writer subprocesses SIGKILLed or held mid-write: 8-24 s on the fast lane
 @pytest.mark.parametrize("stage", ["encode", "publish"])
 def test_next_run_removes_what_a_sigkilled_run_left(stage, dataset, tmp_path):
     """A real pipeline run killed with its stage half-written (the crash-test pause hook); the next run
@@ -343,6 +344,7 @@ def test_sigkilled_latest_and_report_writers_files_are_removed_by_the_next_write
     assert leftovers(out, ".") == [] and (out / "LATEST").read_text() == "1" * 24 + "\n"
 
 
+@pytest.mark.integration  # writer subprocesses SIGKILLed or held mid-write: 8-24 s on the fast lane
 def test_sigkilled_transcode_dataset_file_is_removed_by_the_next_transcode(tmp_path):
     spec, work = write_like_nvidia("dlrm_transcoding_small_csv.yaml", tmp_path / "data")[0], tmp_path / "work"
     file_writer("dataset", work, tmp_path, str(spec)).kill()
