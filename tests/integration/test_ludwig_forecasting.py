@@ -35,15 +35,16 @@ def temperatures(n: int = 400, seed: int = 5) -> pd.DataFrame:
                          "Seattle": values})
 
 
-def ludwig_preprocess(venv: Path, csv: Path, work: Path, config: Path = CONFIG,
-                      features: tuple[str, ...] = tuple(FEATURES)) -> tuple[dict, dict[str, np.ndarray]]:
+def ludwig_preprocess(venv: Path, csv: Path, work: Path, config: Path = CONFIG, features: tuple[str, ...] =
+                      tuple(FEATURES), metadata: Path | None = None) -> tuple[dict, dict[str, np.ndarray]]:
     work.mkdir()
     data = work / "temperature.csv"
     data.write_bytes(csv.read_bytes())
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1"}
     env.pop("PYTHONPATH", None)
     proc = subprocess.run([str(venv / "bin" / "ludwig"), "preprocess", "--dataset", str(data),
-                           "--preprocessing_config", str(config), "--random_seed", "42", "--logging_level", "warning"],
+                           "--preprocessing_config", str(config), "--random_seed", "42", "--logging_level", "warning",
+                           *(["--training_set_metadata", str(metadata)] if metadata else [])],
                           cwd=work, env=env, capture_output=True, text=True, timeout=900, check=False)
     if proc.returncode != 0:
         pytest.fail(f"ludwig preprocess exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
@@ -77,6 +78,11 @@ def test_ludwig_preprocess_gives_prepflows_forecasting_windows(venv, tmp_path):
     for name in FEATURES:
         assert meta[name]["max_timeseries_length"] == art.metadata[name]["max_timeseries_length"]
         np.testing.assert_array_equal(ours[name], theirs[name].astype(np.float32), err_msg=name)
+    # Ludwig reading prepflow's metadata (window_size, horizon, padding_value from its preprocessing) builds the same
+    _, again = ludwig_preprocess(venv, csv, tmp_path / "ludwig-with-prepflow-metadata",
+                                 metadata=art.path / "training_set_metadata.json")
+    for name in FEATURES:
+        np.testing.assert_array_equal(ours[name], again[name].astype(np.float32), err_msg=name)
 
 
 def test_an_output_alone_on_its_column_drops_missing_rows_and_skips_them_as_ludwig(venv, tmp_path):
