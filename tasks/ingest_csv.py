@@ -269,13 +269,8 @@ def read_unit(unit: Unit, spec, out_dir: str, read_whole) -> dict:
     names and row counts, and the first infinity found; ``fallback`` True (nothing written) when a range
     holds a quote or a data line break, so that the file is read whole."""
     where = ""
-    if unit.whole:
-        try:
-            tables = [normalize_batch(b, spec) for b in read_whole(unit.source, spec)]
-        except DataError as exc:
-            if unit.source == unit.path:
-                raise
-            raise DataError(str(exc).replace(unit.source, unit.path)) from None
+    if unit.whole:  # streamed: a large compressed file is never in memory at once
+        tables = _named_as_given(unit, (normalize_batch(b, spec) for b in read_whole(unit.source, spec)))
     else:
         table, where = _read_range(unit, spec)
         if table is None:
@@ -291,6 +286,16 @@ def read_unit(unit: Unit, spec, out_dir: str, read_whole) -> dict:
         parts.append((name, block.num_rows))
         rows += block.num_rows
     return {"fallback": False, "parts": parts, "rows": rows, "infinity": infinity, "where": where}
+
+
+def _named_as_given(unit: Unit, tables):
+    """``tables``, with the file named as the dataset names it in an error (the task reads ``unit.source``)."""
+    try:
+        yield from tables
+    except DataError as exc:
+        if unit.source == unit.path:
+            raise
+        raise DataError(str(exc).replace(unit.source, unit.path)) from None
 
 
 def row_buffers(path: str) -> list[tuple[int, int]]:

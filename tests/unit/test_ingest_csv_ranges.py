@@ -221,3 +221,13 @@ def test_the_artifact_does_not_depend_on_the_range_size(tmp_path, monkeypatch):
         result = run(CONFIG, path, tmp_path / str(i), npartitions=[None, 3][i])
         files.append(artifact_files(result.artifact["artifact_path"]))
     assert without_created_at(files[0]) == without_created_at(files[1])
+
+
+def test_an_error_of_a_file_read_whole_names_it_as_the_dataset_does(tmp_path, monkeypatch):
+    """Tasks read absolute paths (a worker's working folder may differ); messages name the given one."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "day_0.csv").write_bytes(text(frame(30)))
+    (tmp_path / "d" / "day_1.csv").write_bytes(b'id,x,c,w\n1,2.5,"q",1\n2,oops,y,2\n')  # a quote: read whole
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DataError, match=r"^d/day_1\.csv: line 3, column 'x': expected a number, got 'oops'"):
+        ranged("d/day_*.csv", tmp_path / "out", 16)
