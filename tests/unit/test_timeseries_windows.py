@@ -71,7 +71,7 @@ def state_of(strategy: str, fill) -> dict:
 values_st = st.lists(st.one_of(st.none(), st.floats(-1e6, 1e6, allow_nan=False, width=64)), max_size=25)
 
 
-@settings(max_examples=150, deadline=None, derandomize=True)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(values=values_st, size=st.integers(1, 6), output=st.booleans(),
        strategy=st.sampled_from(["fill_with_const", "ffill", "bfill", "drop_row"]),
        fill=st.one_of(st.just(""), st.floats(-5, 5, allow_nan=False)), padding=st.sampled_from([0.0, 7.5]))
