@@ -1,13 +1,14 @@
 """Without a user suite a run never imports Great Expectations: the generated suites run on prepflow's
-kernels (and with them off there is nothing to check at all). No helper process is left behind."""
+kernels (and with them off there is nothing to check at all); neither does a run whose user suite the
+kernels cover. No helper process is left behind."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pandas as pd
-import pytest
 
 from tests.conftest import ROOT
 from tests.helpers import write_config, write_csv
@@ -18,24 +19,40 @@ from storage.cache import StageCache
 from tasks.config_loader import load_config
 from tasks.context import RunContext
 from tasks.pipeline import run_pipeline
-ctx = RunContext(load_config(sys.argv[1]), sys.argv[2], StageCache(sys.argv[3]), None, sys.argv[4])
-seconds = {s.stage: s.seconds for s in run_pipeline(ctx).stages}
-print("great_expectations" in sys.modules, seconds["validate_raw"], seconds["validate_encoded"])
+data, root = sys.argv[1], sys.argv[2]
+for name in sys.argv[3:]:
+    ctx = RunContext(load_config(f"{root}/{name}.yaml"), data, StageCache(f"{root}/cache-{name}"), None,
+                     f"{root}/out-{name}")
+    seconds = {s.stage: s.seconds for s in run_pipeline(ctx).stages}
+    print(name, "great_expectations" in sys.modules, seconds["validate_raw"], seconds["validate_encoded"])
 """
 
+# a user suite whose every expectation runs on prepflow's kernels (expectations.kernels.USER_KERNELS)
+KERNEL_SUITE = {"name": "k", "expectations": [
+    {"type": "expect_column_values_to_be_between", "kwargs": {"column": "x", "min_value": 0, "mostly": 0.5}},
+    {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "x", "mostly": 0.5}},
+    {"type": "expect_column_mean_to_be_between", "kwargs": {"column": "x", "min_value": 0}},
+    {"type": "expect_table_row_count_to_be_between", "kwargs": {"min_value": 1}}]}
 
-@pytest.mark.parametrize("generated", [True, False])
-def test_runs_without_a_user_suite_do_not_import_gx(tmp_path, generated):
+
+def test_runs_without_a_suite_gx_runs_do_not_import_gx(tmp_path):
+    """Generated suites on and off, and a user suite the kernels cover: one process, GX never imported."""
     data = write_csv(pd.DataFrame({"x": [1.0, 2.0, None, 4.0] * 5, "y": [0, 1] * 10}), tmp_path / "d.csv")
-    config = write_config({"input_features": [{"name": "x", "type": "number"}],
-                           "output_features": [{"name": "y", "type": "binary"}],
-                           "validation": {"generated": generated}}, tmp_path / "c.yaml")
+    (tmp_path / "k.json").write_text(json.dumps(KERNEL_SUITE))
+    validations = {"generated": {"generated": True}, "off": {"generated": False},
+                   "kernel_suite": {"generated": True, "raw": str(tmp_path / "k.json")}}
+    for name, validation in validations.items():
+        write_config({"input_features": [{"name": "x", "type": "number"}],
+                      "output_features": [{"name": "y", "type": "binary"}],
+                      "validation": validation}, tmp_path / f"{name}.yaml")
     home = tmp_path / "home"
     env = {"PATH": "/usr/bin:/bin", "PREPFLOW_HOME": str(home)}
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(config), str(data), str(tmp_path / "cache"),
-                           str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(data), str(tmp_path), *validations],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    imported, raw_s, encoded_s = proc.stdout.split()
-    assert imported == "False"
+    lines = [line.split() for line in proc.stdout.splitlines()]
+    assert [line[0] for line in lines] == list(validations)
+    for _name, imported, raw_s, encoded_s in lines:
+        assert imported == "False"
+        assert float(raw_s) < 1.0 and float(encoded_s) < 1.0, proc.stdout
     assert not home.exists() or not list(home.iterdir())  # no helper process state
-    assert float(raw_s) < 1.0 and float(encoded_s) < 1.0, proc.stdout

@@ -163,7 +163,7 @@ def test_the_regex_equivalent_matches_like_python_on_ascii():
     assert python == re2
 
 
-def test_generated_suites_do_not_import_gx():
+def test_generated_suites_and_kernel_run_user_suites_do_not_import_gx():
     script = """
 import sys
 import numpy as np, pandas as pd
@@ -172,9 +172,14 @@ from tests.unit.test_gx_direct_metrics import generated_suite
 frame = pd.DataFrame({c: np.arange(10) for c in ("f64", "f32", "i32", "u8", "i64", "nint", "split")})
 frame["s"] = pd.Series(["1"] * 10, dtype="string[pyarrow]")
 [entry] = runner.run([("generated:raw", generated_suite(10, (0, 5)))], [frame], list(frame.columns), scheduler="sync")
-print(entry["evaluated"], "great_expectations" in sys.modules)
+# and a user suite of every type the kernels run (tests/unit/test_gx_user_kernels.py)
+from tests.unit.test_gx_user_kernels import suites
+frame["str"] = frame["s"]
+[user] = runner.run([("u.json", suites(10).example())], [frame], list(frame.columns), scheduler="sync")
+print(entry["evaluated"], user["evaluated"], "great_expectations" in sys.modules)
 """
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    proc = subprocess.run([sys.executable, "-W", "ignore", "-c", script], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
     assert proc.returncode == 0, proc.stderr
-    evaluated, imported = proc.stdout.split()
-    assert int(evaluated) > 50 and imported == "False"
+    evaluated, user_evaluated, imported = proc.stdout.split()
+    assert int(evaluated) > 50 and int(user_evaluated) > 40 and imported == "False"
