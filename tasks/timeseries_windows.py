@@ -108,19 +108,23 @@ def _fill_forward(values: np.ndarray, missing: np.ndarray) -> tuple[np.ndarray, 
     return np.where(found, values[np.maximum(last, 0)], values), ~found
 
 
-def fill_number(value) -> float:
+def fill_number(value, where: str = "the fill value") -> float:
     """A fill state's value (``""``, ``"2.5"``, a number, None) as a float; NaN = padding."""
     if value is None:
         return np.nan
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     parts = str(value).replace(",", " ").split()
-    if len(parts) > 1:
-        raise DataError(f"the fill value of a windowed timeseries must be one number, got {value!r}")
-    return float(parts[0]) if parts else np.nan
+    try:
+        if len(parts) <= 1:
+            return float(parts[0]) if parts else np.nan
+    except ValueError:
+        pass
+    raise DataError(f"{where} must be one number or '' to fill a windowed timeseries, got {value!r}")
 
 
-def series(values: np.ndarray, missing: np.ndarray, state: dict) -> tuple[np.ndarray, np.ndarray]:
+def series(values: np.ndarray, missing: np.ndarray, state: dict,
+           where: str = "the fill value") -> tuple[np.ndarray, np.ndarray]:
     """(the series the windows slide over, each row's position in it or -1), after the missing values are
     handled by ``state``'s strategy."""
     n = len(values)
@@ -135,16 +139,19 @@ def series(values: np.ndarray, missing: np.ndarray, state: dict) -> tuple[np.nda
         filled, _ = _fill_forward(filled[::-1], left[::-1])  # the opposite direction for the edge gap
         values = filled[::-1][order]
     elif missing.any():
-        values = np.where(missing, fill_number(state.get("computed_fill_value")), values)
+        values = np.where(missing, fill_number(state.get("computed_fill_value"), where), values)
     return values, np.arange(n, dtype=np.int64)
 
 
 def build(feature: TimeseriesFeature, rows: np.ndarray, values: np.ndarray, missing: np.ndarray,
-          state: dict) -> Windows:
+          state: dict, decider: str | None = None) -> Windows:
     """One feature's ``Windows`` from its whole column (``rows``, ``values``, ``missing`` in row order)."""
     opts = feature.options
     start, width = offsets(opts.window_size, opts.horizon)
-    line, place = series(values, missing, state)
+    decider = decider or feature.name
+    where = (f"column '{feature.column}': the fill value of feature '{decider}' (the first feature reading the column, "
+             f"whose missing-value strategy Ludwig applies to it before {feature.describe()} windows it)")
+    line, place = series(values, missing, state, where)
     before, after = max(-start, 0), max(start + width - 1, 0)
     after = max(after, width - before - len(line))  # at least one window's length (a series with no rows)
     padded = np.concatenate([np.full(before, np.nan), line, np.full(after, np.nan)])
@@ -197,7 +204,7 @@ def add_windows(parts: list, features: list[FeatureType], states: dict) -> tuple
     windows = []
     for f in chosen:
         rows, values, missing = (np.concatenate([r[f.name][k] for r in read]) for k in range(3))
-        windows.append(build(f, rows, values, missing, states[first[f.column]]))
+        windows.append(build(f, rows, values, missing, states[first[f.column]], first[f.column]))
     w = shared(windows)
     reading = {f.name: window_column(f) for f in chosen}
     out = []

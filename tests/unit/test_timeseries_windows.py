@@ -272,3 +272,13 @@ def test_serving_a_forecasting_artifact_takes_each_rows_series(tmp_path):
     assert got["Seattle"].tolist() == [[280 + i for i in range(10)]]
     with pytest.raises(DataError, match=r"row 1, column 'Seattle': .*\(window_size 10\) encodes series of 10 values"):
         pre.transform({"Seattle": ["280.5"], "datetime": ["2013-01-01 00:00:00"]}, outputs=False)
+
+
+def test_a_fill_value_that_is_no_number_names_the_feature_whose_strategy_applies():
+    f = windowed_feature(window_size=2)
+    rows = np.arange(3)
+    x, missing = np.array([1.0, np.nan, 2.0]), np.array([False, True, False])
+    with pytest.raises(DataError, match=r"^column 't': the fill value of feature 'kind' \(the first feature reading the "
+                                        r"column, .*\) must be one number or '' to fill a windowed timeseries, "
+                                        r"got 'unknown'$"):
+        timeseries_windows.build(f, rows, x, missing, state_of("fill_with_const", "unknown"), "kind")
