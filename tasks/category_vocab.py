@@ -39,13 +39,18 @@ import hashlib
 import re
 from pathlib import Path
 
+import dask
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.feather as feather
+from dask import delayed
 
+from storage import vocab_store
 from tasks import frame
 from tasks.features.category import Candidates, CategoryFeature, as_strings, sum_buckets
+from tasks.ingest_common import write_ipc
 
 VOCAB_DIR = "vocab"
 FEATURE, VALUE, COUNT = "feature", "value", "count"
@@ -82,7 +87,6 @@ def reduce_partition(df: pd.DataFrame, features: list[CategoryFeature], folder: 
     """One shuffle output partition -> its candidates, written to ``folder`` (Arrow IPC) so that they
     leave the worker's memory; returns the path and, per feature, ``(total, unk, oov)`` and its rows'
     ``(start, length)`` in the file."""
-    from tasks.ingest_common import write_ipc
 
     feature_ids, values, counts = sum_by_key(df[FEATURE].to_numpy(np.int64), as_strings(df[VALUE]),
                                              df[COUNT].to_numpy(np.int64))
@@ -136,7 +140,6 @@ def fit_tasks(prepared: list, features: list[CategoryFeature], fit_on: str, fold
     stage's fit of its other features), and one delayed reducer result per shuffle output partition
     (candidates written under ``folder``, a folder the workers and this process share). Compute both
     lists together: each partition is prepared once and dropped right after its one task."""
-    from dask import delayed
 
     if not features or not prepared:
         return [delayed(partial)(p, *partial_args) for p in prepared] if partial is not None else [], []
@@ -147,8 +150,7 @@ def fit_tasks(prepared: list, features: list[CategoryFeature], fit_on: str, fold
         # a few partitions in this one process: one reducer over all the counts, no shuffle (whose graph,
         # disk files and DataFrame import cost more than these counts); the same vocabulary (see above)
         return partials, [delayed(_reduce_all)([b[1] for b in both], f, str(folder))]
-    import dask
-    import dask.dataframe as dd
+    import dask.dataframe as dd  # heavy (~0.65 s import): only for the shuffle of many partitions
 
     ddf = dd.from_delayed([b[1] for b in both], meta=_meta(), verify_meta=False)
     # without a Client Dask picks its "disk" shuffle, after importing distributed to look for one
@@ -178,9 +180,7 @@ def extract_feature(f: CategoryFeature, index: int, reduced: list[dict], out: st
     """One feature's metadata from its slices of the reducers' candidate files (a Dask task): the global
     order and top ``most_common``; a large vocabulary is written to ``out/vocab/.feature-<index>.parquet``
     (``extract`` gives it its name)."""
-    import pyarrow.feather as feather
 
-    from storage import vocab_store
 
     tables = []
     for r in reduced:
@@ -202,7 +202,6 @@ def extract_feature(f: CategoryFeature, index: int, reduced: list[dict], out: st
 def extract(features: list[CategoryFeature], reduced: list[dict], out: Path) -> dict[str, dict]:
     """Feature name -> metadata, one ``extract_feature`` task per feature; large vocabularies go to
     ``out/vocab/`` (named here, in feature order). The candidate files are deleted afterwards."""
-    from dask import delayed
 
     if not features:
         return {}

@@ -22,6 +22,8 @@ from __future__ import annotations
 from functools import reduce
 from typing import Any, Callable, Hashable, Mapping, Sequence
 
+from dask import delayed
+
 from tasks.dask_run import compute, shared
 
 
@@ -67,7 +69,6 @@ def fit(combiners: Mapping[Hashable, Combiner], parts: Sequence, batches: Callab
         *args: Any) -> dict:
     """Fit ``combiners`` over ``parts`` (delayed partitions): per partition, on a Dask worker,
     ``batches(part, *args) -> {key: batch}`` and ``accumulate``; then ``merge_extract``."""
-    from dask import delayed  # dask: imported when first used (a reused artifact's run never reads data)
 
     c, a = shared(dict(combiners)), tuple(shared(x) for x in args)
     return merge_extract(combiners, compute([delayed(_partition)(p, c, batches, a) for p in parts]))

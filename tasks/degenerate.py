@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.feather as feather
+from dask import delayed
 
 from core.errors import DataError
 from tasks.dask_run import compute, shared
@@ -90,7 +91,6 @@ def findings(features: list[tuple[str, str, bool]], merged: dict, fit_on: str, f
 
 def check(ctx, ingest_path: str, assign: np.ndarray) -> list[str]:
     """Run the checks for the run's features (each warning is also logged); raises ``DataError``."""
-    from dask import delayed  # Dask is imported when first used, as everywhere in the stages (tasks.dask_run)
 
     files = sorted(str(p) for p in (Path(ingest_path) / "data").glob("part-*.arrow"))  # tasks.ingest's parts
     if not files:

@@ -13,12 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+from dask import delayed
 
 from core.code_version import module_version
 from tasks import balance as balance_mod
 from tasks import feature_stats, fill_missing, frame, vocab
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
+from tasks.context import run_cached
 from tasks.ingest_common import write_ipc
 from tasks.prepared import filled_partitions
 from tasks.split import SPLIT_NAMES
@@ -90,8 +92,6 @@ def _encode_partition(prepared, index, features, metadata, mult, out_dir):
 
 
 def run(ctx, ingest, split, missing, balance, fitted):
-    from tasks.context import run_cached
-
     config_slice = {"features": ctx.features_slice()}
 
     def compute(out: Path) -> Statistics:
@@ -102,7 +102,6 @@ def run(ctx, ingest, split, missing, balance, fitted):
         parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
         prepared = filled_partitions(parts, ctx.features, assign, states)
         f, md, m = frame.shared(ctx.features), frame.shared(metadata), frame.shared(mult)
-        from dask import delayed
 
         results = frame.compute([delayed(_encode_partition)(p, i, f, md, m, out) for i, p in enumerate(prepared)])
         stats = Statistics()

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from dask import delayed
 
 from core.errors import ConfigError
 from storage import remote, split_binary
@@ -165,7 +166,6 @@ def _split_tasks(split_name: str, parts: list[Path], folder: Path, columns: dict
                  pub, layout=None) -> tuple[list[dict], list]:
     """A split's ``source_spec`` chunks and the Dask tasks that write its row files (each returns the
     description of the files it wrote, ``tasks.publish_shards``). Nothing here reads a row."""
-    from dask import delayed  # heavy (~0.7 s with dask.dataframe): only where tasks are built
 
     chunks: list[dict] = []
     tasks: list = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from dask import delayed
 
 from storage import split_binary
 from tasks import publish_shards as shards
@@ -27,7 +28,6 @@ def write_part(part: str, first_row: int, targets: dict[str, split_binary.Target
 def split_tasks(split_name: str, parts: list[Path], folder: Path, n_rows: int,
                 layout: split_binary.Layout) -> tuple[list[dict], list]:
     """A split's prepflow ``source_spec`` chunks and the tasks that write and describe its files."""
-    from dask import delayed  # Dask: heavy, imported where tasks are built (as in tasks.publish)
 
     targets = split_binary.create(folder, layout, n_rows)
     sizes = shards.part_sizes(parts) if parts else []

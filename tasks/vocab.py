@@ -11,12 +11,17 @@ keys per feature plus ``type``, ``column`` and ``preprocessing`` (with ``compute
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 from core.code_version import module_version
+from core.errors import DataError
+from storage import vocab_store
 from tasks import category_vocab, combine, custom_stages, fill_missing, frame
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
+from tasks.context import run_cached
 from tasks.prepared import filled_partitions
 from tasks.statistics import Statistics
 
@@ -32,8 +37,6 @@ def _accumulate(prepared, combiners, fit_on):
 
 
 def run(ctx, ingest, split, missing):
-    from tasks.context import run_cached
-
     fit_on = ctx.config.preprocessing.fit_on
     config_slice = {"features": ctx.features_slice(), "fit_on": fit_on}
 
@@ -74,8 +77,6 @@ def load(result, resolve_files: bool = False) -> dict:
     vocabulary (for encoding; never for publishing)."""
     metadata = json.loads((Path(result.path) / METADATA_FILE).read_text())
     if resolve_files:
-        from storage import vocab_store
-
         metadata = vocab_store.resolve(metadata, result.path)
     return metadata
 
@@ -85,7 +86,6 @@ def copy_metadata(result, dest: Path) -> None:
     media_cache) write ``json.dumps(metadata, sort_keys=True, ensure_ascii=False)``, so the copy is what
     dumping the loaded metadata again would give, without the encoding (~10 MB, the larger part of
     publish's own CPU at 1M Criteo-like rows, whose vocabularies of up to 100,000 ids are inline)."""
-    import shutil
 
     shutil.copyfile(Path(result.path) / METADATA_FILE, dest / METADATA_FILE)
 
@@ -93,11 +93,7 @@ def copy_metadata(result, dest: Path) -> None:
 def copy_files(result, metadata: dict, dest: Path, link: bool = False) -> None:
     """Copy the Parquet vocabularies ``metadata`` references from the stage entry into ``dest``;
     ``link``: hard-link them where the file system allows (cache entries are never changed in place)."""
-    import os
-    import shutil
 
-    from core.errors import DataError
-    from storage import vocab_store
 
     for rel in vocab_store.files(metadata):
         src = Path(result.path) / rel

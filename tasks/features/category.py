@@ -53,7 +53,7 @@ import pyarrow.compute as pc
 from pydantic import Field, model_validator
 
 from core.errors import ConfigError, DataError, NotFittedError
-from storage import string_hash
+from storage import string_hash, vocab_store
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, first_bad
 
 UNK = "<UNK>"
@@ -350,8 +350,6 @@ class CategoryFeature(FeatureType):
         return {self.name: ids}
 
     def _encode_with_file(self, arr: pa.Array, metadata: dict) -> np.ndarray:
-        from storage import vocab_store
-
         if "vocab_path" not in metadata:
             raise DataError(f"{self.describe()}: the vocabulary is in {metadata['vocab_file']['path']}; load the "
                             "metadata with storage.vocab_store.resolve(metadata, folder) to encode")

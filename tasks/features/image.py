@@ -22,6 +22,7 @@ from typing import Any, Iterator, Literal
 
 from pydantic import Field, model_validator
 
+from storage.media_image import ImageCodec, nearest_channels, probe
 from tasks.features.media import MediaFeature, MediaPreprocessing
 
 
@@ -54,7 +55,6 @@ class ImageFeature(MediaFeature):
 
     def finalize_media(self, sample: Iterator[bytes]) -> dict:
         # Pillow is imported only when an image feature is used
-        from storage.media_image import ImageCodec, nearest_channels, probe
 
         o = self.options
         height, width, channels = o.height, o.width, o.num_channels

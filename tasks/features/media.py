@@ -24,6 +24,7 @@ passes each row's raw value through for that stage. With the finalized metadata 
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, ClassVar, Iterator, Literal, TypeVar
 
 import numpy as np
@@ -31,6 +32,7 @@ import pandas as pd
 from pydantic import Field
 
 from core.errors import DataError, NotFittedError
+from storage.media import MediaError, codec_from_json, decode_source, default_threads, ordered_map, resolve
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType
 
 MODES = ("eager", "lazy", "lazy_cached")
@@ -82,7 +84,6 @@ class MediaFeature(FeatureType):
         """``probe`` of up to ``want`` readable sources of ``sample`` (the fit rows' media, in input order),
         for ``finalize_media``. Unreadable ones are skipped here (``on_decode_error`` judges them when
         decoded); a DataError ``<feature>: <none_readable>`` when not one is readable."""
-        from storage.media import MediaError
 
         found: list[T] = []
         for data in sample:
@@ -97,8 +98,6 @@ class MediaFeature(FeatureType):
         return found
 
     def codec(self, metadata: dict):
-        from storage.media import codec_from_json
-
         if "codec" not in metadata:
             raise NotFittedError(f"{self.describe()}: the metadata has no 'codec'; the media_cache stage finalizes it")
         return codec_from_json(metadata["codec"])
@@ -118,9 +117,7 @@ class MediaFeature(FeatureType):
 
     def decode_values(self, values: pd.Series, metadata: dict) -> np.ndarray:
         """Serving: paths (absolute, or relative to the working directory / ``media_root``) -> tensors."""
-        import os
 
-        from storage.media import MediaError, decode_source, default_threads, ordered_map, resolve
 
         codec = self.codec(metadata)
         policy = self.options.on_decode_error

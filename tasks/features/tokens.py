@@ -30,6 +30,7 @@ special symbol are counted as ``<UNK>``.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -95,8 +96,6 @@ class TokenPreprocessing(BasePreprocessing):
 
 
 def file_sha256(path: str) -> str:
-    import hashlib
-
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
     except OSError as exc:
