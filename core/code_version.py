@@ -13,6 +13,11 @@ registry and storage, so the closure of every stage is nearly the whole code bas
 would recompute every stage, ingest of a terabyte included. A helper two imports away from a stage that
 changes what the stage writes is the case for the salt below.
 
+One exception, declared by the module itself: a dispatcher that only chooses between implementations
+(``tasks.prepared``: plain, custom-stage or windowed partitions) sets ``CODE_VERSION_FOLLOWS_IMPORTS =
+True``, and a module importing it is versioned with the dispatcher's own imports too (and through
+further dispatchers), so the stages that read prepared partitions follow the code that prepares them.
+
 The files are parsed, never imported, so computing a version costs no heavy import (a rerun of a
 published artifact computes the artifact id from these versions before deciding to do anything).
 
@@ -78,20 +83,41 @@ def _imported(module: str, tree: ast.AST, is_package: bool) -> set[str]:
     return found
 
 
+FOLLOW_MARKER = "CODE_VERSION_FOLLOWS_IMPORTS"
+
+
+def _follows(tree: ast.Module) -> bool:
+    """Does the module declare ``CODE_VERSION_FOLLOWS_IMPORTS = True`` at top level?"""
+    return any(isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == FOLLOW_MARKER
+                                                    for t in node.targets)
+               and isinstance(node.value, ast.Constant) and node.value.value is True for node in tree.body)
+
+
 @functools.lru_cache(maxsize=None)
-def _parsed(module: str) -> tuple[str, frozenset[str]]:
-    """(sha256 of the module's tree without docstrings, the prepflow modules it imports)."""
+def _parsed(module: str) -> tuple[str, frozenset[str], bool]:
+    """(sha256 of the module's tree without docstrings, the prepflow modules it imports, whether it is
+    a dispatcher whose importers are versioned with its imports)."""
     path = _file(module)
     if path is None:
         raise ValueError(f"{module}: not a prepflow module under {ROOT}")
     tree = _strip_docstrings(ast.parse(path.read_text(encoding="utf-8"), str(path)))
     digest = hashlib.sha256(ast.dump(tree, annotate_fields=False).encode()).hexdigest()
-    return digest, frozenset(_imported(module, tree, path.name == "__init__.py"))
+    return digest, frozenset(_imported(module, tree, path.name == "__init__.py")), _follows(tree)
 
 
 def hashed_modules(*modules: str) -> list[str]:
-    """The modules whose trees a version covers: ``modules`` and what each imports directly, sorted."""
-    return sorted({*modules, *(m for module in modules for m in _parsed(module)[1])})
+    """The modules whose trees a version covers: ``modules``, what each imports directly, and what the
+    dispatchers among those import (see the module docstring), sorted."""
+    covered = set(modules)
+    todo = [m for module in modules for m in _parsed(module)[1]]
+    while todo:
+        name = todo.pop()
+        if name in covered:
+            continue
+        covered.add(name)
+        if _parsed(name)[2]:
+            todo.extend(_parsed(name)[1])
+    return sorted(covered)
 
 
 def _version(modules: list[str]) -> str:

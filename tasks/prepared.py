@@ -11,6 +11,9 @@ from tasks import custom_stages, frame, timeseries_windows
 from tasks.custom_plan import STATES_KEY
 from tasks.features.base import FeatureType
 
+# a dispatcher: the stages that import it are versioned with the modules it dispatches to (core.code_version)
+CODE_VERSION_FOLLOWS_IMPORTS = True
+
 
 def filled_partitions(parts: list, features: list[FeatureType], assign: np.ndarray, states: dict) -> list:
     """Delayed ``frame.Prepared`` partitions of the ingested ``parts``."""
