@@ -38,6 +38,7 @@ from storage.fs import write_at
 from tasks import degenerate
 from tasks.constants import SPLIT_NAMES
 from tasks.dask_run import compute as dask_compute
+from tasks.ingest_common import ROW
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 FIXED_VALUES = {"0": 0, "1": 1, "2": 2, "train": 0, "training": 0, "validation": 1, "val": 1, "valid": 1,
@@ -437,24 +438,76 @@ def _threshold(cumulative: float) -> int:
     return 1 << 64 if cumulative >= 1.0 - 1e-12 else int(cumulative * float(1 << 64))
 
 
-def hash_split(values: pd.Series, rows: np.ndarray, probabilities: list[float], column: str,
-               seed: int) -> np.ndarray:
-    """Split of each row from its key alone: ``key_hash < p_train * 2**64`` -> train, below
-    ``(p_train + p_validation) * 2**64`` -> validation, else test."""
+def hash_ids(values: pd.Series, rows: np.ndarray, probabilities: list[float], column: str, seed: int) -> np.ndarray:
+    """Each row's split from its key alone (``hash_split`` without its check that every split got a key)."""
     _require_present(values, rows, column, "hash")
     keys = class_keys(values).to_numpy(dtype=object)
     codes, uniques = pd.factorize(keys)
     t1, t2 = _threshold(probabilities[0]), _threshold(probabilities[0] + probabilities[1])
     per_key = np.array([0 if h < t1 else 1 if h < t2 else 2 for h in (key_hash(k, seed) for k in uniques)],
                        dtype=np.int8)
-    out = per_key[codes] if len(uniques) else np.zeros(0, dtype=np.int8)
-    if len(rows) >= 3:
-        for i, name in enumerate(SPLIT_NAMES):
-            if probabilities[i] > 0 and not (out == i).any():
-                raise DataError(f"column '{column}': the hash split puts no key in {name} ({len(rows)} rows, "
-                                f"{len(uniques)} distinct keys); a row's split depends only on its key, so "
-                                f"small data can leave a split empty; use more keys or split type 'random'")
+    return per_key[codes] if len(uniques) else np.zeros(0, dtype=np.int8)
+
+
+def check_hash_counts(counts, rows: int, probabilities: list[float], column: str, keys: int | None = None) -> None:
+    """Every split with a non-zero probability got a key (``counts``: rows per split), when >= 3 rows."""
+    if rows < 3:
+        return
+    for i, name in enumerate(SPLIT_NAMES):
+        if probabilities[i] > 0 and not counts[i]:
+            distinct = f", {keys} distinct keys" if keys is not None else ""
+            raise DataError(f"column '{column}': the hash split puts no key in {name} ({rows} rows{distinct}); "
+                            "a row's split depends only on its key, so small data can leave a split empty; use "
+                            "more keys or split type 'random'")
+
+
+def hash_split(values: pd.Series, rows: np.ndarray, probabilities: list[float], column: str,
+               seed: int) -> np.ndarray:
+    """Split of each row from its key alone: ``key_hash < p_train * 2**64`` -> train, below
+    ``(p_train + p_validation) * 2**64`` -> validation, else test."""
+    out = hash_ids(values, rows, probabilities, column, seed)
+    counts = np.bincount(out, minlength=3) if len(out) else np.zeros(3, dtype=np.int64)
+    check_hash_counts(counts, len(rows), probabilities, column, int(class_keys(values).nunique()))
     return out
+
+
+def _rowwise_part(pdf: pd.DataFrame, cfg, sample, path: str, offset: int) -> np.ndarray:
+    """A partition's split ids (fixed or hash: a row's split is a function of its own value) written into
+    ``split.npy`` at its rows' place (a partition's rows are consecutive input rows); rows per split."""
+    rows = pdf[ROW].to_numpy(dtype=np.int64)
+    if not len(rows):
+        return np.zeros(3, dtype=np.int64)
+    lo = int(rows[0])
+    if rows[-1] - lo + 1 != len(rows) or (len(rows) > 1 and (np.diff(rows) != 1).any()):
+        raise ValueError(f"a partition's rows are not consecutive ({lo}..{int(rows[-1])}, {len(rows)} rows)")
+    out = np.full(len(rows), -1, dtype=np.int8)
+    kept = _kept(rows, sample) - lo
+    values = pdf[cfg.column].reset_index(drop=True).iloc[kept].reset_index(drop=True)
+    if cfg.type == "fixed":
+        out[kept] = fixed_split(values, rows[kept], cfg.column)
+    else:
+        out[kept] = hash_ids(values, rows[kept], cfg.probabilities, cfg.column, cfg.seed)
+    write_at(path, out, offset + lo)
+    return np.bincount(out[out >= 0], minlength=3).astype(np.int64)
+
+
+def rowwise_on_workers(parts: list, n: int, cfg, ratio: float, size: int | None, sample_seed: int,
+                       path: Path) -> tuple[int, list[int]]:
+    """``split.npy`` of a fixed or hash split (after the sampling) written by one Dask task per partition:
+    the same bytes as the in-process split. Returns (kept rows, rows per split)."""
+    from dask import delayed  # dask: heavy, imported when first used (a reused artifact's run reads no data)
+
+    keep = n if size is None else min(size, n)
+    keep = min(keep, int(round(n * ratio))) if ratio < 1.0 else keep
+    sample = (sample_seed, select_hashes(sample_seed ^ 0x5A5A, n, None, [keep])[0]) if keep < n else None
+    array = np.lib.format.open_memmap(path, mode="w+", dtype=np.int8, shape=(n,))  # np.save's header, sparse
+    offset = array.offset
+    del array
+    counts = np.sum(dask_compute([delayed(_rowwise_part)(p, cfg, sample, str(path), offset) for p in parts]),
+                    axis=0)
+    if cfg.type == "hash":
+        check_hash_counts(counts, keep, cfg.probabilities, cfg.column)
+    return keep, [int(c) for c in counts]
 
 
 def check_nonempty(assign: np.ndarray, probabilities: list[float]) -> None:
@@ -496,6 +549,16 @@ def run(ctx, ingest):
         if split.type == "random":  # on the workers: no per-row array in this process
             kept, counts = random_on_workers(n, split.probabilities, split.seed, pre.sample_ratio, pre.sample_size,
                                              pre.sample_seed, out / "split.npy")
+            check_active(kept, split.probabilities)
+            degenerate.check(ctx, ingest.path, Assignment(out / "split.npy"))  # warns or raises
+            for i, name in enumerate(SPLIT_NAMES):
+                stats.counter(f"split.rows.{name}", counts[i])
+            stats.counter("split.rows_not_sampled", n - kept)
+            return stats
+        if split.type in ("fixed", "hash"):  # a row's split is its own value's: per partition on the workers
+            parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
+            kept, counts = rowwise_on_workers(parts, n, split, pre.sample_ratio, pre.sample_size, pre.sample_seed,
+                                              out / "split.npy")
             check_active(kept, split.probabilities)
             degenerate.check(ctx, ingest.path, Assignment(out / "split.npy"))  # warns or raises
             for i, name in enumerate(SPLIT_NAMES):

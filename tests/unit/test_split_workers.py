@@ -8,11 +8,14 @@ from __future__ import annotations
 import pickle
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.errors import DataError
 from tasks import split
+from tasks.ingest_common import ROW
 
 
 def in_process(n: int, probabilities, seed: int, ratio: float, size, sample_seed: int) -> np.ndarray:
@@ -69,3 +72,47 @@ def test_an_assignment_pickles_as_its_path_and_reads_like_the_array(tmp_path):
         assert len(a) == 6 and a.shape == (6,) and a.dtype == np.int8
     with pytest.raises(TypeError):
         hash(handle)
+
+
+def key_frame(n: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    fixed = rng.choice(["train", "0", "validation", "2.0", "test", " Test "], n)
+    return pd.DataFrame({ROW: np.arange(n, dtype=np.int64), "f": fixed,
+                         "k": pd.array(rng.choice([f"user{i}" for i in range(40)], n), dtype="string")})
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(3, 300), kind=st.sampled_from(["fixed", "hash"]), ratio=st.sampled_from([1.0, 0.6]),
+       cuts=st.lists(st.integers(1, 299), max_size=5, unique=True), seed=st.integers(0, 50))
+def test_fixed_and_hash_splits_per_partition_are_byte_identical(tmp_path_factory, n, kind, ratio, cuts, seed):
+    from tasks.config import SplitConfig
+
+    tmp = tmp_path_factory.mktemp("k")
+    df = key_frame(n, seed)
+    cfg = SplitConfig(type=kind, column="f" if kind == "fixed" else "k", probabilities=[0.6, 0.2, 0.2], seed=seed)
+    keep = split.sample_mask(n, ratio, None, 4)
+    expected = np.full(n, -1, dtype=np.int8)
+    rows = np.flatnonzero(keep)
+    values = df[cfg.column][keep].reset_index(drop=True)
+    try:
+        expected[rows] = split.SPLITTERS[kind](values, rows, cfg, {})
+    except DataError as exc:  # a hash split that leaves a split empty: the same error per partition
+        with pytest.raises(DataError, match=str(exc).split("(")[0].replace("'", ".")):
+            split.rowwise_on_workers([df], n, cfg, ratio, None, 4, tmp / "split.npy")
+        return
+    np.save(tmp / "expected.npy", expected)
+    bounds = [0, *sorted(c for c in cuts if c < n), n]
+    parts = [df.iloc[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    kept, counts = split.rowwise_on_workers(parts, n, cfg, ratio, None, 4, tmp / "split.npy")
+    assert (tmp / "split.npy").read_bytes() == (tmp / "expected.npy").read_bytes()
+    assert kept == len(rows) and counts == [int((expected == i).sum()) for i in range(3)]
+
+
+def test_a_bad_fixed_value_names_its_row(tmp_path):
+    from tasks.config import SplitConfig
+
+    df = key_frame(50, 1)
+    df.loc[37, "f"] = "holdout"
+    cfg = SplitConfig(type="fixed", column="f")
+    with pytest.raises(DataError, match=r"row 38, column 'f': fixed split expects .* got 'holdout'"):
+        split.rowwise_on_workers([df.iloc[:20], df.iloc[20:]], 50, cfg, 1.0, None, 0, tmp_path / "split.npy")
