@@ -99,8 +99,14 @@ LUDWIG_TYPES = (*LUDWIG_ONLY, "h3")  # Ludwig's feature types (h3: not one of pr
 
 # ``compatibility: ludwig``: Ludwig's defaults where prepflow's differ, for input features, applied under
 # ``defaults.<type>`` and the features' own options (tasks.features.resolve_preprocessing); the config also
-# defaults ``fit_on`` to ``all`` then. Not Ludwig-exact: ties in token frequency are ordered by the token's
-# string (Ludwig: by first occurrence), and category, set and bag keep prepflow's vocabulary layout.
+# defaults ``fit_on`` to ``all`` then. Checked against Ludwig 0.11 and 0.17 fitting their own metadata
+# (tests/integration/test_ludwig_preprocess.py): binary of Ludwig's true/false strings, sequence, text
+# (``symbols: ludwig``: Ludwig's ids, ties in first-occurrence order), vector, timeseries and date give
+# Ludwig's tensors. Not Ludwig-exact yet, for want of an option in the feature types: category, set and bag
+# keep prepflow's id layouts; a number's mean/std are the exact statistics of the float64 values (Ludwig: of
+# the float32-cast column, the mean summed in float32, the std's square root taken in float32), so z-scores
+# differ in the last bits; a binary of two other strings maps the larger to True (Ludwig: the smaller), and
+# on/off are booleans to prepflow, not to Ludwig.
 LUDWIG_DEFAULTS: dict[str, dict[str, Any]] = {
     "number": {"missing_value_strategy": "fill_with_const", "fill_value": 0.0, "arithmetic": "float32"},
     "sequence": {"symbols": "ludwig", "fill_value": "<UNK>"},

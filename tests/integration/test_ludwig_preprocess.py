@@ -1,4 +1,4 @@
-"""Real Ludwig 0.11 against prepflow's artifact (issue 20): the same CSV, the same config.
+"""Real Ludwig (0.11 and 0.17) against prepflow's artifact (issue 20): the same CSV, the same config.
 
 1. prepflow publishes the table with ``compatibility: ludwig``;
 2. ``ludwig preprocess --training_set_metadata <artifact>/training_set_metadata.json`` (Ludwig in its own
@@ -8,7 +8,10 @@
    vocabularies and tensors for the types ``compatibility: ludwig`` makes Ludwig-exact;
 4. ``ludwig train --training_set_metadata`` runs one epoch of a tiny model from prepflow's metadata.
 
-The first run builds the venv (minutes); a venv that cannot be built fails the test.
+Each test runs once per Ludwig version (``LUDWIG_VERSIONS``), each version in its own cached virtualenv;
+Ludwig's outputs are computed once per version (module-scoped fixtures) and compared feature by feature.
+The first run builds a venv (minutes; 0.17's downloads a CUDA torch, see tests/ludwig_venv.py); a venv
+that cannot be built fails the test.
 """
 
 from __future__ import annotations
@@ -99,12 +102,15 @@ TINY_MODEL = {
 FEATURES = [f["name"] for f in LUDWIG_CONFIG["input_features"] + LUDWIG_CONFIG["output_features"]]
 
 
-@pytest.fixture(scope="module")
-def ludwig_venv() -> Path:
+LUDWIG_VERSIONS = ["0.11", "0.17"]
+
+
+@pytest.fixture(scope="module", params=LUDWIG_VERSIONS)
+def ludwig_venv(request) -> Path:
     try:
-        return ensure_venv()
+        return ensure_venv(request.param)
     except LudwigVenvError as exc:
-        pytest.fail(f"cannot build the Ludwig 0.11 virtualenv: {exc}")
+        pytest.fail(f"cannot build the Ludwig {request.param} virtualenv: {exc}")
 
 
 @pytest.fixture(scope="module")
@@ -137,11 +143,28 @@ def ludwig_preprocess(venv: Path, csv: Path, work: Path, metadata: Path | None) 
     if metadata is not None:
         args += ["--training_set_metadata", str(metadata)]
     ludwig(venv, *args, cwd=work)
-    files = sorted(str(p) for p in work.glob("data.*.hdf5"))
-    assert {Path(f).name for f in files} == {f"data.{s}.hdf5" for s in SPLITS.values()}, files
+    # 0.11 writes HDF5, 0.17 Parquet (tests/ludwig_read_back.py)
+    files = [work / f"data.{split}.{ext}" for split in SPLITS.values() for ext in ("hdf5", "parquet")]
+    files = [str(f) for f in files if f.exists()]
+    if len(files) != len(SPLITS):
+        pytest.fail(f"ludwig preprocess wrote {sorted(p.name for p in work.iterdir())}: not one file per split")
     subprocess.run([str(venv / "bin" / "python"), str(READ_BACK), str(work), ",".join(FEATURES), *files], check=True)
     tensors = {ours: dict(np.load(work / f"{theirs}.npz")) for ours, theirs in SPLITS.items()}
     return json.loads((work / "data.meta.json").read_text()), tensors
+
+
+@pytest.fixture(scope="module")
+def with_prepflows_metadata(ludwig_venv, published, tmp_path_factory) -> tuple[dict, dict]:
+    csv, art = published
+    work = tmp_path_factory.mktemp(f"ludwig-{ludwig_venv.name}-prepflow-meta") / "ludwig"
+    return ludwig_preprocess(ludwig_venv, csv, work, art.path / "training_set_metadata.json")
+
+
+@pytest.fixture(scope="module")
+def ludwigs_own(ludwig_venv, published, tmp_path_factory) -> tuple[dict, dict]:
+    csv, _ = published
+    work = tmp_path_factory.mktemp(f"ludwig-{ludwig_venv.name}-own-meta") / "ludwig"
+    return ludwig_preprocess(ludwig_venv, csv, work, None)
 
 
 def assert_equal_tensors(ours: np.ndarray, theirs: np.ndarray, where: str) -> None:
@@ -152,34 +175,55 @@ def assert_equal_tensors(ours: np.ndarray, theirs: np.ndarray, where: str) -> No
         np.testing.assert_array_equal(ours.astype(np.int64), theirs.astype(np.int64), err_msg=where)
 
 
-def test_ludwig_preprocess_with_prepflows_metadata_gives_the_artifacts_tensors(ludwig_venv, published, tmp_path):
-    csv, art = published
-    _, theirs = ludwig_preprocess(ludwig_venv, csv, tmp_path / "ludwig", art.path / "training_set_metadata.json")
+@pytest.mark.parametrize("name", FEATURES)
+def test_ludwig_preprocess_with_prepflows_metadata_gives_the_artifacts_tensors(with_prepflows_metadata, published,
+                                                                                 name):
+    _, art = published
+    _, theirs = with_prepflows_metadata
     for split in SPLITS:
-        ours = art.read_split(split)
-        for name in FEATURES:
-            assert_equal_tensors(ours[name], theirs[split][name], f"{split}/{name}")
+        assert_equal_tensors(art.read_split(split)[name], theirs[split][name], f"{split}/{name}")
 
 
-# Ludwig-exact when Ludwig fits its own metadata: vocabularies (ids, order of ties, symbols) and tensors.
-# Not here: category, set and bag (prepflow's <UNK> = 0 / <PAD>, <UNK> layouts, README); number's statistics,
-# which Ludwig sums in float32 (prepflow exactly), so its z-scores differ in the last bits (checked to 1e-5).
-EXACT = ["flag", "seq", "txt", "vec", "ts", "when", "label"]
+# Metadata keys that must be Ludwig's own when Ludwig fits its metadata (the vocabularies: ids, order of ties,
+# symbols, counts; the numbers' statistics).
+VOCABULARY_KEYS = ("idx2str", "str2idx", "str2freq", "vocab_size")
+OWN_KEYS = {
+    "num": ("mean", "std"),
+    "flag": (),
+    "color": VOCABULARY_KEYS,
+    "tags": (*VOCABULARY_KEYS, "max_set_size"),
+    "words": (*VOCABULARY_KEYS, "max_set_size"),
+    "seq": (*VOCABULARY_KEYS, "max_sequence_length"),
+    "txt": (*VOCABULARY_KEYS, "max_sequence_length", "pad_idx", "padding_symbol", "unknown_symbol"),
+    "vec": ("vector_size",),
+    "ts": ("max_timeseries_length",),
+    "when": (),
+    "label": (),
+}
+# Where compatibility: ludwig is not Ludwig-exact yet (issue 20), by feature: strict xfail, so a fix that makes
+# one exact fails here until it is moved out of this table. The reasons are the README's differences.
+NOT_EXACT = {
+    "num": "mean/std summed exactly (Ludwig: pandas' float32 sums), so z-scores differ in the last bits",
+    "color": "category ids: prepflow <UNK>=0 then count, ties by string (Ludwig: count, ties by first "
+             "occurrence, the filled '<UNK>' a value like any other, <UNK> prepended only when most_common cuts)",
+    "tags": "set ids: prepflow <PAD>=0, <UNK>=1 (Ludwig: most_common order, <UNK> moved to id 3); max_set_size",
+    "words": "bag ids: prepflow <PAD>=0, <UNK>=1 (Ludwig: <EOS>, <SOS>, <PAD>, <UNK> = 0-3); max_set_size",
+}
 
 
-def test_ludwig_fitting_its_own_metadata_gives_the_same_vocabularies_and_tensors(ludwig_venv, published, tmp_path):
-    csv, art = published
-    meta, theirs = ludwig_preprocess(ludwig_venv, csv, tmp_path / "ludwig", None)
-    for name, keys in (("seq", ()), ("txt", ("pad_idx", "padding_symbol", "unknown_symbol"))):
-        for key in ("idx2str", "str2idx", "str2freq", "vocab_size", "max_sequence_length", *keys):
-            assert art.metadata[name][key] == meta[name][key], f"{name}.{key}"
-    assert art.metadata["num"]["mean"] == pytest.approx(meta["num"]["mean"], rel=1e-6)
-    assert art.metadata["num"]["std"] == pytest.approx(meta["num"]["std"], rel=1e-6)
+def _own(name: str):
+    marks = [pytest.mark.xfail(strict=True, raises=AssertionError, reason=NOT_EXACT[name])] if name in NOT_EXACT else []
+    return pytest.param(name, marks=marks)
+
+
+@pytest.mark.parametrize("name", [_own(name) for name in FEATURES])
+def test_ludwig_fitting_its_own_metadata_gives_the_same_metadata_and_tensors(ludwigs_own, published, name):
+    _, art = published
+    meta, theirs = ludwigs_own
+    for key in OWN_KEYS[name]:
+        assert art.metadata[name][key] == meta[name][key], f"{name}.{key}"
     for split in SPLITS:
-        ours = art.read_split(split)
-        for name in EXACT:
-            assert_equal_tensors(ours[name], theirs[split][name], f"{split}/{name}")
-        np.testing.assert_allclose(ours["num"], theirs[split]["num"], rtol=1e-5, atol=1e-6, err_msg=f"{split}/num")
+        assert_equal_tensors(art.read_split(split)[name], theirs[split][name], f"{split}/{name}")
 
 
 def test_ludwig_trains_one_epoch_from_prepflows_metadata(ludwig_venv, published, tmp_path):

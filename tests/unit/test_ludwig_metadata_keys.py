@@ -1,6 +1,7 @@
-"""The preprocessing keys Ludwig 0.11 reads from ``training_set_metadata.json`` (``ludwig/data/preprocessing.py``
-``build_data`` takes each feature's ``preprocessing`` from there with ``--training_set_metadata``) are in the
-options prepflow records, at Ludwig's defaults; without them ``ludwig preprocess`` stops with a KeyError."""
+"""The preprocessing keys Ludwig 0.11 and 0.17 read from ``training_set_metadata.json`` (``ludwig/data/preprocessing.py``
+``build_data`` takes each feature's ``preprocessing`` from there with ``--training_set_metadata``; 0.17's feature
+modules read the same ``preprocessing_parameters`` keys as 0.11's) are in the options prepflow records, at
+Ludwig's defaults; without them ``ludwig preprocess`` stops with a KeyError."""
 
 from __future__ import annotations
 
