@@ -269,12 +269,19 @@ class ValuesToNotBeNull(Kernel):
                                   self.kwargs.get("mostly", 1.0))
 
 
+def _is_arrow_string(dtype) -> bool:
+    """pandas' Arrow-backed strings (``str``, ``string[pyarrow]``)."""
+    return isinstance(dtype, pd.StringDtype) and getattr(dtype, "storage", "") == "pyarrow"
+
+
 class ValuesToBeUnique(Kernel):
     """Every non-null value occurs once; unexpected: every row whose value repeats (GX:
-    ``duplicated(keep=False)``). Per partition: the non-null values as numbers (anything else as
-    pandas hashes) and a sorted copy; the merge sorts the sorted runs together (numpy's stable sort
-    merges runs in about linear time) and, only when a value repeats, flags its rows partition by
-    partition (``np.isin``), in row order. Equal hashes are compared as values before they count."""
+    ``duplicated(keep=False)``). Arrow strings: each partition keeps its non-null values as an Arrow
+    array; the merge dictionary-encodes them all at once (Arrow's hash table) and counts each code.
+    Otherwise, per partition: the non-null values as numbers (anything else as pandas hashes) and a
+    sorted copy; the merge sorts the sorted runs together (numpy's stable sort merges runs in about
+    linear time) and, only when a value repeats, flags its rows partition by partition (``np.isin``),
+    in row order. Equal hashes are compared as values before they count."""
 
     type = "expect_column_values_to_be_unique"
 
@@ -282,14 +289,23 @@ class ValuesToBeUnique(Kernel):
         col = frame[self.column]
         null = col.isna().to_numpy(dtype=bool)
         values = col[~null] if null.any() else col
+        out = {"rows": len(col), "missing": int(null.sum()), "labels": values.index, "values": None}
+        if _is_arrow_string(values.dtype):
+            strings = pa.array(values.array)
+            if isinstance(strings, pa.ChunkedArray):
+                strings = strings.combine_chunks()
+            return {**out, "strings": strings.cast(pa.large_string()), "values": values}
         hashed = not is_numeric(values.dtype)
         keys = pd.util.hash_pandas_object(values, index=False).to_numpy() if hashed else numbers(values)
-        return {"rows": len(col), "missing": int(null.sum()), "keys": keys, "sorted": np.sort(keys),
-                "values": values if hashed else None, "labels": values.index}
+        return {**out, "keys": keys, "sorted": np.sort(keys), "values": values if hashed else None}
 
     def result(self, partials):
         rows = sum(p["rows"] for p in partials)
         missing = sum(p["missing"] for p in partials)
+        mostly = self.kwargs.get("mostly", 1.0)
+        if all("strings" in p for p in partials):
+            return self._strings(partials, rows, missing, mostly)
+        partials = [self._hashed(p) if "strings" in p else p for p in partials]  # mixed dtypes: all hashed
         merged = np.sort(np.concatenate([p["sorted"] for p in partials]), kind="stable")
         same = merged[1:] == merged[:-1]
         count, values, index = 0, [], []
@@ -307,7 +323,25 @@ class ValuesToBeUnique(Kernel):
                 head = f[:PARTIAL_UNEXPECTED_COUNT - len(index)]
                 index += [p["labels"][i] for i in head.tolist()]
                 values += p["values"].iloc[head].tolist() if p["values"] is not None else p["keys"][head].tolist()
-        return results.map_result(rows, missing, count, values, results.clean(index), self.kwargs.get("mostly", 1.0))
+        return results.map_result(rows, missing, count, values, results.clean(index), mostly)
+
+    @staticmethod
+    def _hashed(p: dict) -> dict:
+        keys = pd.util.hash_pandas_object(p["values"], index=False).to_numpy()
+        return {**p, "keys": keys, "sorted": np.sort(keys)}
+
+    @staticmethod
+    def _strings(partials, rows, missing, mostly):
+        strings = pa.concat_arrays([p["strings"] for p in partials])
+        codes = pc.dictionary_encode(strings).indices.to_numpy(zero_copy_only=False)
+        repeated = np.bincount(codes)[codes] > 1 if len(codes) else np.zeros(0, dtype=bool)
+        flagged = np.flatnonzero(repeated)
+        head = flagged[:PARTIAL_UNEXPECTED_COUNT]
+        bounds = np.cumsum([0] + [len(p["strings"]) for p in partials])
+        owner = np.searchsorted(bounds, head, side="right") - 1
+        index = [partials[k]["labels"][i - bounds[k]] for k, i in zip(owner.tolist(), head.tolist(), strict=True)]
+        values = strings.take(pa.array(head, type=pa.int64())).to_pylist()
+        return results.map_result(rows, missing, len(flagged), values, results.clean(index), mostly)
 
 
 class ValuesToBeNull(Kernel):
