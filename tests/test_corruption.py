@@ -11,20 +11,28 @@ from pathlib import Path
 
 import pytest
 
+from flows.cli import main as cli_main
 from tests.conftest import EXAMPLE
 from tests.helpers import artifact_files
 
 ENV = {"SOURCE_DATE_EPOCH": "1700000000"}
 
 
-def _run(cli, tmp: Path, *extra: str):
+# The runs: the in-process runner of the same stage graph in the fast lane, Prefect's flow on its local
+# server in the integration lane.
+@pytest.fixture(params=["off", pytest.param("local-server", marks=pytest.mark.integration)])
+def prefect(request) -> str:
+    return request.param
+
+
+def _run(cli, tmp: Path, prefect: str, *extra: str):
     return cli("run", EXAMPLE / "config.yaml", "--dataset", EXAMPLE / "titanic.csv", "--output", tmp / "out",
-               "--cache-dir", tmp / "cache", "--json", *extra, env=ENV)
+               "--cache-dir", tmp / "cache", "--json", *extra, env={**ENV, "PREPFLOW_PREFECT": prefect})
 
 
 @pytest.fixture
-def published(cli, tmp_path):
-    first = _run(cli, tmp_path)
+def published(cli, tmp_path, prefect):
+    first = _run(cli, tmp_path, prefect)
     assert first.returncode == 0, first.stderr
     return first.json()
 
@@ -34,7 +42,7 @@ def _entry(cache: Path, stage: str) -> Path:
     return entry
 
 
-def test_corrupt_cache_entries_are_reported_and_recomputed(cli, tmp_path, published):
+def test_corrupt_cache_entries_are_reported_and_recomputed(cli, tmp_path, published, prefect):
     cache = tmp_path / "cache"
     ingest_entry, encode_entry = _entry(cache, "ingest"), _entry(cache, "encode")
     part = ingest_entry / "data" / "part-00000.arrow"
@@ -44,7 +52,7 @@ def test_corrupt_cache_entries_are_reported_and_recomputed(cli, tmp_path, publis
     encoded = sorted(p for p in encode_entry.rglob("*.arrow"))[0]
     encoded.write_bytes(encoded.read_bytes()[:100])  # truncated
 
-    rerun = _run(cli, tmp_path, "--always-run-flow")
+    rerun = _run(cli, tmp_path, prefect, "--always-run-flow")
     assert rerun.returncode == 0, rerun.stderr
     output = rerun.stdout + rerun.stderr
     assert f"cache entry ingest/{ingest_entry.name} is corrupt" in output, output[-3000:]
@@ -60,22 +68,30 @@ def test_corrupt_cache_entries_are_reported_and_recomputed(cli, tmp_path, publis
     assert not [p for p in cache.rglob(".corrupt-*")] and not [p for p in cache.rglob(".tmp-*")]
 
 
-def test_inspect_verify_refuses_an_altered_artifact_file(cli, tmp_path, published):
+def _inspect(capfd, *args) -> tuple[int, str]:
+    """``prepflow inspect`` in this process (``flows.cli.main``, the command's code without ~4 s of
+    imports per call): exit code and stderr."""
+    capfd.readouterr()
+    code = cli_main(["inspect", *map(str, args)])
+    return code, capfd.readouterr().err
+
+
+def test_inspect_verify_refuses_an_altered_artifact_file(cli, tmp_path, published, capfd):
     art = Path(published["artifact_path"])
     before = artifact_files(art)
-    assert cli("inspect", art, "--verify").returncode == 0
+    assert _inspect(capfd, art, "--verify")[0] == 0
     shard = art / "train" / "part-00000.parquet"
     data = bytearray(shard.read_bytes())
     data[len(data) // 2] ^= 0x01
     shard.write_bytes(bytes(data))
-    result = cli("inspect", art, "--verify")
-    assert result.returncode == 1
-    assert "train/part-00000.parquet: sha256 differs from the recorded one" in result.stderr
-    assert "Traceback" not in result.stderr
+    code, err = _inspect(capfd, art, "--verify")
+    assert code == 1
+    assert "train/part-00000.parquet: sha256 differs from the recorded one" in err
+    assert "Traceback" not in err
     npy = art / "test" / "Age.npy"
     npy.write_bytes(npy.read_bytes()[:-4])
-    result = cli("inspect", tmp_path / "out", "--verify")  # through LATEST
-    assert result.returncode == 1 and "test/Age.npy:" in result.stderr and "expected" in result.stderr
+    code, err = _inspect(capfd, tmp_path / "out", "--verify")  # through LATEST
+    assert code == 1 and "test/Age.npy:" in err and "expected" in err
     assert len(before) == len(artifact_files(art))
 
 
