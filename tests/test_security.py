@@ -53,6 +53,7 @@ def canary_run(tmp_path_factory):
     return tmp, result
 
 
+@pytest.mark.integration  # a prepflow run through its local Prefect server, whose API the test reads
 def test_cache_and_artifact_files_hold_no_pickle(canary_run):
     tmp, _ = canary_run
     files = _files(tmp / "cache") + _files(tmp / "out")
@@ -62,6 +63,7 @@ def test_cache_and_artifact_files_hold_no_pickle(canary_run):
     assert pickled == [] and object_npy == []
 
 
+@pytest.mark.integration  # a prepflow run through its local Prefect server, whose API the test reads
 def test_credentials_are_never_written(canary_run):
     tmp, result = canary_run
     leaks = [name for name, text in (("stdout", result.stdout), ("stderr", result.stderr)) if CANARY_SECRET in text
