@@ -155,11 +155,15 @@ def run_case(folder: Path, spec: dict, worker) -> tuple[int, str, float]:
     return code, output, time.perf_counter() - start
 
 
+# Each case runs the in-process runner of the same stage graph in the fast lane (no Prefect API), and
+# Prefect's flow on its local server in the integration lane.
+@pytest.mark.parametrize("prefect", ["off", pytest.param("local-server", marks=pytest.mark.integration)])
 @pytest.mark.parametrize("case", CASES)
-def test_bad_input(case, tmp_path, worker):
+def test_bad_input(case, prefect, tmp_path, worker):
     folder = tmp_path / case
     shutil.copytree(CORPUS / case, folder)
     spec = parse_expected(folder / "expected.txt")
+    spec["env"].setdefault("PREPFLOW_PREFECT", prefect)
     config = folder / "config.yaml"
     raw = config.read_bytes()
     if b"{tmp}" in raw:
