@@ -149,6 +149,7 @@ def test_project_commands_are_installed_console_scripts(services):
         assert exe == "python" or (BIN / exe).is_file(), f"{name}: {exe} is not installed with the project"
 
 
+@pytest.mark.integration  # a `prefect` process each (~5-15 s of imports)
 @pytest.mark.parametrize("service", ["prefect-server", "prefect-worker"])
 def test_prefect_commands_accept_their_options(services, service):
     cmd = _command(services[service])
@@ -254,10 +255,14 @@ def test_depends_on_targets_exist_and_are_healthy_when_waited_for(services):
 
 # --- the deployment, the stack and the native test agree -----------------------------------------------
 
-def test_the_deployment_runs_on_this_stack(services, deployment):
+@pytest.mark.integration  # imports Prefect's deploy CLI (~10-18 s)
+def test_prefect_yaml_is_valid_for_prefect_deploy():
     from prefect.cli.deploy._models import PrefectYamlModel
 
     PrefectYamlModel.model_validate(yaml.safe_load(PREFECT_YAML.read_text()))
+
+
+def test_the_deployment_runs_on_this_stack(services, deployment):
     worker = _command(services["prefect-worker"])
     assert deployment["work_pool"]["name"] == _option(worker, "--pool")
     params = deployment["parameters"]
