@@ -1,8 +1,10 @@
 """The ``prepflow`` command line (DESIGN section 5b).
 
 Exit codes: 0 success, 1 a data or validation failure, 2 a usage or config error. With ``--json``
-the last line of stdout is one JSON object. Errors are one readable message on stderr, never a
-traceback, for anything that is the user's to fix.
+the last line of stdout is one JSON object. Every failure is one ``prepflow: error: ...`` line on
+stderr, printed once (Prefect's log lines, which would repeat it, are quiet unless ``--verbose``);
+a traceback only with ``--debug`` (or ``PREPFLOW_DEBUG=1``). What ``run`` shows while it runs (stage
+lines, progress, the warnings block) is flows/console.py's.
 """
 
 from __future__ import annotations
@@ -13,12 +15,17 @@ import logging
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Callable
 
 from core.errors import ConfigError, PrepflowError
+from flows import console
 from flows import serve as serve_command
 from flows.flow_parameters import add_flow_parameters
+from flows.output_target import check_output
+
+DEBUG_ENV = "PREPFLOW_DEBUG"
 
 COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
 
@@ -58,77 +65,73 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("--always-run-flow", action="store_true",
                    help="run the Prefect flow even when the artifact for these inputs is already published "
                         "(every stage then shows as Cached in the UI)")
+    p.add_argument("--stats", action="store_true",
+                   help="print the run's statistics table after the summary (they are in the report either way)")
+    p.add_argument("--verbose", action="store_true",
+                   help="show Prefect's own log lines (quiet by default; they always reach the Prefect UI); "
+                        "no progress bar then")
 
 
-def _print_summary(summary: dict, wall: float) -> None:
+def _print_summary(summary: dict, wall: float, stats: bool, warnings: list[str]) -> None:
+    """The stage table, rows, artifact and report lines, the statistics with ``--stats``, the warnings
+    block: a screen (the Titanic example: about 40 lines with the stage lines)."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
-    table = Table(title=f"prepflow run: {summary['artifact_id']}")
+    out = Console()
+    out.print(f"prepflow run {summary['artifact_id']}", markup=False, highlight=False)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     table.add_column("stage")
     table.add_column("seconds", justify="right")
     table.add_column("cached")
     for stage in summary["stages"]:
         table.add_row(stage["name"], f"{stage['seconds']:.3f}", "yes" if stage["cached"] else "no")
-    console.print(table)
-    from flows.reporting import print_statistics
+    out.print(table)
+    if stats:
+        from flows.reporting import print_statistics
 
-    print_statistics(console, summary["artifact_path"])
+        print_statistics(out, summary["artifact_path"])
     rows = ", ".join(f"{k}={v}" for k, v in summary["rows"].items())
-    console.print(f"rows: {rows}")
-    console.print(f"artifact: {summary['artifact_path']}  ({wall:.1f} s)")
+    out.print(f"rows: {rows}", markup=False, highlight=False)
+    out.print(f"artifact: {summary['artifact_path']}  ({wall:.1f} s)", markup=False, highlight=False,
+              soft_wrap=True)
     if summary.get("report_path"):
-        console.print(f"report: {summary['report_path']}")
+        out.print(f"report: {summary['report_path']}", markup=False, highlight=False, soft_wrap=True)
+    if summary.get("flow_run_url"):
+        out.print(f"prefect: {summary['flow_run_url']}", markup=False, highlight=False, soft_wrap=True)
     if summary.get("reused_artifact"):
-        console.print("already published for this dataset and config: nothing ran "
-                      "(--always-run-flow runs the flow anyway)")
+        out.print("already published for this dataset and config: nothing ran "
+                  "(--always-run-flow runs the flow anyway)")
+    console.print_warnings(warnings)
 
 
-def _progress_bar(enabled: bool):
-    """A transient rich progress bar (stderr) fed by Dask task completions of each stage."""
+def _run_settings(mode: str):
+    """Prefect settings for the run (flow and bookkeeping after it).
+
+    * The API URL: ``configure_prefect`` sets ``PREFECT_API_URL`` in the environment (the local server's),
+      but Prefect reads its settings once, at import, and ``flows.serve`` (imported above, for its parser)
+      imports Prefect: without this, a Prefect client made outside the flow (the artifact tag of
+      ``bookkeeping.RunRecord.finish``), or every run after the first of a process that calls ``main``
+      repeatedly (the URL is then in the environment: mode "remote"), would start an ephemeral server.
+    * No heartbeat on the local server: Prefect's flow heartbeat thread's shutdown joins a thread that
+      sleeps in 1 s steps, ~0.9 s per run (measured: 0.30 s vs 1.15 s for a one-task flow), and the local
+      server marks a run whose process died as Crashed anyway (flows/run_registry.py). With a remote server
+      (PREFECT_API_URL) the heartbeat stays on, so does it when PREFECT_FLOWS_HEARTBEAT_FREQUENCY is set."""
     import contextlib
 
-    if not enabled:
-        return contextlib.nullcontext()
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from prefect.settings import (  # heavy optional dependency: Prefect (not for runs without it)
+        PREFECT_API_URL,
+        PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+        temporary_settings,
+    )
 
-    from tasks import progress
-
-    bar = Progress(TextColumn("{task.description:<14}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=Console(stderr=True), transient=True)
-    ids: dict[str, int] = {}
-
-    def report(stage: str, done: int, total: int) -> None:
-        if stage not in ids:
-            ids[stage] = bar.add_task(stage or "working", total=total)
-        bar.update(ids[stage], completed=done, total=total)
-
-    @contextlib.contextmanager
-    def running():
-        progress.set_reporter(report)
-        try:
-            with bar:
-                yield
-        finally:
-            progress.set_reporter(None)
-
-    return running()
-
-
-def _no_heartbeat(mode: str):
-    """A run on the local server skips Prefect's flow heartbeat thread: its shutdown joins a thread that
-    sleeps in 1 s steps, ~0.9 s per run (measured: 0.30 s vs 1.15 s for a one-task flow), and the local
-    server marks a run whose process died as Crashed anyway (flows/run_registry.py). With a remote server
-    (PREFECT_API_URL) the heartbeat stays on, so does it when PREFECT_FLOWS_HEARTBEAT_FREQUENCY is set."""
-    import contextlib
-
-    if mode == "remote" or os.environ.get("PREFECT_FLOWS_HEARTBEAT_FREQUENCY"):
-        return contextlib.nullcontext()
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
-
-    return temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
+    updates: dict = {}
+    if mode != "ephemeral" and os.environ.get("PREFECT_API_URL"):
+        updates[PREFECT_API_URL] = os.environ["PREFECT_API_URL"]
+    if mode != "remote" and not os.environ.get("PREFECT_FLOWS_HEARTBEAT_FREQUENCY"):
+        updates[PREFECT_FLOWS_HEARTBEAT_FREQUENCY] = None
+    return temporary_settings(updates=updates) if updates else contextlib.nullcontext()
 
 
 def _run_flow(args: argparse.Namespace, config, fingerprint: str | None = None) -> dict:
@@ -137,11 +140,15 @@ def _run_flow(args: argparse.Namespace, config, fingerprint: str | None = None) 
     from flows import bookkeeping, without_prefect
     from flows.local_server import configure_prefect, runs_dir
 
+    if os.environ.get("PREPFLOW_PREFECT") == "off":  # the in-process runner, no Prefect API at all
+        return _without_prefect(args, without_prefect)
     try:
         mode = configure_prefect()
     except PrepflowError as exc:  # no local server: the run goes on without one
         bookkeeping.note_incomplete("local Prefect server", exc)
         return _finish_without_prefect(args, without_prefect, bookkeeping)
+    if not args.verbose:  # after the server started: its process keeps its own log lines
+        console.quiet_prefect_console()
     from prefect import tags
 
     from flows.preprocess import preprocess
@@ -153,29 +160,53 @@ def _run_flow(args: argparse.Namespace, config, fingerprint: str | None = None) 
     record = bookkeeping.RunRecord(runs_dir() if mode != "ephemeral" else None)
     flow = preprocess.with_options(flow_run_name=run_name(args.dataset, args.config, config),
                                    on_running=[*preprocess.on_running_hooks, record])
-    try:
-        with _no_heartbeat(mode), tags(*run_tags(args.dataset, config)), \
-                _progress_bar(enabled=not args.json and sys.stderr.isatty()):
-            summary = flow(config=args.config, dataset=args.dataset, output=args.output,
-                           cache_dir=args.cache_dir, npartitions=args.npartitions, dask_address=args.dask_address,
-                           dataset_fingerprint=fingerprint)
-    except Exception as exc:
-        if not bookkeeping.is_api_failure(exc):
-            record.finish()  # a failed run, recorded as Failed
-            raise
-        record.finish(recorded=False)  # its final state may be missing: the next sweep marks it Crashed
-        bookkeeping.note_incomplete("flow run", exc)
-        return _finish_without_prefect(args, without_prefect, bookkeeping)
-    record.finish(summary.get("artifact_id"))
+    with _run_settings(mode):
+        try:
+            with tags(*run_tags(args.dataset, config)), _stage_output(args):
+                summary = flow(config=args.config, dataset=args.dataset, output=args.output,
+                               cache_dir=args.cache_dir, npartitions=args.npartitions,
+                               dask_address=args.dask_address, dataset_fingerprint=fingerprint)
+        except Exception as exc:
+            if not bookkeeping.is_api_failure(exc):
+                record.finish()  # a failed run, recorded as Failed
+                raise
+            record.finish(recorded=False)  # its final state may be missing: the next sweep marks it Crashed
+            bookkeeping.note_incomplete("flow run", exc)
+            return _finish_without_prefect(args, without_prefect, bookkeeping)
+        record.finish(summary.get("artifact_id"))
+        if mode != "ephemeral" and (url := _flow_run_url(record.flow_run_id)):
+            summary = {**summary, "flow_run_url": url}
     return _with_ui_record(summary, bookkeeping)
+
+
+def _flow_run_url(flow_run_id: str | None) -> str | None:
+    """The run's page in the Prefect UI (Prefect's "View at" line, quiet without --verbose)."""
+    from prefect.utilities.urls import url_for  # heavy optional dependency: Prefect (not for runs without it)
+
+    try:
+        return url_for("flow-run", obj_id=flow_run_id) if flow_run_id else None
+    except Exception:  # a link is not worth failing a published run for
+        return None
 
 
 def _finish_without_prefect(args: argparse.Namespace, without_prefect, bookkeeping) -> dict:
     print("prepflow: warning: the Prefect API failed; finishing the run without it (its UI record is "
           "incomplete)", file=sys.stderr)
-    summary = without_prefect.run(args.config, args.dataset, args.output, args.cache_dir, args.npartitions,
-                                  args.dask_address)
-    return _with_ui_record(summary, bookkeeping)
+    return _with_ui_record(_without_prefect(args, without_prefect), bookkeeping)
+
+
+def _without_prefect(args: argparse.Namespace, without_prefect) -> dict:
+    if not args.verbose:
+        console.quiet_prefect_console()
+    with _stage_output(args):
+        return without_prefect.run(args.config, args.dataset, args.output, args.cache_dir, args.npartitions,
+                                   args.dask_address)
+
+
+def _stage_output(args: argparse.Namespace):
+    """Stage lines and progress (flows/console.py): a live bar only on a terminal, and never with
+    ``--verbose`` (Prefect's log lines would write through it) or ``--json``."""
+    return console.stage_output(bar=sys.stderr.isatty() and not args.verbose and not args.json)
 
 
 def _with_ui_record(summary: dict, bookkeeping) -> dict:
@@ -199,6 +230,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         from tasks import custom_plan
 
         custom_plan.check(config, args.dataset)
+    check_output(args.output)  # so is an output that cannot be written
+    with console.collected_warnings() as collected:
+        try:
+            summary = _run(args, config, start)
+        except BaseException:  # the warnings so far, before the error line
+            if not args.verbose:  # (with --verbose, Prefect's console handler has shown them)
+                console.print_warnings(collected.lines, sys.stderr)
+            raise
+    summary = {**summary, "warnings": list(collected.lines)} if collected.lines else summary
+    _report(args, summary, time.perf_counter() - start)
+    return 0
+
+
+def _run(args: argparse.Namespace, config, start: float) -> dict:
+    """The run's summary: a published artifact reused, or the flow's (or in-process runner's)."""
     fingerprint = None  # the dataset's sha256, computed once per run and handed to ingest
     if not args.always_run_flow and "://" not in args.output:
         from tasks import ingest, publish
@@ -215,11 +261,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             summary = {**{k: reused[k] for k in ("artifact_path", "artifact_id", "rows")},
                        "stages": [{"name": "publish", "seconds": 0.0, "cached": True}], "reused_artifact": True}
             summary["report_path"] = _reused_report(reused["artifact_path"])
-            _report(args, summary, time.perf_counter() - start)
-            return 0
-    summary = _run_flow(args, config, fingerprint)
-    _report(args, summary, time.perf_counter() - start)
-    return 0
+            return summary
+    return _run_flow(args, config, fingerprint)
 
 
 def _reused_report(artifact_path: str) -> str | None:
@@ -240,7 +283,7 @@ def _report(args: argparse.Namespace, summary: dict, wall: float) -> None:
     if args.json:
         print(json.dumps({**summary, "seconds": round(wall, 3)}))
     else:
-        _print_summary(summary, wall)
+        _print_summary(summary, wall, args.stats, [] if args.verbose else summary.get("warnings", []))
 
 
 # ---- report ----------------------------------------------------------------------------------------
@@ -330,6 +373,8 @@ def _setup_transcode(p: argparse.ArgumentParser) -> None:
     p.add_argument("--formats", default="npy,parquet", help="publish formats (default npy,parquet)")
     p.add_argument("--npartitions", type=int, default=None, help="Dask partitions (default: one per 256k rows)")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
+    p.add_argument("--stats", action="store_true", help="as for `run`")
+    p.add_argument("--verbose", action="store_true", help="as for `run`")
 
 
 @command("transcode", _setup_transcode)
@@ -351,6 +396,7 @@ def cmd_transcode(args: argparse.Namespace) -> int:
                 "--cache-dir", args.cache_dir]
     run_args += ["--npartitions", str(args.npartitions)] if args.npartitions else []
     run_args += ["--json"] if args.json else []
+    run_args += [flag for flag, on in (("--stats", args.stats), ("--verbose", args.verbose)) if on]
     return cmd_run(build_parser().parse_args(run_args))
 
 
@@ -452,11 +498,28 @@ def cmd_validate(args: argparse.Namespace) -> int:
 # ---- entry point -------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="prepflow", description="Raw datasets -> GPU-ready training artifacts.")
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help=f"print the traceback of an error (also: {DEBUG_ENV}=1)")
+    parser = argparse.ArgumentParser(prog="prepflow", description="Raw datasets -> GPU-ready training artifacts.",
+                                     parents=[debug])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (setup, _fn) in COMMANDS.items():
-        setup(sub.add_parser(name))
+        setup(sub.add_parser(name, parents=[debug]))
     return parser
+
+
+def _debug(args: argparse.Namespace | None) -> bool:
+    return bool(getattr(args, "debug", False)) or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def _print_error(message: str) -> None:
+    """One ``prepflow: error:`` line; a message of several lines (a failed gate's report) keeps its other
+    lines below it, indented."""
+    first, *rest = (message.strip() or "(no message)").splitlines()
+    print(f"prepflow: error: {first}", file=sys.stderr)
+    for line in rest:
+        print(f"  {line}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -469,7 +532,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.command][1](args)
     except PrepflowError as exc:
-        print(f"prepflow: error: {exc}", file=sys.stderr)
+        if _debug(args):
+            traceback.print_exc()
+        _print_error(str(exc))
         if getattr(exc, "gate", None) and getattr(args, "json", False):  # ValidationFailed: say which gate
             print(json.dumps({"error": str(exc).splitlines()[0], "failed_gate": exc.gate, "validation": exc.report},
                              default=str))
@@ -477,6 +542,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("prepflow: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # not the user's to fix: a bug of prepflow or of a library it calls
+        if _debug(args):
+            traceback.print_exc()
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        hint = "" if _debug(args) else f" (--debug or {DEBUG_ENV}=1 prints the traceback)"
+        print(f"prepflow: error: internal error: {type(exc).__name__}: {detail}{hint}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
