@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from core.errors import ConfigError, ValidationFailed
+from flows.cli import main as cli_main
 from tests.helpers import run, write_csv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -171,7 +172,16 @@ def test_the_generated_encoded_suite_catches_bad_output(dataset, tmp_path):
 # ---- the command line --------------------------------------------------------------------------
 
 @pytest.mark.integration  # real processes: prepflow run with its local Prefect server, or fresh interpreters
-def test_cli_validate_exit_codes_and_report(cli, tmp_path):
+def prepflow(capfd, *args) -> tuple[int, str, str]:
+    """``prepflow`` in this process (``flows.cli.main``, without an interpreter and ~4 s of imports per
+    call): exit code, stdout, stderr."""
+    capfd.readouterr()
+    code = cli_main([str(a) for a in args])
+    out, err = capfd.readouterr()
+    return code, out, err
+
+
+def test_cli_validate_exit_codes_and_report(capfd, tmp_path):
     df = frame()
     df.loc[3, "x"] = -50.0
     data = write_csv(df, tmp_path / "d.csv")
@@ -180,20 +190,21 @@ def test_cli_validate_exit_codes_and_report(cli, tmp_path):
                                   {"type": "expect_column_values_to_be_in_set",
                                    "kwargs": {"column": "c", "value_set": ["a", "b", "c"]}}])
     cache = tmp_path / "cache"
-    failed = cli("validate", data, "--suite", suite, "--cache-dir", cache)
-    assert failed.returncode == 1, failed.stderr
-    assert "expect_column_values_to_be_between on 'x'" in failed.stdout
-    assert "-50.0 (row 4)" in failed.stdout
-    usage = cli("validate", data, "--cache-dir", cache)
-    assert usage.returncode == 2 and "--config CONFIG or --suite FILE" in usage.stderr
+    code, out, err = prepflow(capfd, "validate", data, "--suite", suite, "--cache-dir", cache)
+    assert code == 1, err
+    assert "expect_column_values_to_be_between on 'x'" in out
+    assert "-50.0 (row 4)" in out
+    code, out, err = prepflow(capfd, "validate", data, "--cache-dir", cache)
+    assert code == 2 and "--config CONFIG or --suite FILE" in err
 
 
-def test_ci_data_gate_command_line_passes_on_the_example(cli, tmp_path):
+def test_ci_data_gate_command_line_passes_on_the_example(capfd, tmp_path):
     """The command of infra/ci/github-data-gate.yml: exit 0 and one JSON object as the last line."""
     assert 'prepflow validate "$DATASET" --config "$CONFIG" --json' in (
         ROOT / "infra" / "ci" / "github-data-gate.yml").read_text()
-    result = cli("validate", ROOT / "examples" / "titanic" / "titanic.csv", "--config",
-                 ROOT / "examples" / "titanic" / "config.yaml", "--json", "--cache-dir", tmp_path / "cache")
-    assert result.returncode == 0, result.stderr
-    report = result.json()
+    code, out, err = prepflow(capfd, "validate", ROOT / "examples" / "titanic" / "titanic.csv", "--config",
+                              ROOT / "examples" / "titanic" / "config.yaml", "--json", "--cache-dir",
+                              tmp_path / "cache")
+    assert code == 0, err
+    report = json.loads(out.strip().splitlines()[-1])
     assert report["success"] and report["gates"][0]["gate"] == "raw"
