@@ -1,4 +1,6 @@
-"""User suites through Great Expectations' public API (GX 1.x), per partition where results merge.
+"""The expectations of user suites that have no kernel (``expectations.kernels.user_kernel``: a type
+or kwargs the kernels do not cover, such as a row condition), through Great Expectations' public API
+(GX 1.x), per partition where results merge.
 
 GX runs a suite on a pandas frame with an ephemeral context, a pandas data source, a whole-dataframe
 batch definition and ``Batch.validate(ExpectationSuite, result_format=...)``; prepflow reads only the

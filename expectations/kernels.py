@@ -1,4 +1,13 @@
-"""The expectations prepflow generates from the config, on numpy/pyarrow kernels (no GX import).
+"""The expectations prepflow generates from the config, and the common ones of user suites, on
+numpy/pyarrow kernels (no GX import).
+
+User suites: ``user_kernel`` gives the kernel of an expectation whose type and kwargs a kernel covers
+(``USER_KERNELS``: not/be null, between, in/not in set, regex, value lengths, unique, row count,
+mean/min/max/sum, proportion of non-null, distinct values containing numbers; no row condition, no
+result format, no suite parameter); the others run on GX (``expectations.gx_suites``). A kernel makes
+GX's own pandas call where one decides (``isin``, ``astype(str).str.contains``, ``.mean()`` on the
+column's partitions concatenated in row order) and reports kwargs as GX does (no None, no defaults).
+``tests/unit/test_gx_user_kernels.py`` checks each against GX.
 
 Each generated expectation type has a kernel: ``partial(frame)`` reads one pandas partition (which
 carries its global row index) and returns a small, mergeable value; ``merge(partials)`` (partials in

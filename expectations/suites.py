@@ -3,7 +3,9 @@
 A suite is ``{"name": ..., "expectations": [{"type": ..., "kwargs": {...}}, ...]}``. prepflow runs:
 
 * the suites it generates from the config with its own kernels (``expectations.kernels``), and
-* the user's suites with GX's public API (``expectations.gx_suites``), which this module classifies:
+* of the user's suites, the common expectation types on those kernels too (``kernels.USER_KERNELS``,
+  results equal to GX's) and the others with GX's public API (``expectations.gx_suites``), which this
+  module classifies for it:
   ``ROW_WISE`` expectations decide each row on its own, so GX runs them per partition and the
   results add up; ``GLOBAL`` ones need every row at once (a mean, uniqueness, the row count) and
   GX runs them on the whole column(s); ``SCHEMA`` ones look at the column names only.
