@@ -102,7 +102,7 @@ def _print_summary(summary: dict, wall: float, stats: bool, warnings: list[str])
         out.print(f"prefect: {summary['flow_run_url']}", markup=False, highlight=False, soft_wrap=True)
     if summary.get("reused_artifact"):
         out.print("already published for this dataset and config: nothing ran "
-                  "(--always-run-flow runs the flow anyway)")
+                  "(--always-run-flow runs the flow anyway)", markup=False, highlight=False, soft_wrap=True)
     console.print_warnings(warnings)
 
 

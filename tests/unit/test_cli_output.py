@@ -65,6 +65,11 @@ def test_default_run_fits_a_screen_with_a_line_per_stage_start_and_end(prepflow,
     assert again.code == 0, again.text
     assert [line.rsplit(" ", 1)[-1] for line in _stage_lines(again) if ": done in" in line] == ["yes"] * len(done)
 
+    reused = _titanic(prepflow, tmp_path, output="out2")  # published already: nothing runs, one line says so
+    assert reused.code == 0 and _stage_lines(reused) == [], reused.text
+    assert ("already published for this dataset and config: nothing ran (--always-run-flow runs the flow anyway)"
+            in reused.lines), reused.text
+
 
 def test_stats_prints_the_statistics_table(prepflow, tmp_path):
     result = _titanic(prepflow, tmp_path, "--stats")
