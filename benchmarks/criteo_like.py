@@ -26,6 +26,8 @@ encode, split and zstd Parquet write; ``pip install .[bench]``) runs on the same
 prints the flow process's share of all CPU, its peak RSS, the workers' CPU per row and the ratio of
 the run's CPU (flow + workers) to polars' CPU. ``--baseline DIR`` also runs the prepflow of another
 checkout (e.g. ``git worktree add /tmp/h7-base 34adbce``) on the same file, alternating with this one.
+``--csv``: prepflow reads the same table written as one CSV file (pyarrow's writer, no quotes: no value
+needs one, so the file is read in byte ranges); polars still reads the Parquet file.
 
     python benchmarks/criteo_like.py --rows 2000000 --workers 0,1,2 [--baseline /tmp/h7-base] [--work /tmp/criteo]
 """
@@ -108,6 +110,18 @@ def generate(rows: int, path: Path, seed: int = 0, row_group_rows: int = 1 << 18
             writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
         writer.write_table(table, row_group_size=row_group_rows)
     writer.close()
+    os.replace(tmp, path)
+
+
+def write_csv(parquet: Path, path: Path) -> None:
+    """The Parquet table as one CSV file, a row group at a time, without quotes (no value here needs one)."""
+    import pyarrow.csv as pacsv
+
+    tmp = path.with_suffix(".tmp")
+    pf = pq.ParquetFile(parquet)
+    with pacsv.CSVWriter(tmp, pf.schema_arrow, write_options=pacsv.WriteOptions(quoting_style="none")) as writer:
+        for i in range(pf.num_row_groups):
+            writer.write_table(pf.read_row_group(i))
     os.replace(tmp, path)
 
 
@@ -345,6 +359,7 @@ def main() -> None:
     parser.add_argument("--no-polars", action="store_true")
     parser.add_argument("--shuffle-volume", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep caches and artifacts")
+    parser.add_argument("--csv", action="store_true", help="prepflow reads the table as one CSV file")
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -354,11 +369,16 @@ def main() -> None:
         generate(args.rows, data, row_group_rows=args.row_group_rows)
         print(json.dumps({"generated_rows": args.rows, "seconds": round(time.perf_counter() - start, 1),
                           "parquet_mb": round(data.stat().st_size / 2**20)}), flush=True)
+    parquet = data
+    if args.csv:
+        data = data.with_suffix(".csv")
+        if not data.exists():
+            write_csv(parquet, data)
     cfg = work / "config.yaml"
     cfg.write_text(yaml.safe_dump(config()))
     polars_cpu = None
     if not args.no_polars:
-        ref = run_polars(data, work)
+        ref = run_polars(parquet, work)
         polars_cpu = ref["cpu_s"]
         print(json.dumps({**ref, "us_per_row": round(ref["cpu_s"] / args.rows * 1e6, 2)}), flush=True)
     variants = [("this", ROOT)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
@@ -369,7 +389,7 @@ def main() -> None:
                 result = run_once(workers, cfg, data, work, args.memory_limit, tree, variant)
                 result["cores"] = os.cpu_count()
                 result["per_row"] = per_row(result, args.rows, polars_cpu)
-                if args.shuffle_volume and volume is None:
+                if args.shuffle_volume and volume is None and not args.csv:
                     from tasks.ingest import PART_ROWS
 
                     volume = shuffle_volume(data, result["split_path"], PART_ROWS)
@@ -379,7 +399,7 @@ def main() -> None:
                     shutil.rmtree(work / f"cache_{variant}_w{workers}", ignore_errors=True)
                     shutil.rmtree(work / f"out_{variant}_w{workers}", ignore_errors=True)
     if not args.no_polars:  # polars again at the end: the machine's load may have changed
-        ref = run_polars(data, work)
+        ref = run_polars(parquet, work)
         print(json.dumps({**ref, "us_per_row": round(ref["cpu_s"] / args.rows * 1e6, 2)}), flush=True)
 
 

@@ -17,7 +17,8 @@ single-reader ingest, and everything after ingest (so the artifact) is the same 
 
 **Quoted newlines.** pyarrow reads a newline inside a quoted field as data; a range boundary cut inside
 such a field would split the row. The rule: a file is cut into ranges only if *no byte of it is the
-quote character* (``"``). The flow checks the sampled head; each range task checks its own bytes
+quote character* (``"``) after the header (quoted header names are allowed: ``_splittable``). The flow
+checks the sampled head; each range task checks its own bytes
 (``bytes.find``, memchr speed) before parsing and, finding a quote, reports it instead of reading. The
 ranges cover the file without gaps, so a quote anywhere is seen, and the file is then read whole by
 one task (``tasks.ingest.read_batches``: the single reader, quotes and all). This is safe because
@@ -150,9 +151,12 @@ def _header_end(sample: bytes, dialect: csv_dialect.Dialect) -> int | None:
     return None if at < 0 else at + 1
 
 
-def _splittable(sample: bytes, dialect: csv_dialect.Dialect) -> bool:
-    """Nothing in the sampled head that a cut could break: no quote character, no data CR/LF."""
-    if dialect.compression is not None or dialect.quote.encode() in sample:
+def _splittable(sample: bytes, header_end: int, dialect: csv_dialect.Dialect) -> bool:
+    """Nothing in the sampled head that a cut could break: no quote character after the header, no data
+    CR/LF. Quoted header names are fine when the header row holds an even number of quote characters: its
+    terminator is then outside quotes (RFC 4180 doubles a quote inside a quoted field), so it ends the row."""
+    quote = dialect.quote.encode()
+    if dialect.compression is not None or quote in sample[header_end:] or sample[:header_end].count(quote) % 2:
         return False
     return not _data_break(sample, dialect, ends_file=False)
 
@@ -176,7 +180,7 @@ def plan(files: list[str], spec, range_bytes: int) -> list[Unit]:
         check_columns(path, names, spec.columns)
         size = _size(source) if dialect.compression is None else None
         start = _header_end(sample, dialect)
-        if size is None or start is None or size - start <= range_bytes or not _splittable(sample, dialect):
+        if size is None or start is None or size - start <= range_bytes or not _splittable(sample, start, dialect):
             units.append(Unit(i, path, source, tuple(names), dialect, 0, size or 0, size or 0, True))
             continue
         for a in range(start, size, range_bytes):

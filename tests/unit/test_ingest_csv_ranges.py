@@ -142,6 +142,17 @@ def test_a_quote_in_the_head_or_a_compressed_file_is_planned_as_one_task(tmp_pat
         assert ranged(str(path), tmp_path / f"out_{path.name}", 16).equals(single(str(path), tmp_path / f"one_{path.name}"))
 
 
+def test_quoted_header_names_are_split_a_quoted_newline_in_the_header_is_not(tmp_path):
+    body = text(frame(100, 2)).split(b"\n", 1)[1]
+    quoted = tmp_path / "q.csv"
+    quoted.write_bytes(b'"id","x","c","w"\n' + body)  # as pyarrow's CSV writer writes a header
+    assert not any(u.whole for u in ingest_csv.plan([str(quoted)], SPEC, 64))
+    assert ranged(str(quoted), tmp_path / "rq", 64).equals(single(str(quoted), tmp_path / "oq"))
+    odd = tmp_path / "odd.csv"
+    odd.write_bytes(b'"id","x","c","w\nz"\n' + body)  # a newline inside the last header name
+    assert [u.whole for u in ingest_csv.plan([str(odd)], SPEC, 64)] == [True]
+
+
 def test_a_bare_cr_inside_a_range_makes_the_file_one_task(tmp_path):
     data = bytearray(text(frame(100, 6)))
     at = data.index(b"bb", len(data) // 2)
