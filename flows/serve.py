@@ -19,14 +19,11 @@ import argparse
 import os
 import threading
 
-from prefect.client.schemas.schedules import CronSchedule
-from prefect.schedules import Cron
 from pydantic import ValidationError
 
 from core.errors import ConfigError
 from flows.flow_parameters import add_flow_parameters
 from flows.local_server import configure_prefect, state_dir
-from flows.preprocess import preprocess
 from tasks.config_loader import load_config
 
 DEFAULT_CRON = "0 2 * * *"
@@ -65,6 +62,10 @@ def schedules(cron: str, timezone: str) -> list:
     """``[Cron(...)]``, or ``[]`` for no schedule; a bad expression or zone is a ConfigError."""
     if not cron.strip():
         return []
+    # Prefect is imported only once the API URL is set (``serve``): it reads its settings when imported,
+    # and the CLI imports this module for its parser
+    from prefect.client.schemas.schedules import CronSchedule
+    from prefect.schedules import Cron
 
     try:
         CronSchedule(cron=cron, timezone=timezone)
@@ -100,8 +101,6 @@ def serve(args: argparse.Namespace) -> int:
     load_config(args.config)  # config errors before anything is registered
     params = deployment_parameters(args)
 
-    # Before the first Prefect import: Prefect reads its settings (PREFECT_API_URL) when imported.
-
     uses_local_server = not os.environ.get("PREFECT_API_URL")
     if uses_local_server and os.environ.get("PREPFLOW_PREFECT") == "ephemeral":
         raise ConfigError("prepflow serve needs a Prefect server that outlives each run: unset "
@@ -110,6 +109,8 @@ def serve(args: argparse.Namespace) -> int:
     if uses_local_server:
         _keep_local_server_alive()
     chosen = schedules(args.cron, args.timezone)
+    # after configure_prefect: Prefect reads its settings (PREFECT_API_URL) when first imported
+    from flows.preprocess import preprocess
 
     api = os.environ.get("PREFECT_API_URL", "")
     when = f"cron '{args.cron}' ({args.timezone})" if chosen else "no schedule (trigger runs from the UI)"
