@@ -69,11 +69,11 @@ class SplitConfig(StrictModel):
     @classmethod
     def _probabilities(cls, value: list[float]) -> list[float]:
         if len(value) != 3:
-            raise ValueError(f"must have 3 values (train, validation, test), got {len(value)}")
+            raise ValueError("must have 3 values (train, validation, test)")
         if any(p < 0 for p in value):
-            raise ValueError(f"must be non-negative, got {value}")
+            raise ValueError("must be non-negative")
         if abs(sum(value) - 1.0) > 1e-6:
-            raise ValueError(f"must sum to 1, got {value} (sum {sum(value):g})")
+            raise ValueError(f"must sum to 1; they sum to {sum(value):g}")
         return value
 
     @model_validator(mode="after")

@@ -39,7 +39,8 @@ def parse_config(data: Any, source: str = "config") -> Config:
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{source}: invalid config\n{format_validation_error(exc, Config)}") from None
+        # one line: each wrong key with what is expected, "; " between several
+        raise ConfigError(f"{source}: " + "; ".join(format_validation_error(exc, Config).splitlines())) from None
     resolve_preprocessing(config, source)
     return config
 
@@ -56,10 +57,20 @@ def load_config(path: str | Path) -> Config:
     return _parse_text(text, str(path)).model_copy(deep=True)
 
 
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's multi-line message as one line: ``not valid YAML at line L, column C: <problem> (<context>)``."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    hint = " (YAML indents with spaces, not tabs)" if "\\t" in problem else ""  # PyYAML shows a tab as \\t
+    return f"not valid YAML{where}: {problem}{f' ({context})' if context else ''}{hint}"
+
+
 @functools.lru_cache(maxsize=32)
 def _parse_text(text: str, source: str) -> Config:
     try:
         data = yaml.safe_load(text)  # safe: tags like !!python/object are rejected
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{source}: {yaml_problem(exc)}") from None
     return parse_config(data, source)

@@ -106,9 +106,6 @@ def test_all_missing_column_is_a_warning_not_an_error(prepflow, tmp_path):
     assert (tmp_path / "out" / "LATEST").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="tasks/config_loader.py:64 puts the YAML error's line and column on "
-                   "later lines (PyYAML's multi-line message); tasks/config_loader.py:42 puts the key of a "
-                   "config error on the line after '<file>: invalid config'")
 @pytest.mark.parametrize("name, on_the_line", [("tab in YAML", r"line 2"),
                                                ("split probabilities sum to 0.9",
                                                 r"preprocessing\.split\.probabilities")])
