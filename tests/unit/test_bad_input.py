@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
 from core.errors import ConfigError, DataError
+from flows import console
+from flows.cli import main as cli_main
 from tests.helpers import run
 
 CONFIG = {
@@ -119,10 +122,33 @@ def test_ludwig_model_sections_are_accepted_and_ignored():
 
 # ---- the same through the CLI: exit codes and no traceback ------------------------------------------
 
-def test_cli_config_error_exits_2_without_traceback(cli, tmp_path):
+class InProcess:
+    """``prepflow`` through ``flows.cli.main`` in this process (the command's code without an interpreter
+    and ~4 s of imports per call), stdout and stderr captured: a ``CliResult`` look-alike."""
+
+    def __init__(self, capfd, *args):
+        capfd.readouterr()
+        self.returncode = cli_main([str(a) for a in args])
+        self.stdout, self.stderr = capfd.readouterr()
+
+
+@pytest.fixture
+def prefect_console(monkeypatch):
+    """An in-process ``prepflow run`` quiets Prefect's console for the process (``console.quiet_prefect_console``:
+    an environment variable and Prefect's logging): both are put back after the test."""
+    monkeypatch.setenv(console.CONSOLE_LEVEL_ENV, "CRITICAL")
+    yield
+    monkeypatch.delenv(console.CONSOLE_LEVEL_ENV, raising=False)
+    from prefect.logging.configuration import setup_logging  # heavy optional dependency: prefect
+
+    setup_logging()
+    logging.captureWarnings(False)
+
+
+def test_cli_config_error_exits_2_without_traceback(capfd, tmp_path, prefect_console):
     bad = tmp_path / "c.yaml"
     bad.write_text("input_features:\n  - {name: a, type: number, preprocesing: {}}\n")
-    result = cli("run", bad, "--dataset", tmp_path / "none.csv", "--output", tmp_path / "out")
+    result = InProcess(capfd, "run", bad, "--dataset", tmp_path / "none.csv", "--output", tmp_path / "out")
     assert result.returncode == 2
     assert "did you mean 'preprocessing'" in result.stderr
     assert "Traceback" not in result.stderr
@@ -132,23 +158,28 @@ def test_cli_config_error_exits_2_without_traceback(cli, tmp_path):
 # the in-process runner of the same stage graph in the fast lane; through Prefect's flow and local
 # server (~20-30 s to start) in the integration lane
 @pytest.mark.parametrize("prefect", ["off", pytest.param("local-server", marks=pytest.mark.integration)])
-def test_cli_data_error_exits_1_without_traceback(cli, tmp_path, prefect):
+def test_cli_data_error_exits_1_without_traceback(cli, tmp_path, prefect, capfd, monkeypatch, request):
     data = tmp_path / "d.csv"
     data.write_bytes(b"age,city,label\n1,a,0\nold,b,1\n")
     config = tmp_path / "c.yaml"
     import yaml
 
     config.write_text(yaml.safe_dump(CONFIG))
-    result = cli("run", config, "--dataset", data, "--output", tmp_path / "out", "--cache-dir", tmp_path / "cache",
-                 env={"PREPFLOW_PREFECT": prefect})
+    args = ("run", config, "--dataset", data, "--output", tmp_path / "out", "--cache-dir", tmp_path / "cache")
+    if prefect == "off":  # in this process
+        request.getfixturevalue("prefect_console")
+        monkeypatch.setenv("PREPFLOW_PREFECT", "off")
+        result = InProcess(capfd, *args)
+    else:  # a real prepflow process, through its local Prefect server
+        result = cli(*args, env={"PREPFLOW_PREFECT": prefect})
     assert result.returncode == 1, result.stderr
     assert "prepflow: error:" in result.stderr and "column 'age': expected a number, got 'old'" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     assert leftovers(tmp_path / "cache") == [] and leftovers(tmp_path / "out") == []
 
 
-def test_cli_schema_prints_the_config_json_schema(cli):
-    result = cli("schema")
+def test_cli_schema_prints_the_config_json_schema(capfd):
+    result = InProcess(capfd, "schema")
     assert result.returncode == 0
     import json
 
