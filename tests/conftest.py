@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -63,3 +64,19 @@ def titanic_csv() -> Path:
 @pytest.fixture
 def titanic_config() -> Path:
     return EXAMPLE / "config.yaml"
+
+
+@pytest.fixture
+def prefect_console(monkeypatch):
+    """For an in-process ``prepflow run`` (``tests.helpers.InProcess``), which quiets Prefect's console for
+    the process (``flows.console.quiet_prefect_console``: an environment variable and Prefect's logging
+    settings): both are put back after the test."""
+    from flows import console
+
+    monkeypatch.setenv(console.CONSOLE_LEVEL_ENV, "CRITICAL")
+    yield
+    monkeypatch.delenv(console.CONSOLE_LEVEL_ENV, raising=False)
+    from prefect.logging.configuration import setup_logging  # heavy optional dependency: prefect
+
+    setup_logging()
+    logging.captureWarnings(False)

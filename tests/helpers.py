@@ -65,3 +65,20 @@ def hold_renames(marker: str, go: str, pattern: str = r"/\.[^/]*$", nth: int = 0
         replace(src, dst)
 
     os.replace = held
+
+
+class InProcess:
+    """``prepflow ARGS`` through ``flows.cli.main`` in this process (the command's code without an
+    interpreter and ~4 s of imports per call), stdout and stderr captured with pytest's ``capfd``: a
+    ``tests.conftest.CliResult`` look-alike. A ``run`` quiets Prefect's console for the process: use
+    the ``prefect_console`` fixture with it."""
+
+    def __init__(self, capfd, *args):
+        from flows.cli import main  # heavy optional dependency: flows.cli imports prefect
+
+        capfd.readouterr()
+        self.returncode = main([str(a) for a in args])
+        self.stdout, self.stderr = capfd.readouterr()
+
+    def json(self) -> dict:
+        return json.loads(self.stdout.strip().splitlines()[-1])

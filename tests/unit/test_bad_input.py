@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import pytest
 
 from core.errors import ConfigError, DataError
-from flows import console
-from flows.cli import main as cli_main
-from tests.helpers import run
+from tests.helpers import InProcess, run
 
 CONFIG = {
     "input_features": [{"name": "age", "type": "number"}, {"name": "city", "type": "category"}],
@@ -121,29 +118,6 @@ def test_ludwig_model_sections_are_accepted_and_ignored():
 
 
 # ---- the same through the CLI: exit codes and no traceback ------------------------------------------
-
-class InProcess:
-    """``prepflow`` through ``flows.cli.main`` in this process (the command's code without an interpreter
-    and ~4 s of imports per call), stdout and stderr captured: a ``CliResult`` look-alike."""
-
-    def __init__(self, capfd, *args):
-        capfd.readouterr()
-        self.returncode = cli_main([str(a) for a in args])
-        self.stdout, self.stderr = capfd.readouterr()
-
-
-@pytest.fixture
-def prefect_console(monkeypatch):
-    """An in-process ``prepflow run`` quiets Prefect's console for the process (``console.quiet_prefect_console``:
-    an environment variable and Prefect's logging): both are put back after the test."""
-    monkeypatch.setenv(console.CONSOLE_LEVEL_ENV, "CRITICAL")
-    yield
-    monkeypatch.delenv(console.CONSOLE_LEVEL_ENV, raising=False)
-    from prefect.logging.configuration import setup_logging  # heavy optional dependency: prefect
-
-    setup_logging()
-    logging.captureWarnings(False)
-
 
 def test_cli_config_error_exits_2_without_traceback(capfd, tmp_path, prefect_console):
     bad = tmp_path / "c.yaml"
