@@ -1,0 +1,71 @@
+"""CSV byte ranges and the split on a 2-worker process cluster (issue 19): the range tasks, the in-place
+row numbering, the split's histogram/bucket/write tasks and the ``Assignment`` handle run in other
+processes and give the bytes of the single reader and of the in-process split."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.feather as feather
+import pytest
+
+from tasks import ingest, ingest_csv, split
+from tasks.ingest import IngestSpec
+
+pytestmark = pytest.mark.integration
+
+SPEC = IngestSpec(columns={"x": "float64", "c": "string"}, format="csv")
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None,
+                      worker_dashboard_address=None) as cluster, Client(cluster) as c:
+        yield c
+
+
+def _table(out) -> pa.Table:
+    return pa.concat_tables(feather.read_table(p) for p in sorted(out.glob("part-*.arrow"))).combine_chunks()
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()
+
+
+def test_csv_ranges_on_workers_equal_the_single_reader(tmp_path, client):
+    rng = np.random.default_rng(1)
+    lines = ["x,c,w"] + [f"{'' if rng.random() < 0.1 else round(rng.normal(), 4)},{rng.choice(['a', 'bb', ''])},{i}"
+                         for i in range(5000)]
+    path = tmp_path / "d.csv"
+    path.write_text("\r\n".join(lines) + "\r\n")
+    ingest.write_parts(ingest.read_batches(str(path), SPEC), SPEC, tmp_path / "one", str(path))
+    rows = ingest_csv.write_parts(str(path), SPEC, tmp_path / "ranges", ingest.read_batches, 4096)
+    assert rows == 5000 and len(ingest_csv.plan([str(path)], SPEC, 4096)) > 10
+    assert _table(tmp_path / "ranges").equals(_table(tmp_path / "one"))
+
+
+def test_random_split_on_workers_equals_the_in_process_split(tmp_path, client):
+    from dask import delayed
+
+    n = 300_001
+    old = split.SPLIT_CHUNK_ROWS
+    split.SPLIT_CHUNK_ROWS = 50_000  # seven tasks (the workers import the module: their own default)
+    try:
+        split.random_on_workers(n, [0.7, 0.2, 0.1], 5, 0.5, None, 9, tmp_path / "split.npy")
+    finally:
+        split.SPLIT_CHUNK_ROWS = old
+    keep = split.sample_mask(n, 0.5, None, 9)
+    expected = np.full(n, -1, dtype=np.int8)
+    active = np.flatnonzero(keep)
+    expected[active] = split.random_split(active, [0.7, 0.2, 0.1], 5)
+    np.save(tmp_path / "expected.npy", expected)
+    assert (tmp_path / "split.npy").read_bytes() == (tmp_path / "expected.npy").read_bytes()
+    handle = split.Assignment(tmp_path / "split.npy")
+    picked = delayed(lambda a, rows: (a[rows], _pid()))(delayed(handle, traverse=False), np.arange(0, n, 1000))
+    values, pid = client.compute(picked).result()
+    assert pid != _pid()  # read on a worker, from the path
+    np.testing.assert_array_equal(values, expected[::1000])
