@@ -9,7 +9,10 @@ commit first) and each variant, in a fresh process (so GX's import is paid the w
 (fresh caches, every module imported):
 
 * ``generated``: prepflow's generated raw and encoded suites only (no user suite);
-* ``suite10``: the 10-expectation user suite on the raw table only (``generated: false``).
+* ``suite10``: the 10-expectation user suite on the raw table only (``generated: false``); since issue 18
+  every one of its expectations runs on prepflow's kernels (``expectations.kernels.USER_KERNELS``);
+* ``suite11``: the same plus a median (no kernel: GX runs it on the ``age`` column), what a suite that
+  needs GX pays (its import included, in the cold run).
 
 Per stage the process CPU seconds (user+sys of every thread, ``time.process_time``) are recorded
 around ``run_cached``. Printed per root and variant: the gates' CPU seconds (``validate_raw`` +
@@ -50,6 +53,10 @@ SUITE = {"name": "bench-10", "expectations": [
     {"type": "expect_column_values_to_be_in_set", "kwargs": {"column": "pclass", "value_set": ["1", "2", "3"]}},
     {"type": "expect_column_mean_to_be_between", "kwargs": {"column": "age", "min_value": 20, "max_value": 40}},
 ]}
+
+
+SUITES = {"suite10": SUITE, "suite11": {"name": "bench-11", "expectations": SUITE["expectations"] + [
+    {"type": "expect_column_median_to_be_between", "kwargs": {"column": "age", "min_value": 20, "max_value": 40}}]}}
 
 
 def config(suite: str | None, generated: bool) -> dict:
@@ -128,9 +135,10 @@ def one_process(dataset: str, suite: str | None, generated: bool, workdir: str, 
             "gx_imported": "great_expectations" in sys.modules}
 
 
-def measure(root: Path, dataset: Path, workdir: Path, generated: bool, suite: bool, repeat: int) -> dict:
-    suite_path = workdir / "suite10.json"
-    suite_path.write_text(json.dumps(SUITE))
+def measure(root: Path, dataset: Path, workdir: Path, generated: bool, suite: str | None, repeat: int) -> dict:
+    suite_path = workdir / f"{suite}.json"
+    if suite:
+        suite_path.write_text(json.dumps(SUITES[suite]))
     # this script's one_process, the measured checkout's modules (its root first on sys.path)
     code = "\n".join([
         "import json, sys",
@@ -176,7 +184,7 @@ def main() -> None:
     lines = []
     for variant in args.variants.split(","):
         for root in [Path(r) for r in args.roots.split(",")]:
-            result = measure(root, dataset, workdir, generated=variant == "generated", suite=variant == "suite10",
+            result = measure(root, dataset, workdir, generated=variant == "generated", suite=variant if variant in SUITES else None,
                              repeat=args.repeat)
             cold = cpu(result["cold"], True)
             warm = statistics.median(cpu(w, True) for w in result["warm"])
