@@ -204,14 +204,19 @@ class WarningCollector(logging.Handler):
 def collected_warnings() -> Iterator[WarningCollector]:
     """Collect the block's warnings (``collector.lines``) instead of printing them as they come."""
     collector = WarningCollector()
-    root = logging.getLogger()
-    root.addHandler(collector)
+    # on the root (other libraries' warnings) and on prepflow's and Python's warnings loggers: Prefect's
+    # logging set-up (dictConfig, when Prefect is first imported, which may come later in the run)
+    # replaces the root's handlers but leaves those two loggers' alone; the collector keeps each text once
+    loggers = [logging.getLogger(), logging.getLogger("prepflow"), logging.getLogger("py.warnings")]
+    for logger in loggers:
+        logger.addHandler(collector)
     logging.captureWarnings(True)
     try:
         yield collector
     finally:
         logging.captureWarnings(False)
-        root.removeHandler(collector)
+        for logger in loggers:
+            logger.removeHandler(collector)
 
 
 def print_warnings(lines, file=None) -> None:

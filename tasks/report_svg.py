@@ -32,6 +32,8 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     if hi <= lo:
         return [lo]
     raw = (hi - lo) / max(count, 1)
+    if not (raw > 0 and math.isfinite(raw)):  # a range too narrow (or too wide) for a float step
+        return [lo]
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
     first = math.ceil(lo / step - 1e-9)

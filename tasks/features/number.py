@@ -245,10 +245,8 @@ class NumberMissing(MissingStatistics):
         state = super().extract(acc)
         if state["missing_value_strategy"] == "fill_with_mean":
             n = acc["count"] - acc["nulls"]
-            if n == 0:
-                raise DataError(f"feature '{self.feature.name}': fill_with_mean needs at least one non-missing "
-                                "value in the rows the fill is fitted on")
-            state["computed_fill_value"] = float(acc["sum"].fraction() / n)
+            # no value to average (tasks.degenerate has warned, naming the feature): 0.0, Ludwig's constant fill
+            state["computed_fill_value"] = float(acc["sum"].fraction() / n) if n else 0.0
         return state
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from core.errors import DataError
+from storage import Artifact
 from tasks import degenerate, split
 from tests.helpers import run, write_csv
 
@@ -41,6 +42,19 @@ def test_a_feature_without_values_in_its_training_rows_is_a_warning_naming_it(tm
     assert any(r.getMessage() == "feature 'city' (column 'city') has no value in any of its 54 training rows: "
                "every row will get its fill value" for r in caplog.records)
     assert not any("'x'" in r.getMessage() or "'label'" in r.getMessage() for r in caplog.records)
+
+
+def test_an_all_missing_number_filled_with_its_mean_is_a_warning_and_zeros(tmp_path, caplog):
+    """No value to average: the mean fill is 0.0 (Ludwig's constant fill), after the warning naming it."""
+    config = {**CONFIG, "input_features": [{"name": "x", "type": "number",
+                                            "preprocessing": {"missing_value_strategy": "fill_with_mean"}},
+                                           {"name": "city", "type": "category"}]}
+    with caplog.at_level(logging.WARNING, logger="prepflow.degenerate"):
+        result = run(config, write_csv(table(x=[np.nan] * N), tmp_path / "d.csv"), tmp_path)
+    assert any(r.getMessage().startswith("feature 'x' (column 'x') has no value in any of its") for r in caplog.records)
+    art = Artifact.open(result.artifact["artifact_path"])
+    assert art.metadata["x"]["preprocessing"]["computed_fill_value"] == 0.0
+    assert all(not art.read_split(s)["x"].any() for s in art.splits)
 
 
 def test_fit_on_all_looks_at_every_row(tmp_path, caplog):

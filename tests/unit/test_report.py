@@ -344,3 +344,14 @@ def test_statistics_text_summarizes_many_buckets():
     assert dict(summary_rows({"encode.values.x": h.to_json()})) == {
         "encode.values.x": "8 values in 8 non-empty buckets of [0, 6), 2 outside"}
     assert json.dumps(h.to_json())  # plain JSON
+
+
+def test_a_number_column_without_any_value_still_gets_its_report(tmp_path):
+    """An all-missing number filled with 0.0 (a warning, tasks.degenerate): its histograms span a zero-width
+    range; the report is written (it failed with a math domain error in its tick marks)."""
+    df = pd.DataFrame({"x": [np.nan] * 40, "c": list("ab") * 20, "y": [0, 1] * 20})
+    config = {"input_features": [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}],
+              "output_features": [{"name": "y", "type": "binary"}]}
+    art = run(config, write_csv(df, tmp_path / "d.csv"), tmp_path).artifact["artifact_path"]
+    page = Path(report.write_report(art)).read_text()
+    assert "x" in page and "<svg" in page
