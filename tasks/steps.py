@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from tasks import custom_plan, ingest, media_cache, validate
+from tasks import custom_plan, ingest, media_cache, progress, validate
 from tasks import publish as publish_mod
 from tasks.context import RunContext, StageResult
 from tasks.statistics import Statistics
@@ -37,6 +37,7 @@ def publish(ctx: RunContext, *results: StageResult) -> StageResult:
     """Write the artifact (``tasks.publish``). Its result's ``key`` is the artifact id, ``path`` the
     artifact's folder, ``artifact`` what ``tasks.publish.run`` returned (ids, paths, rows per split)."""
     start = time.perf_counter()
+    progress.started("publish")  # publish is not a run_cached stage: its lines are said here
     by_stage = {r.stage: r for r in results}
     fingerprint = ingest.fingerprint_of(by_stage["ingest"])
     fit, enc, med = by_stage["vocab"], by_stage["encode"], by_stage.get("media_cache")
@@ -49,4 +50,5 @@ def publish(ctx: RunContext, *results: StageResult) -> StageResult:
     result = StageResult("publish", art["artifact_id"], art["artifact_path"], art["reused"],
                          time.perf_counter() - start)
     result.artifact = art
+    progress.finished("publish", result.seconds, result.cached, {})
     return result
