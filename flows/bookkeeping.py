@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import uuid
 
 from core.errors import PrepflowError
 from flows import run_registry
@@ -73,6 +74,15 @@ class RunRecord:
     def __init__(self, runs_dir=None):
         self.runs_dir = runs_dir
         self.flow_run_id: str | None = None
+        self.token: str | None = None
+        self.tags: list[str] = []  # run the flow with these (the pending lock's tag)
+        if runs_dir is not None:  # a lock before the flow run exists: a kill before Running is found too
+            token = uuid.uuid4().hex[:16]  # names a lock and a tag, never data
+            try:
+                self.tags = [run_registry.register_pending(runs_dir, token, os.environ["PREFECT_API_URL"])]
+                self.token = token
+            except OSError as exc:
+                print(f"prepflow: warning: cannot register the run for crash detection: {exc}", file=sys.stderr)
 
     def __call__(self, flow, flow_run, state) -> None:
         self.flow_run_id = str(flow_run.id)
@@ -81,11 +91,21 @@ class RunRecord:
                 run_registry.register(self.runs_dir, self.flow_run_id, os.environ["PREFECT_API_URL"])
             except OSError as exc:  # crash detection lost for this run; the run itself goes on
                 print(f"prepflow: warning: cannot register the run for crash detection: {exc}", file=sys.stderr)
+                return
+            self._drop_pending()
+
+    def _drop_pending(self) -> None:
+        if self.token is not None:
+            run_registry.release(self.token)
+            self.token = None
 
     def finish(self, artifact_id: str | None = None, recorded: bool = True) -> None:
         """After the flow: tag the run with its artifact id and drop the run's lock. ``recorded=False``
         (the API failed the flow): the lock file stays, so the next sweep marks the run Crashed."""
-        if self.flow_run_id is None:
+        if self.flow_run_id is None:  # never Running: the next sweep crashes a run left with its tag, if any
+            if self.token is not None:
+                run_registry.abandon(self.token)
+                self.token = None
             return
         if artifact_id and recorded:
             best_effort("artifact tag", _add_tag, self.flow_run_id, f"artifact:{artifact_id}")

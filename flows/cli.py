@@ -162,7 +162,7 @@ def _run_flow(args: argparse.Namespace, config, fingerprint: str | None = None) 
                                    on_running=[*preprocess.on_running_hooks, record])
     with _run_settings(mode):
         try:
-            with tags(*run_tags(args.dataset, config)), _stage_output(args):
+            with tags(*run_tags(args.dataset, config), *record.tags), _stage_output(args):
                 summary = flow(config=args.config, dataset=args.dataset, output=args.output,
                                cache_dir=args.cache_dir, npartitions=args.npartitions,
                                dask_address=args.dask_address, dataset_fingerprint=fingerprint)

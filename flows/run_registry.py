@@ -8,6 +8,12 @@ every 20 s and by the next ``prepflow run`` before its own flow) takes each lock
 process is gone, so a flow run still Pending or Running, and its unfinished task runs, are set to
 Crashed through the API.
 
+The flow run's id is known only once it is Running (the ``on_running`` hook); a process killed before
+that (while Prefect creates the run) would leave a Pending or Running run no lock names. So the CLI
+first holds a *pending* lock, ``runs/pending-<token>.lock``, and runs the flow tagged
+``prepflow-run:<token>``; the hook takes the run's own lock and drops the pending one. A sweep that gets
+a pending lock marks the unfinished flow runs carrying its tag Crashed.
+
 With a remote server (``PREFECT_API_URL``) Prefect's own heartbeat stays on, and the next ``prepflow run``
 on this machine against the same API sweeps too (no local server sweeps for it). Runs started by a
 Prefect worker are the worker's: it reports a flow run whose process exited without a final state.
@@ -29,21 +35,36 @@ CRASHED_MESSAGE = "the prepflow process running this flow run ended without repo
 _held: dict[str, tuple[int, Path]] = {}  # flow run id -> (open fd holding the lock, lock path)
 
 
+PENDING_PREFIX = "pending-"
+TAG_PREFIX = "prepflow-run:"
+
+
 def register(folder: Path, flow_run_id: str, api_url: str) -> None:
     """Hold this process's lock for ``flow_run_id`` until ``release`` or the process ends."""
+    _hold(folder, flow_run_id, {"flow_run_id": flow_run_id, "api_url": api_url})
+
+
+def register_pending(folder: Path, token: str, api_url: str) -> str:
+    """Hold a lock for a flow run not created yet; returns the tag to run the flow with. ``release(token)``
+    drops it (the run's own lock, ``register``, has taken over)."""
+    tag = TAG_PREFIX + token
+    _hold(folder, PENDING_PREFIX + token, {"tag": tag, "api_url": api_url}, key=token)
+    return tag
+
+
+def _hold(folder: Path, name: str, record: dict, key: str | None = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{flow_run_id}.lock"
-    tmp = folder / f".{flow_run_id}.{os.getpid()}.tmp"  # locked and written before a sweep can see it
+    path = folder / f"{name}.lock"
+    tmp = folder / f".{name}.{os.getpid()}.tmp"  # locked and written before a sweep can see it
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)
-    os.write(fd, json.dumps({"flow_run_id": flow_run_id, "api_url": api_url, "pid": os.getpid(),
-                             "started": time.time()}).encode())
+    os.write(fd, json.dumps({**record, "pid": os.getpid(), "started": time.time()}).encode())
     os.replace(tmp, path)
-    _held[flow_run_id] = (fd, path)
+    _held[key or name] = (fd, path)
 
 
 def release(flow_run_id: str) -> None:
-    """The run ended in this process (whatever its state): forget it."""
+    """The run ended in this process (whatever its state), or a pending lock's run is registered: forget it."""
     held = _held.pop(flow_run_id, None)
     if held:
         fd, path = held
@@ -63,6 +84,8 @@ def live_runs(folder: Path) -> list[str]:
     """Flow run ids whose process still holds its lock."""
     live = []
     for path in sorted(folder.glob("*.lock")) if folder.is_dir() else []:
+        if path.name.startswith(PENDING_PREFIX):
+            continue
         fd = _try_lock(path)
         if fd is None:
             live.append(path.stem)
@@ -115,6 +138,14 @@ def mark_crashed(api_url: str, flow_run_id: str) -> bool:
     return True
 
 
+def _unfinished_with_tag(api_url: str, tag: str | None) -> list[str]:
+    if not tag:
+        return []
+    runs = _api("POST", f"{api_url}/flow_runs/filter", {
+        "flow_runs": {"tags": {"all_": [tag]}, "state": {"type": {"any_": list(UNFINISHED)}}}})
+    return [run["id"] for run in runs]
+
+
 def sweep(folder: Path, api_url: str) -> list[str]:
     """Mark the runs of dead processes recorded in ``folder`` against ``api_url`` as Crashed; returns their
     ids. A run whose API call fails keeps its file, for the next sweep."""
@@ -132,6 +163,9 @@ def sweep(folder: Path, api_url: str) -> list[str]:
                 continue  # recorded against another server (should not happen): leave it
             if record.get("flow_run_id") and mark_crashed(api_url, record["flow_run_id"]):
                 crashed.append(record["flow_run_id"])
+            for run_id in _unfinished_with_tag(api_url, record.get("tag")):  # killed before it was Running
+                if mark_crashed(api_url, run_id):
+                    crashed.append(run_id)
             path.unlink(missing_ok=True)
         except OSError:
             pass  # API unreachable: try again next time

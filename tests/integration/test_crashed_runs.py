@@ -60,3 +60,39 @@ def test_a_killed_run_is_marked_crashed_by_the_local_server(tmp_path):
     assert all(t["state"]["type"] == "CRASHED" for t in tasks), [t["state"]["type"] for t in tasks]
     assert not (local_server.runs_dir() / f"{flow_run_id}.lock").exists()
     assert run_registry.sweep(local_server.runs_dir(), api) == []  # nothing left to mark
+
+
+CHILD_BEFORE_RUNNING = """
+import json, sys, time
+from pathlib import Path
+from flows import run_registry
+folder, api, marker = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+tag = run_registry.register_pending(folder, "killedbeforerun", api)  # what prepflow run holds first
+flow = run_registry._api("POST", f"{api}/flows/", {"name": "prepflow-crash-probe"})
+run = run_registry._api("POST", f"{api}/flow_runs/", {"flow_id": flow["id"], "tags": [tag],
+                                                     "state": {"type": "PENDING", "name": "Pending"}})
+marker.write_text(run["id"])  # created, as Prefect creates it, and not Running yet: no on_running hook
+time.sleep(600)
+"""
+
+
+def test_a_run_killed_before_it_was_running_is_marked_crashed_by_the_next_sweep(tmp_path):
+    """The window before the on_running hook: the pending lock's tag finds the flow run."""
+    api = local_server.ensure_server(start_timeout=600)
+    folder, marker = tmp_path / "runs", tmp_path / "created"
+    child = subprocess.Popen([sys.executable, "-c", CHILD_BEFORE_RUNNING, str(folder), api, str(marker)], cwd=ROOT,
+                             start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not marker.exists() or not marker.read_text():
+            assert child.poll() is None and time.monotonic() < deadline, "the child never created its run"
+            time.sleep(0.2)
+        flow_run_id = marker.read_text()
+        assert run_registry.sweep(folder, api) == []  # alive: its lock is held, nothing is marked
+        assert _state(api, "flow_runs", flow_run_id) == "PENDING"
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    assert run_registry.sweep(folder, api) == [flow_run_id]
+    assert _state(api, "flow_runs", flow_run_id) == "CRASHED"
+    assert list(folder.glob("*.lock")) == []
