@@ -634,6 +634,8 @@ class Assignment:
 
     def __array__(self, dtype=None, copy=None):
         array = self._load()
+        if copy:
+            return np.array(array, dtype=dtype, copy=True)
         return array if dtype is None else array.astype(dtype)
 
     @property
