@@ -43,12 +43,15 @@ def _two_values(col, mask) -> list[str]:
     return sorted(str(v) for v in pc.unique(col.filter(mask)).slice(0, 2).to_pylist())
 
 
-def part_summary(path: str, columns: list[str], outputs: list[str], assign: np.ndarray, fit: np.ndarray) -> dict:
-    """One ingested part: fit rows holding a value per column; for outputs, up to two distinct values in
-    the fit rows and in all sampled rows."""
+def part_summary(path: str, columns: list[str], outputs: list[str], assign, fit_on: str) -> dict:
+    """One ingested part: its fit rows, and the fit rows holding a value per column; for outputs, up to two
+    distinct values in the fit rows and in all sampled rows. ``assign``: the split (an array, or
+    ``tasks.split``'s handle that reads ``split.npy`` here, on the worker)."""
     table = feather.read_table(path, columns=[*dict.fromkeys([*columns, ROW])], memory_map=True)
     rows = table.column(ROW).to_numpy()
-    in_fit, sampled = pa.array(fit[rows]), pa.array(assign[rows] >= 0)
+    split = np.asarray(assign[rows])
+    fit = fit_mask(split, fit_on)
+    in_fit, sampled = pa.array(fit), pa.array(split >= 0)
     present, values, values_all = {}, {}, {}
     for column in columns:
         col = table.column(column)
@@ -57,14 +60,15 @@ def part_summary(path: str, columns: list[str], outputs: list[str], assign: np.n
         if column in outputs:
             values[column] = _two_values(col, held)
             values_all[column] = _two_values(col, pc.and_(pc.is_valid(col), sampled))
-    return {"present": present, "values": values, "values_all": values_all}
+    return {"fit_rows": int(fit.sum()), "present": present, "values": values, "values_all": values_all}
 
 
 def merge(summaries: list[dict], columns: list[str], outputs: list[str]) -> dict:
     present = {c: sum(s["present"][c] for s in summaries) for c in columns}
     values = {c: sorted({v for s in summaries for v in s["values"][c]})[:2] for c in outputs}
     values_all = {c: sorted({v for s in summaries for v in s["values_all"][c]})[:2] for c in outputs}
-    return {"present": present, "values": values, "values_all": values_all}
+    return {"fit_rows": sum(s.get("fit_rows", 0) for s in summaries), "present": present, "values": values,
+            "values_all": values_all}
 
 
 def findings(features: list[tuple[str, str, bool]], merged: dict, fit_on: str, fit_rows: int) -> list[str]:
@@ -104,11 +108,11 @@ def check(ctx, ingest_path: str, assign: np.ndarray) -> list[str]:
         return []
     columns = sorted({c for _n, c, _o in features})
     outputs = sorted({c for _n, c, o in features if o})
-    fit = fit_mask(np.asarray(assign), fit_on)
-    assign = np.asarray(assign)
-    summaries = compute([delayed(part_summary, pure=True)(f, columns, outputs, shared(assign), shared(fit))
+    # the split goes to the tasks as it is (split's handle pickles as its path): no per-row array here
+    summaries = compute([delayed(part_summary, pure=True)(f, columns, outputs, shared(assign), fit_on)
                          for f in files])
-    messages = findings(features, merge(summaries, columns, outputs), fit_on, int(fit.sum()))
+    merged = merge(summaries, columns, outputs)
+    messages = findings(features, merged, fit_on, merged["fit_rows"])
     for message in messages:
         log.warning(message)
     return messages

@@ -116,11 +116,12 @@ def test_filling_an_empty_split_takes_a_class_s_last_training_row_last():
 
 
 def test_findings_merge_parts_in_any_order():
-    parts = [{"present": {"c": 0, "y": 2}, "values": {"y": ["1"]}, "values_all": {"y": ["1"]}},
-             {"present": {"c": 0, "y": 3}, "values": {"y": ["2"]}, "values_all": {"y": ["2", "3"]}}]
+    parts = [{"fit_rows": 4, "present": {"c": 0, "y": 2}, "values": {"y": ["1"]}, "values_all": {"y": ["1"]}},
+             {"fit_rows": 5, "present": {"c": 0, "y": 3}, "values": {"y": ["2"]}, "values_all": {"y": ["2", "3"]}}]
     features = [("c", "c", False), ("y", "y", True)]
     for order in (parts, parts[::-1]):
         merged = degenerate.merge(order, ["c", "y"], ["y"])
-        assert merged == {"present": {"c": 0, "y": 5}, "values": {"y": ["1", "2"]}, "values_all": {"y": ["1", "2"]}}
-        assert degenerate.findings(features, merged, "train", 9) == [
+        assert merged == {"fit_rows": 9, "present": {"c": 0, "y": 5}, "values": {"y": ["1", "2"]},
+                          "values_all": {"y": ["1", "2"]}}
+        assert degenerate.findings(features, merged, "train", merged["fit_rows"]) == [
             "feature 'c' (column 'c') has no value in any of its 9 training rows: every row will get its fill value"]
