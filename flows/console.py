@@ -30,6 +30,10 @@ import threading
 import time
 from typing import Callable, Iterator
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from core.errors import ConfigError
 from tasks import progress
 
 PROGRESS_SECONDS_ENV = "PREPFLOW_PROGRESS_SECONDS"
@@ -93,8 +97,6 @@ def progress_interval() -> float:
     except ValueError:
         seconds = -1.0
     if seconds <= 0:
-        from core.errors import ConfigError
-
         raise ConfigError(f"{PROGRESS_SECONDS_ENV}={value!r}: expected a number of seconds above 0")
     return seconds
 
@@ -147,9 +149,6 @@ def _with_ticker(interval: float) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _with_bar() -> Iterator[None]:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     bar = Progress(TextColumn("{task.description:<16}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    console=Console(stderr=True), transient=True)
     def write(line: str) -> None:

@@ -11,11 +11,18 @@ logged and the run's UI record is marked incomplete (``flows/bookkeeping.py``), 
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
+from rich.table import Table
+
+from expectations.report import format_gate, markdown
 from flows import local_server
 from flows.bookkeeping import best_effort
+from tasks.pipeline import merged_statistics
+from tasks.report import markdown_summary
+from tasks.statistics import summary_rows
 
 PRESIGNED_SECONDS = 7 * 24 * 3600  # the longest an S3 (SigV4) presigned URL may live
 STATISTICS_KEY = "prepflow-statistics"
@@ -24,8 +31,6 @@ REPORT_KEY = "prepflow-report"
 
 
 def statistics_table(stats: dict) -> list[dict]:
-    from tasks.statistics import summary_rows
-
     return [{"statistic": name, "value": value} for name, value in summary_rows(stats)]
 
 
@@ -33,7 +38,6 @@ def statistics_artifact(stages: list) -> None:
     """The statistics of every stage, merged, as a table artifact."""
     from prefect.artifacts import create_table_artifact
 
-    from tasks.pipeline import merged_statistics
 
     best_effort("statistics artifact", create_table_artifact, key=STATISTICS_KEY,
                 table=statistics_table(merged_statistics(stages)),
@@ -44,7 +48,6 @@ def validation_artifact(gates: list[dict], key: str | None = None) -> None:
     """Gate results (``tasks.validate.gate_json``) as a Markdown artifact."""
     from prefect.artifacts import create_markdown_artifact
 
-    from expectations.report import markdown
 
     if key is None:
         key = f"{VALIDATION_KEY}-{gates[0]['gate']}" if len(gates) == 1 else VALIDATION_KEY
@@ -58,7 +61,6 @@ def report_artifact(location: str, summary: dict) -> str:
     summary. Call it for every run, cached or not. Returns the link."""
     from prefect.artifacts import create_markdown_artifact
 
-    from tasks.report import markdown_summary
 
     link = report_link(location)
     lines = markdown_summary(location, summary).splitlines()
@@ -99,10 +101,7 @@ def _presigned(location: str) -> str | None:
 
 def print_statistics(console, artifact_path: str) -> None:
     """The run's merged statistics (from the artifact's manifest.json) as a table on ``console``."""
-    import json
-    from pathlib import Path
 
-    from rich.table import Table
 
     manifest = Path(str(artifact_path)) / "manifest.json"
     if "://" in str(artifact_path) or not manifest.is_file():
@@ -120,7 +119,6 @@ def print_statistics(console, artifact_path: str) -> None:
 
 def print_validation(report: dict) -> None:
     """``prepflow validate``'s readable report: one line per gate, one per failed expectation."""
-    from expectations.report import format_gate
 
     print(f"prepflow validate {report['dataset']}")
     for gate in report["gates"]:

@@ -24,6 +24,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from dask import delayed
 
 from core.code_version import module_version
 from core.errors import ConfigError
@@ -31,6 +32,7 @@ from storage.fs import write_at
 from tasks import fill_missing, frame
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
+from tasks.context import run_cached
 from tasks.prepared import filled_partitions
 from tasks.statistics import Statistics
 
@@ -114,8 +116,6 @@ def _apply(prepared, name, kind: str, cls: str, local: list[np.ndarray], j: int,
 
 
 def run(ctx, ingest, split, missing):
-    from tasks.context import run_cached
-
     cfg = ctx.config.preprocessing.balance
     seed = ctx.config.preprocessing.split.seed
     enabled = cfg.oversample_minority is not None or cfg.undersample_majority is not None
@@ -123,8 +123,6 @@ def run(ctx, ingest, split, missing):
     config_slice = {"balance": cfg.model_dump(), "seed": seed, "label": label}
 
     def compute(out: Path) -> Statistics:
-        from dask import delayed  # dask: heavy, imported when first used
-
         stats = Statistics()
         if not enabled:
             (out / "balance.json").write_text(json.dumps({"enabled": False}))

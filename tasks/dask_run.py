@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import sys
 
+import dask
+import dask.threaded
+from dask import delayed
+
 from tasks.progress import tracking
 
 
@@ -12,15 +16,12 @@ def local_only() -> bool:
     """No scheduler configured and ``distributed`` never imported, so no Client can exist: Dask's local
     threaded scheduler runs the tasks. Dask would import ``distributed`` (0.2-0.5 s, once per process)
     just to find that out."""
-    import dask  # Dask is imported when first used: a reused artifact's run never reads data
 
     return dask.config.get("scheduler", None) is None and "distributed" not in sys.modules
 
 
 def compute(tasks: list) -> list:
     """Run delayed tasks on the active scheduler (a distributed Client if one is set)."""
-    import dask
-    import dask.threaded
 
     if not tasks:
         return []
@@ -31,6 +32,5 @@ def compute(tasks: list) -> list:
 
 def shared(value):
     """Wrap a large argument (metadata, states, arrays) once, so Dask does not walk it per task."""
-    from dask import delayed
 
     return delayed(value, traverse=False)

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
+
 from core.errors import DataError
 from storage.fs import open_input
 from tasks import csv_dialect, ingest_parts
@@ -40,13 +43,9 @@ def dataset_columns(path: str, delimiter: str | None = None) -> list[str] | None
         if fmt in ("csv", "tsv"):
             return csv_dialect.header(path, fmt, delimiter)[0]
         if fmt == "parquet":
-            import pyarrow.parquet as pq
-
             with open_input(path) as fh:
                 return pq.read_schema(fh).names
         if fmt == "feather":
-            import pyarrow.feather as feather
-
             with open_input(path) as fh:
                 return feather.read_table(fh).column_names
     except Exception:  # unreadable here: ingest reports the problem with its own message

@@ -14,10 +14,16 @@ It is pure pandas/numpy, so it is unit-testable without Dask or Prefect.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.feather as feather
+import pyarrow.ipc as ipc
+from dask import delayed
 
 from tasks.dask_run import compute, local_only, shared  # noqa: F401  (frame.compute, ... for the stages)
 from tasks.features.base import FeatureType
@@ -32,20 +38,16 @@ SPLIT = "__split__"
 def _strings(arrow_type):
     """Arrow strings straight to pandas' pyarrow-backed ``string`` dtype (what Dask would convert the
     frame to anyway), without a second conversion."""
-    import pyarrow as pa
 
     return pd.StringDtype("pyarrow") if arrow_type in (pa.string(), pa.large_string()) else None
 
 
 def _read_ipc(path: str) -> pd.DataFrame:
-    import pyarrow.feather as feather
-
     return feather.read_table(path, memory_map=True).to_pandas(types_mapper=_strings)
 
 
 def _meta(path: str) -> pd.DataFrame:
     """The empty frame of a part's schema (reads no rows)."""
-    import pyarrow.ipc as ipc
 
     with ipc.open_file(path) as reader:
         return reader.schema.empty_table().to_pandas(types_mapper=_strings)
@@ -63,14 +65,11 @@ def read_ingested(ingest_dir: str, npartitions: int | None) -> dd.DataFrame:
 
 
 def _part_files(ingest_dir: str) -> list[str]:
-    from pathlib import Path
-
     return sorted(str(p) for p in Path(ingest_dir).glob("part-*.arrow"))
 
 
 def ipc_num_rows(path: str) -> int:
     """Rows of an Arrow IPC file, from its footer and batch headers (memory-mapped, no data read)."""
-    import pyarrow as pa
 
     with pa.memory_map(str(path)) as source:
         reader = pa.ipc.open_file(source)
@@ -79,8 +78,6 @@ def ipc_num_rows(path: str) -> int:
 
 def _read_rows(pieces: list[tuple[str, int, int]]) -> pd.DataFrame:
     """Rows ``[start, stop)`` of each part, in order, as one frame (the parts are memory-mapped)."""
-    import pyarrow as pa
-    import pyarrow.feather as feather
 
     tables = [feather.read_table(path, memory_map=True).slice(start, stop - start) for path, start, stop in pieces]
     return pa.concat_tables(tables).to_pandas(types_mapper=_strings)
@@ -103,7 +100,6 @@ def partitions(ingest_dir: str, npartitions: int | None) -> list:
     """The ingested table's partitions as Dask delayed frames in row order: ``npartitions`` (default:
     as many as ingest's cached parts) near-equal row ranges. Built from ``dask.delayed`` alone: Dask's DataFrame layer
     (0.4 s to import, graph building per call) adds nothing for a list of partitions."""
-    from dask import delayed
 
     files = _part_files(ingest_dir)
     sizes = [ipc_num_rows(f) for f in files]
@@ -213,8 +209,6 @@ def fill_constant(col: pd.Series, value) -> pd.Series:
     """``col.fillna(value)``; an Arrow string column by Arrow's ``fill_null`` (pandas' fillna goes through a
     NumPy object array: ~30x slower on 250k Criteo-like strings, the same values)."""
     if isinstance(col.array, pd.arrays.ArrowStringArray) and isinstance(value, str):
-        import pyarrow.compute as pc
-
         filled = pc.fill_null(col.array.__arrow_array__(), value)
         return pd.Series(type(col.array)(filled), index=col.index, name=col.name, copy=False)
     return col.fillna(value)
@@ -244,7 +238,6 @@ def filled_partitions(parts: list, features: list[FeatureType], assign: np.ndarr
                       states: dict[str, dict]) -> list:
     """Delayed ``Prepared`` partitions: typed, split-tagged, rows dropped, values filled (a config with
     custom stages goes through ``tasks.prepared.filled_partitions``, which runs them inside)."""
-    from dask import delayed
 
     names = needs_carries(states)
     f, a, s = shared(features), shared(assign), shared(states)

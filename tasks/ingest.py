@@ -22,8 +22,10 @@ import itertools
 import json
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
+import pyarrow.feather as feather
 import pyarrow.parquet as pq
 
 from core.code_version import module_version
@@ -31,10 +33,12 @@ from core.errors import DataError
 from storage.fs import open_input
 from storage.hashing import hash_stream
 from tasks import csv_dialect, ingest_csv, ingest_frame, ingest_parts
+from tasks.context import run_cached
 from tasks.dataset_info import detect_format
 from tasks.ingest_common import ROW
 from tasks.ingest_common import check_columns as _check_columns
 from tasks.ingest_spec import PART_ROWS, IngestSpec, ingest_spec, write_parts
+from tasks.statistics import Statistics
 
 # the ingest stage's public names, some defined in the modules it shares with the DataFrame ingest
 __all__ = ["ROW", "PART_ROWS", "IngestSpec", "detect_format", "fingerprint", "ingest_spec", "read_batches",
@@ -128,8 +132,6 @@ def _read_json(path: str, spec: IngestSpec):
         raise DataError(f"{path}: JSON nested too deeply to read") from None
     if isinstance(records, dict):  # pandas 'columns' orient: {col: {idx: value}} or {col: [values]}
         try:
-            import pandas as pd
-
             records = pd.DataFrame(records).to_dict("records")
         except ValueError as exc:
             raise DataError(f"{path}: expected a list of records or a column mapping: {exc}") from None
@@ -179,8 +181,6 @@ def _read_parquet(path: str, spec: IngestSpec):
 
 
 def _read_feather(path: str, spec: IngestSpec):
-    import pyarrow.feather as feather
-
     with open_input(path) as fh:
         try:
             table = feather.read_table(fh)
@@ -191,8 +191,6 @@ def _read_feather(path: str, spec: IngestSpec):
 
 
 def _read_excel(path: str, spec: IngestSpec):
-    import pandas as pd
-
     with open_input(path) as fh:
         try:
             df = pd.read_excel(fh, dtype=object)
@@ -213,9 +211,6 @@ def read_batches(path: str, spec: IngestSpec):
 
 
 def run(ctx, fingerprint_hex: str | None = None):
-    from tasks.context import run_cached
-    from tasks.statistics import Statistics
-
     if ingest_frame.is_frame(ctx.dataset):  # a pandas/Dask DataFrame passed in Python
         return ingest_frame.run(ctx)
     spec = ingest_spec(ctx)

@@ -45,6 +45,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
+from dask import delayed
 
 from core.errors import DataError
 from storage.arrow_blocks import fixed_blocks
@@ -337,7 +338,6 @@ def write_parts(dataset: str, spec, out_dir: Path, read_whole, range_bytes: int 
     row order with their final ``__row__``; returns the row count. ``read_whole(path, spec)``: the
     single reader (``tasks.ingest.read_batches``), passed in so that this module does not import it;
     ``range_bytes``: default ``RANGE_BYTES``."""
-    from dask import delayed  # dask: heavy, imported when first used (a reused artifact's run reads no data)
 
     files = ingest_parts.dataset_files(dataset)
     units = plan(files, spec, range_bytes or RANGE_BYTES)

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from dask import delayed
 
 from core.errors import DataError
 from storage.fs import filesystem, is_url, open_input, strip_file_scheme
@@ -91,7 +92,6 @@ def _hash_file(path: str) -> str:
 
 def fingerprint(path: str) -> str:
     """sha256 over ``[relative name, sha256 of the bytes]`` of every file, each file hashed by a Dask task."""
-    from dask import delayed
 
     files = dataset_files(path)
     base = base_of(path)
@@ -191,7 +191,6 @@ def write_unit(unit: Unit, spec, part: str) -> int:
 
 def write_parts(dataset: str, spec, out_dir: Path, part_rows: int) -> int:
     """Every unit of a Parquet dataset written as ``out_dir/part-NNNNN.arrow`` by its own task; the row count."""
-    from dask import delayed
 
     units = plan(dataset_files(dataset), spec, part_rows)
     total = sum(u.rows for u in units)

@@ -17,6 +17,8 @@ import contextvars
 import threading
 from typing import Callable, Iterator
 
+from dask.callbacks import Callback
+
 Reporter = Callable[[str, int, int], None]
 StageListener = Callable[[str, str, dict], None]
 
@@ -86,7 +88,6 @@ def tracking(n_outputs: int) -> Iterator[None]:
     if reporter is None:
         yield
         return
-    from dask.callbacks import Callback
 
     lock = threading.Lock()
     state = {"done": 0, "total": 0}

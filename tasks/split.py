@@ -31,14 +31,19 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from dask import delayed
+from pandas.tseries.api import guess_datetime_format
 
 from core.code_version import module_version
 from core.errors import ConfigError, DataError
 from storage.fs import write_at
-from tasks import degenerate
+from tasks import degenerate, frame
+from tasks import ingest as ingest_mod
 from tasks.constants import SPLIT_NAMES
+from tasks.context import run_cached
 from tasks.dask_run import compute as dask_compute
 from tasks.ingest_common import ROW
+from tasks.statistics import Statistics
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 FIXED_VALUES = {"0": 0, "1": 1, "2": 2, "train": 0, "training": 0, "validation": 1, "val": 1, "valid": 1,
@@ -145,7 +150,6 @@ def _in_buckets(seed: int, lo: int, hi: int, sample, buckets: tuple[int, ...]) -
 def select_hashes(seed: int, n: int, sample, ranks: list[int]) -> list[int]:
     """The ``ranks``-th smallest (0-based) of ``mix64(seed, row)`` over the rows ``_kept`` of ``range(n)``,
     by Dask tasks; the flow holds one histogram and the hashes of the buckets it needs."""
-    from dask import delayed  # dask: heavy, imported when first used (a reused artifact's run reads no data)
 
     if not ranks:
         return []
@@ -184,7 +188,6 @@ def random_on_workers(n: int, probabilities: list[float], seed: int, ratio: floa
                       sample_seed: int, path: Path) -> tuple[int, list[int]]:
     """``split.npy`` of the sampling and random split of ``n`` rows, written by Dask tasks: the same bytes as
     ``np.save`` of ``sample_mask`` + ``random_split``. Returns (kept rows, rows per split)."""
-    from dask import delayed  # dask: heavy, imported when first used (a reused artifact's run reads no data)
 
     keep = n if size is None else min(size, n)
     keep = min(keep, int(round(n * ratio))) if ratio < 1.0 else keep
@@ -350,7 +353,6 @@ def parse_dates(texts: np.ndarray) -> pd.Series:
     """Strings -> UTC datetimes (NaT where unparseable): ISO 8601 first, then the format pandas
     guesses from the first value that failed (vectorized; up to 3 formats), then per-value parsing
     (dateutil, month-first) for what is left."""
-    from pandas.tseries.api import guess_datetime_format
 
     parsed = pd.to_datetime(pd.Series(texts), format="ISO8601", errors="coerce", utc=True)
     for _ in range(3):
@@ -495,7 +497,6 @@ def rowwise_on_workers(parts: list, n: int, cfg, ratio: float, size: int | None,
                        path: Path) -> tuple[int, list[int]]:
     """``split.npy`` of a fixed or hash split (after the sampling) written by one Dask task per partition:
     the same bytes as the in-process split. Returns (kept rows, rows per split)."""
-    from dask import delayed  # dask: heavy, imported when first used (a reused artifact's run reads no data)
 
     keep = n if size is None else min(size, n)
     keep = min(keep, int(round(n * ratio))) if ratio < 1.0 else keep
@@ -522,12 +523,7 @@ def check_active(active: int, probabilities: list[float]) -> None:
 
 def run(ctx, ingest):
     """Stage entry point: writes ``split.npy``."""
-    from dask import delayed
 
-    from tasks import frame
-    from tasks import ingest as ingest_mod
-    from tasks.context import run_cached
-    from tasks.statistics import Statistics
 
     pre = ctx.config.preprocessing
     split = pre.split
@@ -604,8 +600,6 @@ def split_hints(ctx) -> dict:
 
 
 def _column_of(pdf: pd.DataFrame, column: str):
-    from tasks.ingest import ROW
-
     return pdf[ROW].to_numpy(dtype=np.int64), pdf[column].reset_index(drop=True)
 
 

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from dask import delayed
 
 from core.errors import ConfigError, DataError
 from tasks.dask_run import compute, shared
@@ -194,7 +195,6 @@ def add_windows(parts: list, features: list[FeatureType], states: dict) -> tuple
     if not chosen:
         return parts, features
     # dask: heavy, imported when first used (as tasks.frame does): a reused artifact's run reads no data
-    from dask import delayed
 
     some = shared(chosen)
     read = compute([delayed(_read)(p, some) for p in parts])
