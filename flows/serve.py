@@ -24,7 +24,6 @@ from pydantic import ValidationError
 from core.errors import ConfigError
 from flows.flow_parameters import add_flow_parameters
 from flows.local_server import configure_prefect, state_dir
-from tasks.config_loader import load_config
 
 DEFAULT_CRON = "0 2 * * *"
 DEFAULT_NAME = "nightly"
@@ -98,6 +97,10 @@ def serve(args: argparse.Namespace) -> int:
         raise ConfigError(f"--npartitions must be at least 1, got {args.npartitions}")
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit must be at least 1, got {args.limit}")
+    # here, not at module level: the CLI imports this module for its parser, and `prepflow --help` should
+    # not pay for the config models' pandas and pydantic
+    from tasks.config_loader import load_config
+
     load_config(args.config)  # config errors before anything is registered
     params = deployment_parameters(args)
 

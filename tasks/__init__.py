@@ -1,5 +1,13 @@
 """prepflow's stages, one module each, and the extension API: ``from tasks import Stage``."""
 
-from tasks.stage import Stage
-
 __all__ = ["Stage"]
+
+
+def __getattr__(name: str):
+    # lazy on purpose: every `import tasks.<module>` runs this file first, and light modules the CLI
+    # loads at start-up (tasks.progress) must not pull tasks.stage's pandas and pydantic (~0.7 s)
+    if name == "Stage":
+        from tasks.stage import Stage
+
+        return Stage
+    raise AttributeError(f"module 'tasks' has no attribute {name!r}")
