@@ -5,11 +5,16 @@ the last line of stdout is one JSON object. Every failure is one ``prepflow: err
 stderr, printed once (Prefect's log lines, which would repeat it, are quiet unless ``--verbose``);
 a traceback only with ``--debug`` (or ``PREPFLOW_DEBUG=1``). What ``run`` shows while it runs (stage
 lines, progress, the warnings block) is flows/console.py's.
+
+Each command imports what it runs inside its function: the stages, storage, Great Expectations and
+Prefect cost 1-5 s to import, and `prepflow --help`, `schema` or `server status` need none of them. The
+imports at module level are the light ones every command uses.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -19,10 +24,16 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
+import yaml
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
 from core.errors import ConfigError, PrepflowError
-from flows import console
+from flows import bookkeeping, console, local_server
 from flows import serve as serve_command
 from flows.flow_parameters import add_flow_parameters
+from flows.local_server import configure_prefect, runs_dir
 from flows.output_target import check_output
 
 DEBUG_ENV = "PREPFLOW_DEBUG"
@@ -75,9 +86,6 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
 def _print_summary(summary: dict, wall: float, stats: bool, warnings: list[str]) -> None:
     """The stage table, rows, artifact and report lines, the statistics with ``--stats``, the warnings
     block: a screen (the Titanic example: about 40 lines with the stage lines)."""
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
 
     out = Console()
     out.print(f"prepflow run {summary['artifact_id']}", markup=False, highlight=False)
@@ -118,7 +126,6 @@ def _run_settings(mode: str):
       sleeps in 1 s steps, ~0.9 s per run (measured: 0.30 s vs 1.15 s for a one-task flow), and the local
       server marks a run whose process died as Crashed anyway (flows/run_registry.py). With a remote server
       (PREFECT_API_URL) the heartbeat stays on, so does it when PREFECT_FLOWS_HEARTBEAT_FREQUENCY is set."""
-    import contextlib
 
     from prefect.settings import (  # heavy optional dependency: Prefect (not for runs without it)
         PREFECT_API_URL,
@@ -137,8 +144,7 @@ def _run_settings(mode: str):
 def _run_flow(args: argparse.Namespace, config, fingerprint: str | None = None) -> dict:
     """The preprocess flow, named and tagged for the UI (flows/run_labels.py). Bookkeeping never fails the
     run: a Prefect API that cannot be reached, or fails the flow, leaves the run to finish without it."""
-    from flows import bookkeeping, without_prefect
-    from flows.local_server import configure_prefect, runs_dir
+    from flows import without_prefect  # the in-process runner: the stages (~1.5 s to import)
 
     if os.environ.get("PREPFLOW_PREFECT") == "off":  # the in-process runner, no Prefect API at all
         return _without_prefect(args, without_prefect)
@@ -380,7 +386,6 @@ def _setup_transcode(p: argparse.ArgumentParser) -> None:
 @command("transcode", _setup_transcode)
 def cmd_transcode(args: argparse.Namespace) -> int:
     """FeatureSpec dataset -> one Parquet dataset + derived config (storage/featurespec.py) -> ``run``."""
-    import yaml
 
     from storage.featurespec import FeatureSpecInput
     from storage.hashing import stable_hash
@@ -446,7 +451,6 @@ def _setup_server(p: argparse.ArgumentParser) -> None:
 @command("server", _setup_server)
 def cmd_server(args: argparse.Namespace) -> int:
     """This installation's local Prefect server (flows/local_server.py): one per virtualenv and checkout."""
-    from flows import local_server
 
     if args.action == "stop":
         stopped = local_server.stop_server()
