@@ -51,12 +51,21 @@ def write_ipc(table: pa.Table, path: Path) -> None:
     feather.write_feather(table, str(path), compression="uncompressed")
 
 
-def reject_infinities(table: pa.Table, spec, first_row: int, path: str) -> None:
+def first_infinity(table: pa.Table, spec) -> tuple[int, str, float] | None:
+    """(row in the table, column, value) of the first infinity in a number column, else None."""
     for name, kind in spec.columns.items():
         col = table.column(name)
         if kind == "float64" and pa.types.is_floating(col.type):
             bad = pc.fill_null(pc.is_inf(col), False)
             if pc.any(bad).as_py():
                 i = pc.index(bad, True).as_py()
-                raise DataError(f"{path}: row {first_row + i + 1}, column '{name}': got {col[i].as_py()}; "
-                                "infinities are not allowed in number columns")
+                return i, name, col[i].as_py()
+    return None
+
+
+def reject_infinities(table: pa.Table, spec, first_row: int, path: str) -> None:
+    found = first_infinity(table, spec)
+    if found is not None:
+        i, name, value = found
+        raise DataError(f"{path}: row {first_row + i + 1}, column '{name}': got {value}; "
+                        "infinities are not allowed in number columns")

@@ -43,7 +43,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from dask import delayed
 
@@ -52,7 +51,7 @@ from storage.arrow_blocks import fixed_blocks
 from storage.fs import filesystem, write_at
 from tasks import csv_dialect, ingest_parts, ingest_spec
 from tasks.dask_run import compute
-from tasks.ingest_common import ROW, check_columns, normalize_batch, write_ipc
+from tasks.ingest_common import ROW, check_columns, first_infinity, normalize_batch, write_ipc
 
 RANGE_BYTES = 64 << 20  # bytes per range task (a range's bytes and its parsed table are in memory at once)
 NULL_VALUES = ["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"]
@@ -235,18 +234,6 @@ def _lines_before(unit: Unit, offset: int) -> int:
     return count
 
 
-def _first_infinity(table: pa.Table, spec) -> tuple[int, str, float] | None:
-    """(row in the table, column, value) of the first infinity in a number column, else None."""
-    for name, kind in spec.columns.items():
-        col = table.column(name)
-        if kind == "float64" and pa.types.is_floating(col.type):
-            bad = pc.fill_null(pc.is_inf(col), False)
-            if pc.any(bad).as_py():
-                i = pc.index(bad, True).as_py()
-                return i, name, col[i].as_py()
-    return None
-
-
 def _read_range(unit: Unit, spec) -> tuple[pa.Table | None, str]:
     """A range's rows (None: the file must be read whole) and the range's description."""
     try:
@@ -283,7 +270,7 @@ def read_unit(unit: Unit, spec, out_dir: str, read_whole) -> dict:
         tables = [normalize_batch(table, spec)]
     parts, rows, infinity = [], 0, None
     for k, block in enumerate(fixed_blocks(tables, ingest_spec.PART_ROWS, combine=False)):
-        if infinity is None and (found := _first_infinity(block, spec)) is not None:
+        if infinity is None and (found := first_infinity(block, spec)) is not None:
             infinity = (rows + found[0], found[1], found[2])
         name = f"unit-{unit.file:05d}-{unit.start:015d}-{k:05d}.arrow"
         numbers = pa.array(np.arange(rows, rows + block.num_rows, dtype=np.int64))
