@@ -1,35 +1,35 @@
 import pandas as pd
+import pytest
 
 from tasks import progress
 from tests.helpers import run, write_csv
 
 
-def test_long_stages_report_dask_task_progress(tmp_path):
-    events = []
+@pytest.fixture(scope="module")
+def task_events(tmp_path_factory) -> list[tuple[str, int, int]]:
+    """(stage, done, total) reports of one 4-partition run."""
+    tmp = tmp_path_factory.mktemp("progress")
+    events: list[tuple[str, int, int]] = []
     progress.set_reporter(lambda stage, done, total: events.append((stage, done, total)))
     try:
         df = pd.DataFrame({"x": range(100), "c": ["a", "b"] * 50})
         run({"input_features": [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}]},
-            write_csv(df, tmp_path / "d.csv"), tmp_path, npartitions=4)
+            write_csv(df, tmp / "d.csv"), tmp, npartitions=4)
     finally:
         progress.set_reporter(None)
-    stages = {e[0] for e in events}
+    return events
+
+
+def test_long_stages_report_dask_task_progress(task_events):
+    stages = {e[0] for e in task_events}
     assert {"fill_missing", "vocab", "encode"} <= stages
     for name in ("fill_missing", "vocab", "encode"):
-        last = [e for e in events if e[0] == name][-1]
+        last = [e for e in task_events if e[0] == name][-1]
         assert last[1] == last[2] > 0  # finished: done == total
 
 
-def test_ingest_reports_its_dask_tasks(tmp_path):
-    events = []
-    progress.set_reporter(lambda stage, done, total: events.append((stage, done, total)))
-    try:
-        df = pd.DataFrame({"x": range(100), "c": ["a", "b"] * 50})
-        run({"input_features": [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}]},
-            write_csv(df, tmp_path / "d.csv"), tmp_path, npartitions=4)
-    finally:
-        progress.set_reporter(None)
-    ingest = [e for e in events if e[0] == "ingest"]
+def test_ingest_reports_its_dask_tasks(task_events):
+    ingest = [e for e in task_events if e[0] == "ingest"]
     assert ingest and ingest[-1][1] == ingest[-1][2] > 0
 
 
