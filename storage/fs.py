@@ -5,6 +5,7 @@ Failures are wrapped with the path in the message (Kedro style).
 
 from __future__ import annotations
 
+import hashlib
 import os
 from contextlib import contextmanager
 from typing import IO, Iterator
@@ -67,3 +68,62 @@ def write_at(path: str, data, offset: int) -> None:
             view, offset = view[written:], offset + written
     finally:
         os.close(fd)
+
+
+class HashingWriter:
+    """A binary writer that passes every byte on to ``fh`` and keeps their sha256 and count: a worker
+    writes an object once, streaming, and describes it without reading it back."""
+
+    def __init__(self, fh: IO[bytes]):
+        self.fh = fh
+        self.sha256 = hashlib.sha256()
+        self.bytes = 0
+        self.closed = False
+
+    def write(self, data) -> int:
+        view = memoryview(data).cast("B")
+        self.fh.write(view)
+        self.sha256.update(view)
+        self.bytes += view.nbytes
+        return view.nbytes
+
+    def tell(self) -> int:
+        return self.bytes
+
+    def flush(self) -> None:
+        pass  # the store's file uploads its parts as its buffer fills, and the rest at close
+
+    def close(self) -> None:  # pyarrow closes its sink; the object is committed by ``open_output``
+        self.closed = True
+
+    def writable(self) -> bool:
+        return True
+
+    def description(self) -> dict:
+        return {"sha256": self.sha256.hexdigest(), "bytes": self.bytes}
+
+
+@contextmanager
+def open_output(url: str) -> Iterator[HashingWriter]:
+    """Write the object ``url`` (a whole object: an object store has no offset writes) through a
+    ``HashingWriter``. The object is committed when the block ends without an error; on an error a
+    pending multipart upload is aborted (what a store already holds under the name is no artifact
+    file until a manifest lists it)."""
+    fs = filesystem(url)
+    try:
+        fh = fs.open(url, "wb")
+    except Exception as exc:
+        raise DataError(f"{url}: cannot write ({type(exc).__name__}: {exc})") from exc
+    try:
+        yield HashingWriter(fh)
+    except BaseException:
+        discard = getattr(fh, "discard", None)
+        if discard is not None:
+            discard()
+        if hasattr(fh, "_closed"):  # fsspec's buffered files: never committed, not even by their __del__
+            fh.closed = True
+        raise
+    try:
+        fh.close()
+    except Exception as exc:
+        raise DataError(f"{url}: cannot write ({type(exc).__name__}: {exc})") from exc

@@ -1,10 +1,17 @@
 """Artifacts on an fsspec store (``s3://bucket/prefix``, ``memory://``, ...).
 
-Publishing: the artifact is built in a local staging folder exactly as for a local output, then
-uploaded file by file; ``manifest.json`` goes up after every other file and ``LATEST`` after the
-manifest. A reader refuses a folder without a manifest, so it never sees a half-uploaded artifact
-(an object store has no rename; the manifest is the commit marker). An artifact whose manifest is
-already there is reused, never rewritten.
+Publishing: the workers write the artifact's row files (Parquet shards, ``.npy`` columns,
+split_binary files) straight to ``<output>/<artifact_id>/`` on the store, each object by the task
+that makes it (``tasks.publish_shards``, ``tasks.publish_split_binary``), and return its name, size
+and sha256. The flow process stages only the small rest in a local folder (metadata, vocabularies,
+feature specs, media tables, the manifest it assembles from the workers' descriptions), checks that
+every object the workers reported is on the store at its size, uploads the rest, then
+``manifest.json`` after every other file, then ``LATEST``. A reader refuses a folder without a
+manifest, so it never sees a half-written artifact (an object store has no rename; the manifest is
+the commit marker). What a killed run left under the artifact's prefix is never listed by any
+manifest, so it is invisible to ``Artifact.open``, and the next run of the same artifact id
+overwrites it object by object with the same bytes before it writes the manifest. An artifact
+whose manifest is already there is reused, never rewritten.
 
 Reading: ``fetch`` downloads an artifact into a local cache folder (``$PREPFLOW_ARTIFACT_CACHE``,
 else ``$PREPFLOW_HOME/artifacts``, else ``~/.prepflow/artifacts``) and checks every file's size and
@@ -69,9 +76,10 @@ def _read_bytes(fs, url: str) -> bytes | None:
 
 # ---- publishing ----------------------------------------------------------------------------------
 
-def publish(output_url: str, art_id: str, build: Callable[[Path], dict]) -> dict:
-    """Publish under ``output_url``: ``build(local_root)`` writes ``local_root/<art_id>`` (and returns
-    publish's summary); its files are uploaded, manifest last, then ``LATEST``."""
+def publish(output_url: str, art_id: str, build: Callable[[Path, str], dict]) -> dict:
+    """Publish under ``output_url``: ``build(local_root, art_url)`` writes the artifact's large files
+    to ``art_url`` (from the workers) and the rest, manifest included, to ``local_root/<art_id>``, and
+    returns publish's summary; the staged files are uploaded, manifest last, then ``LATEST``."""
     fs = filesystem(output_url)
     art_url = join(output_url, art_id)
     existing = _read_bytes(fs, join(art_url, MANIFEST))
@@ -81,7 +89,7 @@ def publish(output_url: str, art_id: str, build: Callable[[Path], dict]) -> dict
         return {"artifact_path": art_url, "artifact_id": art_id, "rows": manifest["rows"], "reused": True}
     sweep(tempfile.gettempdir(), STAGING_PREFIX)
     with TempFolder(tempfile.gettempdir(), STAGING_PREFIX, mode=0o700) as staging:
-        result = build(staging)
+        result = build(staging, art_url)
         local = staging / art_id
         upload(fs, local, art_url)
         write_latest(fs, output_url, art_id)
@@ -89,12 +97,27 @@ def publish(output_url: str, art_id: str, build: Callable[[Path], dict]) -> dict
 
 
 def upload(fs, local: Path, art_url: str) -> None:
+    """Upload the manifest's files staged in ``local``, check that the others (written by the workers)
+    are on the store at their size, then upload the manifest."""
     manifest = json.loads((local / MANIFEST).read_text())
-    files = sorted(manifest["files"])
+    files = sorted(rel for rel in manifest["files"] if (local / rel).is_file())
+    written = sorted(set(manifest["files"]) - set(files))
     try:
         if files:
             fs.put([str(local / rel) for rel in files], [join(art_url, rel) for rel in files])
+        if written:
+            fs.invalidate_cache(art_url)
+            stored = {name: info.get("size") for name, info in fs.find(art_url, detail=True).items()}
+            prefix = fs._strip_protocol(art_url).rstrip("/")
+            for rel in written:
+                size = stored.get(f"{prefix}/{rel}")
+                if size != manifest["files"][rel]["bytes"]:
+                    raise IntegrityError(f"{join(art_url, rel)}: {'missing' if size is None else f'{size} bytes'} "
+                                         f"on the store, the worker that wrote it reported "
+                                         f"{manifest['files'][rel]['bytes']}; no manifest written")
         fs.put_file(str(local / MANIFEST), join(art_url, MANIFEST))
+    except IntegrityError:
+        raise
     except Exception as exc:
         raise _wrap(art_url, "upload the artifact", exc) from exc
 

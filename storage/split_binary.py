@@ -150,7 +150,7 @@ def create(folder: Path, layout: Layout, n_rows: int) -> dict[str, Target]:
     return out
 
 
-def _values(table: pa.Table, target: Target, split: str, first_row: int) -> np.ndarray:
+def target_values(table: pa.Table, target: Target, split: str, first_row: int) -> np.ndarray:
     """The part's rows of ``target`` as a C-contiguous array of the stored dtype."""
     dtype = np.dtype(target.dtype)
     cols = []
@@ -189,7 +189,7 @@ def write_rows(part: str, first_row: int, targets: dict[str, Target], split: str
 def write_table(table: pa.Table, first_row: int, targets: dict[str, Target], split: str = "") -> int:
     """Write ``table``'s rows at row ``first_row`` of every file in ``targets``. Returns the rows written."""
     for path, target in targets.items():
-        values = _values(table, target, split, first_row)
+        values = target_values(table, target, split, first_row)
         if not values.size:
             continue
         write_at(path, values, first_row * target.row_bytes)

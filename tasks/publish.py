@@ -5,7 +5,9 @@ The artifact is built in a private staging folder next to its final place and re
 replaced atomically. An artifact that already exists with a valid manifest is reused, so a rerun
 never rewrites it. The staging folder, the ``.LATEST.*`` rewrite and the report's temporary file are
 locked for their writer's life (``storage.tmpdirs``), so a publish first removes the ones that killed
-runs left in the same output (``sweep_output``).
+runs left in the same output (``sweep_output``). A remote output (``s3://...``) has its row files
+written straight to the store by the Dask tasks that make them; only the small rest is staged
+locally (``run``, ``storage.remote``).
 
 Determinism: shards hold ``shard_rows`` rows (row groups of ``row_group_rows``) regardless of how
 the encode stage was partitioned, so the bytes depend only on data + config. ``created_at`` is the
@@ -163,30 +165,43 @@ def channel_spec(ctx, columns: dict[str, dict]) -> dict[str, list[str]]:
 # ---- writers -------------------------------------------------------------------------------------
 
 def _split_tasks(split_name: str, parts: list[Path], folder: Path, columns: dict[str, dict], n_rows: int,
-                 pub, layout=None) -> tuple[list[dict], list]:
+                 pub, layout=None, url: str | None = None) -> tuple[list[dict], list]:
     """A split's ``source_spec`` chunks and the Dask tasks that write its row files (each returns the
-    description of the files it wrote, ``tasks.publish_shards``). Nothing here reads a row."""
+    description of the files it wrote, ``tasks.publish_shards``). Nothing here reads a row. With
+    ``url`` (the split's folder on a store, a remote output) the tasks write their objects there from
+    the workers, and nothing is created in ``folder``."""
 
     chunks: list[dict] = []
     tasks: list = []
     if layout is not None:  # NVIDIA's split_binary layout: its files are made even for an empty split
-        chunks, tasks = publish_split_binary.split_tasks(split_name, parts, folder, n_rows, layout)
+        chunks, tasks = publish_split_binary.split_tasks(split_name, parts, folder, n_rows, layout, url)
     if not parts:
         return chunks, tasks
     sizes = shards.part_sizes(parts)
+
+    def target(name: str) -> str:
+        return f"{url}/{name}" if url is not None else str(folder / name)
+
     if "parquet" in pub.formats:
         plan = shards.shard_plan(n_rows, pub.shard_rows, pub.row_group_rows)
         names = [f"part-{k:05d}.parquet" for k in range(max(len(plan), 1))]
         for name, groups in zip(names, plan, strict=False):
             tasks.append(delayed(shards.write_parquet_shard, pure=False)(
-                [shards.pieces(parts, sizes, lo, hi) for lo, hi in groups], str(folder / name),
+                [shards.pieces(parts, sizes, lo, hi) for lo, hi in groups], target(name),
                 f"{split_name}/{name}"))
         if not plan:  # an empty split: one empty shard that still carries the schema
             tasks.append(delayed(shards.write_empty_shard, pure=False)(
-                str(parts[0]), str(folder / names[0]), f"{split_name}/{names[0]}"))
+                str(parts[0]), target(names[0]), f"{split_name}/{names[0]}"))
         chunks.append({"type": "parquet", "features": list(columns),
                        "files": [f"{split_name}/{f}" for f in names]})
-    if "npy" in pub.formats:
+    if "npy" in pub.formats and url is not None:  # no offset writes on a store: one task per column
+        kept = [str(part) for part, size in zip(parts, sizes, strict=True) if size]
+        for name, spec in columns.items():
+            tasks.append(delayed(shards.stream_npy, pure=False)(
+                kept, name, shards.npy_dtype(spec).str, (n_rows, *spec["shape"]), target(f"{name}.npy"),
+                f"{split_name}/{name}.npy"))
+            chunks.append({"type": "npy", "features": [name], "files": [f"{split_name}/{name}.npy"]})
+    elif "npy" in pub.formats:
         targets = {}
         for name, spec in columns.items():
             dtype = shards.npy_dtype(spec)
@@ -239,20 +254,26 @@ def sweep_output(output: Path) -> list[str]:
 def run(ctx, fingerprint: str, encoded, fitted, stage_stats: dict, validation: dict | None = None) -> dict:
     """Publish and return ``{"artifact_path", "artifact_id", "rows", "reused"}``.
 
-    An fsspec URL output (``s3://bucket/prefix``) is built in a local staging folder and uploaded
-    with the manifest last, then ``LATEST`` (``storage.remote.publish``).
+    An fsspec URL output (``s3://bucket/prefix``): the row files (Parquet shards, ``.npy`` columns,
+    split_binary files) are written straight to the store by the Dask tasks that make them (the
+    workers of a cluster), which return their names, sizes and sha256; the small rest (metadata,
+    vocabularies, feature specs, media tables) is staged locally and uploaded by the flow process,
+    then the manifest, then ``LATEST`` (``storage.remote.publish``).
     """
 
     if remote.is_remote(ctx.output):
         art_id = artifact_id(fingerprint, normalized_config(ctx.config))
         return remote.publish(str(ctx.output), art_id,
-                              lambda root: _publish(ctx, root, fingerprint, encoded, fitted, stage_stats, validation))
+                              lambda root, art_url: _publish(ctx, root, fingerprint, encoded, fitted, stage_stats,
+                                                             validation, art_url))
     return _publish(ctx, Path(strip_file_scheme(str(ctx.output))), fingerprint, encoded, fitted, stage_stats,
                     validation)
 
 
 def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: dict,
-             validation: dict | None = None) -> dict:
+             validation: dict | None = None, art_url: str | None = None) -> dict:
+    """Build the artifact under ``output``; with ``art_url`` (a remote output) its row files are
+    written there by the Dask tasks instead, and only the small rest is staged in ``output``."""
 
     output.mkdir(parents=True, exist_ok=True)
     sweep_output(output)  # leftovers of killed runs (a live run's are locked, so kept)
@@ -280,7 +301,8 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
             (staging / split_name).mkdir()
             chunks, split_tasks = _split_tasks(split_name, encode_mod.split_parts(encoded, split_name),
                                                staging.absolute() / split_name,  # workers have their own cwd
-                                               columns, rows[split_name], pub, layout)
+                                               columns, rows[split_name], pub, layout,
+                                               f"{art_url}/{split_name}" if art_url else None)
             source_spec[split_name] = chunks
             tasks.extend(split_tasks)
         described: dict[str, dict] = {}

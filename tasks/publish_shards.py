@@ -15,6 +15,15 @@ only on data + config, never on the number of encode partitions, tasks or worker
 
 Each writer is a function of one shard's pieces (or one part), so another output format can add
 its own per-shard writer beside these.
+
+Remote outputs (an fsspec URL such as ``s3://bucket/prefix``): the same tasks write the objects
+straight to the store from the worker (``storage.fs.open_output``), hashing the bytes as they
+stream, so no data byte goes through the flow process. A Parquet shard is one object written by
+its task. An object store has no offset writes, so a ``.npy`` file is written by one task of its
+own (``stream_npy``) that writes the header, then every encoded part's rows of its column in
+split order (the parts are memory-mapped Arrow IPC, so a task reads only its column's pages);
+the parallelism of a remote ``.npy`` publish is one task per column rather than one per part.
+The bytes equal a local run's: the same header and the same rows in the same order.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from storage.fs import write_at
+from storage.fs import HashingWriter, is_url, open_output, write_at
 from tasks.context import pause_point
 from tasks.frame import ipc_num_rows
 from tasks.published_rows import read_part, with_row
@@ -76,20 +85,29 @@ def describe(path: Path, rel: str) -> dict[str, dict]:
 
 
 def write_parquet_shard(groups: list[list[Piece]], path: str, rel: str) -> dict[str, dict]:
-    """One Parquet shard (zstd) with one row group per entry of ``groups``; its description."""
+    """One Parquet shard (zstd) with one row group per entry of ``groups``; its description. ``path``
+    may be a store URL: the shard is then streamed to the store as one object."""
 
+    if is_url(path):
+        with open_output(path) as sink:
+            _write_shard(groups, sink)
+        return {rel: sink.description()}
+    _write_shard(groups, path)
+    return describe(Path(path), rel)
+
+
+def _write_shard(groups: list[list[Piece]], where: str | HashingWriter) -> None:
     writer = None
     try:
         for group in groups:
             table = read_pieces(group)
             if writer is None:
-                writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+                writer = pq.ParquetWriter(where, table.schema, compression="zstd")
             writer.write_table(table, row_group_size=max(table.num_rows, 1))
             pause_point("publish_shard")  # crash tests: a shard half-written, on a Dask worker thread
     finally:
         if writer is not None:
             writer.close()
-    return describe(Path(path), rel)
 
 
 def write_empty_shard(schema_part: str, path: str, rel: str) -> dict[str, dict]:
@@ -97,6 +115,10 @@ def write_empty_shard(schema_part: str, path: str, rel: str) -> dict[str, dict]:
 
     with ipc.open_file(schema_part) as reader:
         schema = with_row(reader.schema)
+    if is_url(path):
+        with open_output(path) as sink:
+            pq.write_table(schema.empty_table(), sink, compression="zstd")
+        return {rel: sink.description()}
     pq.write_table(schema.empty_table(), path, compression="zstd")
     return describe(Path(path), rel)
 
@@ -105,12 +127,16 @@ def npy_dtype(spec: dict) -> np.dtype:
     return np.dtype(spec["dtype"].removeprefix("torch."))
 
 
+def npy_header(fh, dtype: np.dtype, shape: tuple[int, ...]) -> None:
+    np.lib.format.write_array_header_1_0(
+        fh, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape})
+
+
 def create_npy(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> int:
     """The file with its ``.npy`` header (format 1.0) and room for every row (sparse until written);
     returns the header's length (where row 0 starts)."""
     with open(path, "wb") as fh:
-        np.lib.format.write_array_header_1_0(
-            fh, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape})
+        npy_header(fh, dtype, shape)
         start = fh.tell()
         fh.truncate(start + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
     return start
@@ -121,12 +147,27 @@ def write_npy_rows(part: str, first_row: int, targets: dict[str, tuple[str, str,
     column -> (file, dtype, header length, bytes per row). Returns the rows written."""
     table = read_part(part)
     for name, (path, dtype, start, row_bytes) in targets.items():
-        flat = table.column(name).combine_chunks()
-        while pa.types.is_fixed_size_list(flat.type):
-            flat = flat.flatten()
-        data = np.ascontiguousarray(flat.to_numpy(zero_copy_only=False).astype(dtype, copy=False))
-        write_at(path, data, start + first_row * row_bytes)
+        write_at(path, column_values(table, name, np.dtype(dtype)), start + first_row * row_bytes)
     return table.num_rows
+
+
+def column_values(table: pa.Table, name: str, dtype: np.dtype) -> np.ndarray:
+    """A column's values, matrices flattened row-major, as a C-contiguous array of ``dtype``."""
+    flat = table.column(name).combine_chunks()
+    while pa.types.is_fixed_size_list(flat.type):
+        flat = flat.flatten()
+    return np.ascontiguousarray(flat.to_numpy(zero_copy_only=False).astype(dtype, copy=False))
+
+
+def stream_npy(parts: list[str], name: str, dtype: str, shape: tuple[int, ...], url: str,
+               rel: str) -> dict[str, dict]:
+    """One column's whole ``.npy`` file as one object at ``url`` (a remote output): the header, then
+    each part's rows in split order; its description."""
+    with open_output(url) as sink:
+        npy_header(sink, np.dtype(dtype), tuple(shape))
+        for part in parts:
+            sink.write(column_values(read_part(part), name, np.dtype(dtype)))
+    return {rel: sink.description()}
 
 
 def hash_file(path: str, rel: str, after=None) -> dict[str, dict]:

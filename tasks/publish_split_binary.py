@@ -6,6 +6,11 @@ at full size (sparse), one task per encoded part writes that part's rows of ever
 offset (``write_part``: the part with its ``__row__`` column, ``tasks.published_rows``), then one
 task per file hashes it. The files are made even for
 a split without rows, since NVIDIA's loaders open the test mapping's files whatever their size.
+
+A remote output (a store URL: no offset writes) gets one task per file instead (``stream_file``),
+on a worker: it streams every encoded part's rows of that file in split order straight to the store
+as one object, hashing them as they go. The bytes are a local run's (a file is the concatenation of
+its rows, no header); the flow process only gathers the names, sizes and sha256.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import numpy as np
 from dask import delayed
 
 from storage import split_binary
+from storage.fs import open_output
 from tasks import publish_shards as shards
 from tasks.published_rows import read_part
 
@@ -25,10 +31,28 @@ def write_part(part: str, first_row: int, targets: dict[str, split_binary.Target
     return split_binary.write_table(read_part(part), first_row, targets, split_name)
 
 
-def split_tasks(split_name: str, parts: list[Path], folder: Path, n_rows: int,
-                layout: split_binary.Layout) -> tuple[list[dict], list]:
-    """A split's prepflow ``source_spec`` chunks and the tasks that write and describe its files."""
+def stream_file(parts: list[str], first_rows: list[int], target: split_binary.Target, split_name: str, url: str,
+                rel: str) -> dict[str, dict]:
+    """One file of a split as one object at ``url``: every part's rows in split order; its description."""
+    with open_output(url) as sink:
+        for part, first_row in zip(parts, first_rows, strict=True):
+            sink.write(split_binary.target_values(read_part(part), target, split_name, first_row))
+    return {rel: sink.description()}
 
+
+def split_tasks(split_name: str, parts: list[Path], folder: Path | str, n_rows: int,
+                layout: split_binary.Layout, url: str | None = None) -> tuple[list[dict], list]:
+    """A split's prepflow ``source_spec`` chunks and the tasks that write and describe its files;
+    with ``url`` (the split's folder on a store) the tasks write the objects there, not in ``folder``."""
+
+    if url is not None:
+        sizes = shards.part_sizes(parts) if parts else []
+        offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).tolist()
+        kept = [(str(p), offsets[i]) for i, (p, size) in enumerate(zip(parts, sizes, strict=True)) if size]
+        tasks = [delayed(stream_file, pure=False)([p for p, _ in kept], [o for _, o in kept], target, split_name,
+                                                  f"{url}/{target.file}", f"{split_name}/{target.file}")
+                 for target in layout.targets]
+        return split_binary.chunks(split_name, layout), tasks
     targets = split_binary.create(folder, layout, n_rows)
     sizes = shards.part_sizes(parts) if parts else []
     offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).tolist()
