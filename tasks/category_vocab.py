@@ -16,7 +16,8 @@ the stage's other per-partition work (each partition is prepared once):
    Arrow file in the stage's folder, so they leave the worker's memory, and only small totals
    travel back;
 4. per feature, one task (``extract_feature``, on a worker of a cluster): that feature's slices of
-   every reducer's file, the global order (frequency desc, ties by value asc) and the top
+   every reducer's file, the global order (frequency desc, ties by value asc, or with ``symbols: ludwig``
+   by first row, a min over partitions) and the top
    ``most_common``, over Arrow arrays; a vocabulary of more than ``category.INLINE_MAX`` ids is
    written as ``vocab/<feature>.parquet`` (``storage.vocab_store``) by that task. The flow process
    (``extract``) only gathers the features' metadata and names the files: it never holds every
@@ -53,7 +54,7 @@ from tasks.features.category import Candidates, CategoryFeature, as_strings, sum
 from tasks.ingest_common import write_ipc
 
 VOCAB_DIR = "vocab"
-FEATURE, VALUE, COUNT = "feature", "value", "count"
+FEATURE, VALUE, COUNT, FIRST = "feature", "value", "count", "first"
 
 
 def counted_features(features: list) -> list[CategoryFeature]:
@@ -63,57 +64,64 @@ def counted_features(features: list) -> list[CategoryFeature]:
 
 def _meta() -> pd.DataFrame:
     return pd.DataFrame({FEATURE: np.zeros(0, np.int32), VALUE: pd.array([], dtype=pd.StringDtype("pyarrow")),
-                         COUNT: np.zeros(0, np.int64)})
+                         COUNT: np.zeros(0, np.int64), FIRST: np.zeros(0, np.int64)})
 
 
 def partition_counts(prepared, features: list[CategoryFeature], fit_on: str) -> pd.DataFrame:
-    """``(feature index, value, count)`` of every feature's non-null fit values in one partition: each
-    feature's combiner ``add(create(), values)``."""
+    """``(feature index, value, count, first)`` of every feature's non-null fit values in one partition: each
+    feature's combiner ``add(create(), values)``, the values indexed by input row position (``first``: a
+    value's first row, for ``symbols: ludwig``)."""
     fit = frame.prepared_fit_rows(prepared, fit_on)
+    rows = fit[frame.ROW].to_numpy()
     pieces = []
     for i, f in enumerate(features):
-        acc = f.add(f.create(), fit[f.name])
+        acc = f.add(f.create(), fit[f.name].set_axis(rows))
         pieces.append(pa.table({FEATURE: pa.array(np.full(acc.num_rows, i, np.int32)), VALUE: acc["value"],
-                                COUNT: acc["count"]}))
+                                COUNT: acc["count"], FIRST: acc["first"]}))
     if not pieces:
         return _meta()
     table = pa.concat_tables(pieces)
     return pd.DataFrame({FEATURE: table.column(FEATURE).to_numpy(),
                          VALUE: pd.array(table.column(VALUE), dtype=pd.StringDtype("pyarrow")),
-                         COUNT: table.column(COUNT).to_numpy()})
+                         COUNT: table.column(COUNT).to_numpy(), FIRST: table.column(FIRST).to_numpy()})
 
 
 def reduce_partition(df: pd.DataFrame, features: list[CategoryFeature], folder: str, index: int) -> dict:
     """One shuffle output partition -> its candidates, written to ``folder`` (Arrow IPC) so that they
-    leave the worker's memory; returns the path and, per feature, ``(total, unk, oov)`` and its rows'
+    leave the worker's memory; returns the path and, per feature, ``(total, unk, oov, cut)`` and its rows'
     ``(start, length)`` in the file."""
 
-    feature_ids, values, counts = sum_by_key(df[FEATURE].to_numpy(np.int64), as_strings(df[VALUE]),
-                                             df[COUNT].to_numpy(np.int64))
+    feature_ids, values, counts, first = sum_by_key(df[FEATURE].to_numpy(np.int64), as_strings(df[VALUE]),
+                                                    df[COUNT].to_numpy(np.int64), df[FIRST].to_numpy(np.int64))
     pieces, stats, slices, start = [], {}, {}, 0
     for i, f in enumerate(features):
         mask = feature_ids == i
-        cand = Candidates.reduce(values.filter(pa.array(mask)), counts[mask], f.options, ordered=False)
-        stats[i] = (cand.total, cand.unk, cand.oov)
+        cand = Candidates.reduce(values.filter(pa.array(mask)), counts[mask], f.options, ordered=False,
+                                 first=first[mask])
+        stats[i] = (cand.total, cand.unk, cand.oov, cand.cut)
         slices[i] = (start, len(cand.values))  # feature i's rows of the file
         start += len(cand.values)
         pieces.append(pa.table({FEATURE: pa.array(np.full(len(cand.values), i, np.int32)), VALUE: cand.values,
-                                COUNT: pa.array(cand.counts, pa.int64())}))
+                                COUNT: pa.array(cand.counts, pa.int64()), FIRST: pa.array(cand.first, pa.int64())}))
     path = Path(folder) / f"candidates-{index:05d}.arrow"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_ipc(pa.concat_tables(pieces), path)
     return {"path": str(path), "stats": stats, "slices": slices}
 
 
-def sum_by_key(features: np.ndarray, values: pa.Array, counts: np.ndarray) -> tuple[np.ndarray, pa.Array, np.ndarray]:
-    """Sum ``counts`` per distinct ``(feature, value)``; exact integer sums (counts < 2**53)."""
+def sum_by_key(features: np.ndarray, values: pa.Array, counts: np.ndarray,
+               first: np.ndarray) -> tuple[np.ndarray, pa.Array, np.ndarray, np.ndarray]:
+    """Sum ``counts`` and take the min of ``first`` per distinct ``(feature, value)``; exact integer sums
+    (counts < 2**53)."""
     if len(values) == 0:
-        return features, values, counts
+        return features, values, counts, first
     encoded = pc.dictionary_encode(values)
     size = len(encoded.dictionary)
     keys, inverse = np.unique(features * size + encoded.indices.to_numpy(zero_copy_only=False), return_inverse=True)
     sums = np.bincount(inverse, weights=counts.astype(np.float64), minlength=len(keys))
-    return keys // size, encoded.dictionary.take(pa.array(keys % size)), np.rint(sums).astype(np.int64)
+    mins = np.full(len(keys), np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(mins, inverse, first)
+    return keys // size, encoded.dictionary.take(pa.array(keys % size)), np.rint(sums).astype(np.int64), mins
 
 
 # Up to this many partitions (~1M rows of ingest's parts) a local run reduces every partition's counts in
@@ -173,7 +181,7 @@ def file_name(feature: str, taken: set[str]) -> str:
 
 
 def _empty_candidates() -> pa.Table:
-    return pa.table({VALUE: pa.array([], pa.string()), COUNT: pa.array([], pa.int64())})
+    return pa.table({VALUE: pa.array([], pa.string()), COUNT: pa.array([], pa.int64()), FIRST: pa.array([], pa.int64())})
 
 
 def extract_feature(f: CategoryFeature, index: int, reduced: list[dict], out: str) -> dict:
@@ -186,11 +194,13 @@ def extract_feature(f: CategoryFeature, index: int, reduced: list[dict], out: st
     for r in reduced:
         start, length = r["slices"][index]
         if length:
-            tables.append(feather.read_table(r["path"], columns=[VALUE, COUNT], memory_map=True).slice(start, length))
+            tables.append(feather.read_table(r["path"], columns=[VALUE, COUNT, FIRST], memory_map=True)
+                          .slice(start, length))
     stats = [r["stats"][index] for r in reduced]
     cand = Candidates.top(pa.concat_tables(tables) if tables else _empty_candidates(),
                           sum(s[0] for s in stats), sum(s[1] for s in stats),
-                          sum_buckets([s[2] for s in stats], f.options.num_oov_buckets), f.options)
+                          sum_buckets([s[2] for s in stats], f.options.num_oov_buckets), f.options,
+                          cut=any(s[3] for s in stats))
 
     def store(values, counts):
         rel = f"{VOCAB_DIR}/.feature-{index:05d}.parquet"

@@ -73,6 +73,8 @@ class CategoryPreprocessing(BasePreprocessing):
     encoded: bool = False  # the column holds integer ids in [0, cardinality), kept as given
     cardinality: int | None = Field(default=None, gt=0, le=MAX_IDS)
     out_of_range_id: int | None = Field(default=None, ge=0)
+    # ``ludwig``: Ludwig's vocabulary (see the module docstring); set by ``compatibility: ludwig``
+    symbols: Literal["prepflow", "ludwig"] = "prepflow"
     # Keys Ludwig reads from the metadata's preprocessing (``--training_set_metadata``), at Ludwig's defaults:
     # tasks.ludwig_config drops them from a config (and refuses other values), so they hold these values
     lowercase: Literal[False] = False
@@ -83,6 +85,11 @@ class CategoryPreprocessing(BasePreprocessing):
         if self.hash_buckets is not None and self.num_oov_buckets:
             raise ValueError("hash_buckets hashes every value (no vocabulary), so num_oov_buckets cannot be "
                              "combined with it; use one or the other")
+        if self.symbols == "ludwig":
+            clash = [k for k in ("num_oov_buckets", "hash_buckets", "encoded") if getattr(self, k)]
+            if clash:
+                raise ValueError(f"symbols: ludwig is Ludwig's vocabulary (no buckets, no pre-encoded ids), so "
+                                 f"{', '.join(clash)} cannot be combined with it")
         if not self.encoded:
             given = [k for k in ("cardinality", "out_of_range_id") if getattr(self, k) is not None]
             if given:
@@ -106,51 +113,67 @@ class Candidates:
     """Counted values of one feature, reduced to what can still enter the vocabulary.
 
     ``values``/``counts``: values with count >= min_frequency, at most ``most_common`` of them
-    (sorted by count desc, value asc when ``ordered``); ``total``: all non-null fit values counted;
-    ``unk``: how many were the literal ``<UNK>``; ``oov``: per OOV bucket, the counts of values
-    already dropped (B > 0). Reductions of disjoint sets of values ``combine`` exactly (the
-    shuffle's reducers own disjoint sets of values).
+    (sorted by count desc, then value asc, or with ``symbols: ludwig`` first row asc, when ``ordered``);
+    ``first``: each value's first fit row (input row position; zeros unless ``symbols: ludwig``);
+    ``total``: all non-null fit values counted; ``unk``: how many were the literal ``<UNK>``; ``oov``:
+    per OOV bucket, the counts of values already dropped (B > 0); ``cut``: whether ``most_common``
+    dropped a value. Reductions of disjoint sets of values ``combine`` exactly (the shuffle's reducers
+    own disjoint sets of values).
     """
 
-    def __init__(self, values: pa.Array, counts: np.ndarray, total: int, unk: int, oov: np.ndarray | None):
+    def __init__(self, values: pa.Array, counts: np.ndarray, total: int, unk: int, oov: np.ndarray | None,
+                 first: np.ndarray | None = None, cut: bool = False):
         self.values, self.counts, self.total, self.unk, self.oov = values, counts, total, unk, oov
+        self.first = np.zeros(len(counts), np.int64) if first is None else np.asarray(first, dtype=np.int64)
+        self.cut = cut
 
     @classmethod
     def reduce(cls, values: pa.Array, counts: np.ndarray, options: CategoryPreprocessing,
-               ordered: bool = True) -> "Candidates":
-        """From distinct values and their counts (no nulls)."""
+               ordered: bool = True, first: np.ndarray | None = None) -> "Candidates":
+        """From distinct values and their counts (no nulls) and, for ``symbols: ludwig``, first rows."""
         values = values.cast(pa.string())
         counts = np.asarray(counts, dtype=np.int64)
+        first = np.zeros(len(counts), np.int64) if first is None else np.asarray(first, dtype=np.int64)
         is_unk = pc.equal(values, UNK).to_numpy(zero_copy_only=False)
         total, unk = int(counts.sum()), int(counts[is_unk].sum())
-        eligible = ~is_unk & (counts >= options.min_frequency)
-        dropped = ~is_unk & ~eligible
+        ludwig = options.symbols == "ludwig"
+        special = np.zeros_like(is_unk) if ludwig else is_unk  # Ludwig ranks a filled <UNK> like any value
+        eligible = ~special & (counts >= options.min_frequency)
+        dropped = ~special & ~eligible
         oov = _bucket_counts(values.filter(pa.array(dropped)), counts[dropped], options.num_oov_buckets)
         if eligible.all():
-            table = pa.table({"value": values, "count": counts})
+            table = pa.table({"value": values, "count": counts, "first": first})
         else:
-            table = pa.table({"value": values.filter(pa.array(eligible)), "count": counts[eligible]})
-        return cls.top(table, total, unk, oov, options, ordered)
+            mask = pa.array(eligible)
+            table = pa.table({"value": values.filter(mask), "count": counts[eligible], "first": first[eligible]})
+        return cls.top(table, total, unk, oov, options, ordered, cut=bool(ludwig and dropped.any()))
 
     @classmethod
     def top(cls, table: pa.Table, total: int, unk: int, oov: np.ndarray | None, options: CategoryPreprocessing,
-            ordered: bool = True) -> "Candidates":
-        """Keep the ``most_common`` first of ``table`` (value, count); what is cut counts into the buckets."""
+            ordered: bool = True, cut: bool = False) -> "Candidates":
+        """Keep the ``most_common`` first of ``table`` (value, count[, first]); what is cut counts into the
+        buckets. ``cut``: a value was already cut before (by a reducer)."""
+        if "first" not in table.column_names:
+            table = table.append_column("first", pa.array(np.zeros(table.num_rows, np.int64)))
         keep = min(options.most_common, table.num_rows)
+        tie = "first" if options.symbols == "ludwig" else "value"  # Ludwig: equal counts in first-occurrence order
         if ordered or keep < table.num_rows:
-            table = table.take(pc.sort_indices(table, sort_keys=[("count", "descending"), ("value", "ascending")]))
-        cut = table.slice(keep)
-        if oov is not None and cut.num_rows:
-            oov = oov + _bucket_counts(cut.column("value"), cut.column("count").to_numpy(), len(oov))
+            table = table.take(pc.sort_indices(table, sort_keys=[("count", "descending"), (tie, "ascending")]))
+        dropped = table.slice(keep)
+        if oov is not None and dropped.num_rows:
+            oov = oov + _bucket_counts(dropped.column("value"), dropped.column("count").to_numpy(), len(oov))
         table = table.slice(0, keep)
-        return cls(table.column("value").combine_chunks(), table.column("count").to_numpy(), total, unk, oov)
+        return cls(table.column("value").combine_chunks(), table.column("count").to_numpy(), total, unk, oov,
+                   table.column("first").to_numpy(), cut or dropped.num_rows > 0)
 
     @classmethod
     def combine(cls, parts: list["Candidates"], options: CategoryPreprocessing) -> "Candidates":
         values = pa.concat_arrays([p.values for p in parts]) if parts else pa.array([], pa.string())
         counts = np.concatenate([p.counts for p in parts]) if parts else np.zeros(0, np.int64)
-        return cls.top(pa.table({"value": values, "count": counts}), sum(p.total for p in parts),
-                       sum(p.unk for p in parts), sum_buckets([p.oov for p in parts], options.num_oov_buckets), options)
+        first = np.concatenate([p.first for p in parts]) if parts else np.zeros(0, np.int64)
+        return cls.top(pa.table({"value": values, "count": counts, "first": first}), sum(p.total for p in parts),
+                       sum(p.unk for p in parts), sum_buckets([p.oov for p in parts], options.num_oov_buckets), options,
+                       cut=any(p.cut for p in parts))
 
 
 def sum_buckets(parts: list[np.ndarray | None], buckets: int) -> np.ndarray | None:
@@ -186,6 +209,8 @@ class CategoryFeature(FeatureType):
             text = pd.Series(np.where(whole, np.nan_to_num(x).astype(np.int64).astype(str), x.astype(str)),
                              index=values.index, dtype="string")
             return text.mask(np.isnan(x))
+        if self.ludwig:  # Ludwig compares stripped values (vocabulary and lookup)
+            return values.astype("string").str.strip()
         return values.astype("string")
 
     def fill_value_from_config(self, value: Any) -> str | int | None:
@@ -200,6 +225,10 @@ class CategoryFeature(FeatureType):
     @property
     def encoded(self) -> bool:
         return self.options.encoded
+
+    @property
+    def ludwig(self) -> bool:
+        return self.options.symbols == "ludwig"
 
     @property
     def needs_vocabulary(self) -> bool:
@@ -270,18 +299,32 @@ class CategoryFeature(FeatureType):
 
     # ---- fit: a combiner over (value, count) tables; tasks.category_vocab runs it at scale --------------
     def create(self) -> pa.Table:
-        return pa.table({"value": pa.array([], pa.string()), "count": pa.array([], pa.int64())})
+        return pa.table({"value": pa.array([], pa.string()), "count": pa.array([], pa.int64()),
+                         "first": pa.array([], pa.int64())})
 
     def add(self, acc: pa.Table, values: pd.Series) -> pa.Table:
+        """``values`` indexed by input row position (as the vocab stage gives them): with ``symbols: ludwig``
+        each value's first row is kept (a min over partitions), Ludwig's order of equal counts."""
         if not self.needs_vocabulary:
             return acc
-        vc = pc.value_counts(as_strings(values).drop_null())
-        batch = pa.table({"value": vc.field("values").cast(pa.string()), "count": vc.field("counts").cast(pa.int64())})
+        arr = as_strings(values)
+        if self.ludwig:
+            valid = arr.is_valid()
+            rows = pa.array(np.asarray(values.index.to_numpy(), dtype=np.int64)).filter(valid)
+            grouped = pa.table({"value": arr.filter(valid), "row": rows}).group_by("value").aggregate(
+                [("row", "count"), ("row", "min")])
+            batch = pa.table({"value": grouped["value"], "count": grouped["row_count"].cast(pa.int64()),
+                              "first": grouped["row_min"]})
+        else:
+            vc = pc.value_counts(arr.drop_null())
+            batch = pa.table({"value": vc.field("values").cast(pa.string()), "count": vc.field("counts").cast(pa.int64()),
+                              "first": pa.array(np.zeros(len(vc), np.int64))})
         return batch if acc.num_rows == 0 else self.merge(acc, batch)
 
     def merge(self, a: pa.Table, b: pa.Table) -> pa.Table:
-        summed = pa.concat_tables([a, b]).group_by("value").aggregate([("count", "sum")])
-        return pa.table({"value": summed["value"], "count": summed["count_sum"]})  # any order: extract sorts
+        summed = pa.concat_tables([a, b]).group_by("value").aggregate([("count", "sum"), ("first", "min")])
+        return pa.table({"value": summed["value"], "count": summed["count_sum"],
+                         "first": summed["first_min"]})  # any order: extract sorts
 
     def extract(self, acc: pa.Table, missing_state: dict) -> dict:
         if self.hashed:
@@ -289,7 +332,7 @@ class CategoryFeature(FeatureType):
         if self.encoded:
             return self.encoded_metadata()
         return self.vocabulary_metadata(Candidates.reduce(acc["value"].combine_chunks(), acc["count"].to_numpy(),
-                                                          self.options))
+                                                          self.options, first=acc["first"].to_numpy()))
 
     def hashed_metadata(self) -> dict:
         n = self.options.hash_buckets
@@ -302,6 +345,8 @@ class CategoryFeature(FeatureType):
         Pre-encoded ids have no vocabulary: their metadata does not depend on what was counted."""
         if self.encoded:
             return self.encoded_metadata()
+        if self.ludwig:
+            return self.ludwig_metadata(cand, store)
         buckets = self.options.num_oov_buckets
         kept = cand.values.to_pylist() if store is None or 1 + buckets + len(cand.values) <= INLINE_MAX else None
         unk_freq = cand.unk if buckets else cand.total - int(cand.counts.sum())
@@ -325,6 +370,26 @@ class CategoryFeature(FeatureType):
                               **dict(zip(kept, cand.counts.tolist(), strict=True))})
         return meta
 
+    def ludwig_metadata(self, cand: Candidates, store=None) -> dict:
+        """Ludwig's ``create_vocabulary_single_token``: the kept values by count, equal counts in first-occurrence
+        order (a filled ``<UNK>`` ranked like any value); ``<UNK>`` prepended only when ``most_common`` cut a
+        value. ``str2idx`` is Ludwig's dict (a data ``<UNK>`` kept after the prepended one takes the later id),
+        ``str2freq`` each entry's count in the data, ``vocab_size`` = ``len(str2idx)``."""
+        idx2str = [UNK, *cand.values.to_pylist()] if cand.cut else cand.values.to_pylist()
+        freq = dict(zip(cand.values.to_pylist(), cand.counts.tolist(), strict=True))
+        str2idx = {t: i for i, t in enumerate(idx2str)}
+        if len(str2idx) > MAX_IDS:
+            raise DataError(f"{self.describe()}: {len(str2idx)} ids do not fit int32; lower most_common")
+        meta: dict[str, Any] = {"vocab_size": len(str2idx),
+                                "preprocessing": {"most_common": self.options.most_common,
+                                                  "min_frequency": self.options.min_frequency, "symbols": "ludwig"}}
+        if store is not None and len(idx2str) > INLINE_MAX:
+            counts = np.asarray([freq.get(t, cand.unk) for t in idx2str], np.int64)
+            meta["vocab_file"] = store(pa.array(idx2str, pa.string()), counts)
+            return meta
+        meta.update(idx2str=idx2str, str2idx=str2idx, str2freq={t: freq.get(t, cand.unk) for t in idx2str})
+        return meta
+
     # ---- encode -------------------------------------------------------------------------------------
     def encode(self, values: pd.Series, metadata: dict) -> dict[str, np.ndarray]:
         if "vocab_size" not in metadata:
@@ -333,6 +398,8 @@ class CategoryFeature(FeatureType):
             return {self.name: self._encode_ids(values, int(metadata["vocab_size"]))}
         string_hash.check_hash_name(metadata.get("hash"), self.describe())
         arr = as_strings(values)
+        if metadata.get("preprocessing", {}).get("symbols") == "ludwig":
+            return {self.name: self._encode_ludwig(arr, metadata)}
         if "hash_buckets" in metadata:
             ids = _hash_ids(arr, metadata["hash_buckets"], offset=1)
         elif "vocab_file" in metadata:
@@ -367,6 +434,30 @@ class CategoryFeature(FeatureType):
         valid = codes.is_valid().to_numpy(zero_copy_only=False)
         return np.where(valid, ids_of[codes.fill_null(0).to_numpy(zero_copy_only=False)], 0).astype(np.int32) \
             if len(ids_of) else np.zeros(len(arr), np.int32)
+
+    def _encode_ludwig(self, arr: pa.Array, metadata: dict) -> np.ndarray:
+        """Ludwig's lookup: ``str2idx`` of the value, else the id of ``<UNK>`` when the vocabulary has one, else
+        id 0 (Ludwig: the most frequent value's, which is id 0)."""
+        if "vocab_file" in metadata:
+            if "vocab_path" not in metadata:
+                raise DataError(f"{self.describe()}: the vocabulary is in {metadata['vocab_file']['path']}; load "
+                                "the metadata with storage.vocab_store.resolve(metadata, folder) to encode")
+            table = vocab_store.lookup(metadata["vocab_path"], metadata["vocab_file"]["sha256"], 0)
+            unk = table.positions(pa.array([UNK], pa.string()))[0]
+            encoded = pc.dictionary_encode(arr)
+            pos = table.positions(encoded.dictionary)
+            ids_of = np.where(pos >= 0, pos, max(int(unk), 0)).astype(np.int32)
+            codes = encoded.indices
+            valid = codes.is_valid().to_numpy(zero_copy_only=False)
+            if not len(ids_of):
+                return np.full(len(arr), max(int(unk), 0), np.int32)
+            return np.where(valid, ids_of[codes.fill_null(0).to_numpy(zero_copy_only=False)],
+                            max(int(unk), 0)).astype(np.int32)
+        str2idx = metadata["str2idx"]
+        keys = pa.array(list(str2idx), pa.string())
+        ids = np.asarray(list(str2idx.values()), np.int32)
+        idx = pc.fill_null(pc.index_in(arr, value_set=keys), -1).to_numpy(zero_copy_only=False)
+        return np.where(idx >= 0, ids[np.maximum(idx, 0)] if len(ids) else 0, int(str2idx.get(UNK, 0))).astype(np.int32)
 
     def _encode_ids(self, values: pd.Series, n: int) -> np.ndarray:
         """Filled, checked ids (``_cast_ids``) as int32; a value still missing or out of range fails."""
