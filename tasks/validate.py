@@ -44,7 +44,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import dask.threaded
 import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
+from dask import delayed
 
 from core.code_version import module_version
 from core.errors import ConfigError, ValidationFailed
@@ -52,9 +58,20 @@ from expectations import gx_suites, runner
 from expectations.kernels import NUMBER_PATTERN
 from expectations.report import format_gate
 from expectations.suites import SuiteError, is_generated, referenced_columns
+from storage.cache import StageCache
 from storage.hashing import stable_hash
-from tasks import custom_plan
+from tasks import balance as balance_mod
+from tasks import custom_plan, frame, infer_types, ingest, vocab
+from tasks import encode as encode_mod
+from tasks import ingest as ingest_mod
+from tasks import split as split_mod
+from tasks.config_loader import load_config, parse_config
+from tasks.context import RunContext, run_cached
 from tasks.dataset_info import dataset_columns
+from tasks.frame import ipc_num_rows
+from tasks.ingest import ROW
+from tasks.split import SPLIT_NAMES
+from tasks.statistics import Statistics
 from tasks.user_suites import NUMERIC_EXPECTATIONS, load_suite_file, user_suites
 
 if TYPE_CHECKING:  # pandas is imported where used: a rerun that reuses its artifact never needs it
@@ -196,10 +213,6 @@ def encoded_suite(ctx, metadata: dict, expected_rows: int) -> dict:
 # ---- views: what each gate validates -------------------------------------------------------------
 
 def _raw_view(pdf: pd.DataFrame) -> pd.DataFrame:
-    import pandas as pd
-
-    from tasks.ingest import ROW
-
     rows = pdf[ROW].to_numpy()
     out = pdf.drop(columns=[ROW])
     if len(rows) and rows[-1] - rows[0] == len(rows) - 1 and bool((np.diff(rows) == 1).all()):
@@ -211,17 +224,12 @@ def _raw_view(pdf: pd.DataFrame) -> pd.DataFrame:
 
 def _read_table(path: Path):
     if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
         return pq.read_table(path)
-    import pyarrow.feather as feather
 
     return feather.read_table(str(path), memory_map=True)
 
 
 def _matrix_stats(col) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    import pyarrow as pa
-
     n = len(col)
     flat = col
     while pa.types.is_fixed_size_list(flat.type):
@@ -262,7 +270,6 @@ def _encoded_chunk(pieces: list, shaped: dict[str, bool]) -> pd.DataFrame:
     """Consecutive encoded parts as one frame indexed by position in the encoded output (the pieces'
     offsets are consecutive). Columns are concatenated as numpy arrays: a pandas concat of the parts'
     frames costs ~10x more."""
-    import pandas as pd
 
     parts = [_encoded_columns(path, rows, split_id, shaped) for path, rows, split_id, _offset, _n in pieces]
     data = {k: parts[0][k] if len(parts) == 1 else np.concatenate([p[k] for p in parts]) for k in parts[0]}
@@ -278,10 +285,7 @@ def _encoded_chunk(pieces: list, shaped: dict[str, bool]) -> pd.DataFrame:
 def raw_view(ingest_path: str, npartitions: int | None) -> tuple[list, list[str], int]:
     """The raw gate's partitions (delayed, indexed by input row; ``VALIDATION_ROWS`` rows each by
     default), columns and row count."""
-    from dask import delayed
 
-    from tasks import frame
-    from tasks import ingest as ingest_mod
 
     rows = ingest_mod.num_rows(ingest_path)
     data_dir = ingest_mod.data_dir(ingest_path)
@@ -293,7 +297,6 @@ def raw_view(ingest_path: str, npartitions: int | None) -> tuple[list, list[str]
 def encoded_view(chunks: list[list], shaped: dict[str, bool]) -> tuple[list, list[str], int]:
     """The encoded gate's partitions (one per chunk of ``_encoded_chunks``), columns and row count;
     ``shaped``: output column -> whether it is a matrix."""
-    from dask import delayed
 
     parts = [delayed(_encoded_chunk)(chunk, shaped) for chunk in chunks]
     columns = [n for name, matrix in shaped.items()
@@ -330,9 +333,7 @@ def gate_json(gate: str, suites: list[dict], rows: int) -> dict:
 
 def validate_view(named: list[tuple[str, dict]], view: str, args: list) -> tuple[list[dict], int]:
     """``run_suites`` on ``VIEWS[view](*args)``: ``(suites, rows)``."""
-    import dask.threaded
 
-    from tasks import frame
 
     parts, columns, rows = VIEWS[view](*args)
     # Dask's local default named, as in frame.compute: asking Dask would import distributed to find no Client
@@ -341,8 +342,6 @@ def validate_view(named: list[tuple[str, dict]], view: str, args: list) -> tuple
 
 def _run_gate(ctx, gate: str, parents: list[str], named: list[tuple[str, dict]], view: str, view_args):
     """Cached: ``view_args()`` (JSON-able arguments of ``VIEWS[view]``) and the gate run only on a miss."""
-    from tasks.context import run_cached
-    from tasks.statistics import Statistics
 
     config_slice = {"suites": [[src, stable_hash(s, 64)] for src, s in named]}
 
@@ -371,8 +370,6 @@ def _suites_for(ctx, gate: str, generated: dict | None) -> list[tuple[str, dict]
 
 def run_raw(ctx, ingest):
     """Stage ``validate_raw``: the raw gate on the ingested table."""
-    from tasks import frame
-    from tasks import ingest as ingest_mod
 
     dtypes = {c: t for c, t in frame.column_dtypes(ingest_mod.data_dir(ingest.path)).items() if c != ingest_mod.ROW}
     named = _suites_for(ctx, "raw", raw_suite(ctx, dtypes))
@@ -382,8 +379,6 @@ def run_raw(ctx, ingest):
 
 def expected_encoded_rows(split, balance, encode_result) -> int:
     """Training rows weighted by multiplicity + validation + test rows - rows drop_row removed."""
-    from tasks import balance as balance_mod
-    from tasks import split as split_mod
 
     assign = np.asarray(split_mod.load(split))
     mult = balance_mod.load(balance)
@@ -396,7 +391,6 @@ def expected_encoded_rows(split, balance, encode_result) -> int:
 
 def run_encoded(ctx, split, balance, fitted, encode_result):
     """Stage ``validate_encoded``: the encoded gate on every encoded row of every split."""
-    from tasks import vocab
 
     metadata = vocab.load(fitted)
     named = _suites_for(ctx, "encoded", encoded_suite(ctx, metadata, expected_encoded_rows(split, balance,
@@ -412,8 +406,6 @@ def run_encoded(ctx, split, balance, fitted, encode_result):
 def _encoded_chunks(encode_result, npartitions: int | None) -> list[list]:
     """The encoded parts as ``[path, rows path, split id, offset, rows]`` (absolute paths), grouped in
     consecutive chunks of ~VALIDATION_ROWS rows each (or ``npartitions`` chunks)."""
-    from tasks import encode as encode_mod
-    from tasks.split import SPLIT_NAMES
 
     pieces, offset = [], 0
     for split_id, split_name in enumerate(SPLIT_NAMES):
@@ -433,10 +425,7 @@ def _encoded_chunks(encode_result, npartitions: int | None) -> list[list]:
 
 def _num_rows(path: Path) -> int:
     if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
         return pq.ParquetFile(path).metadata.num_rows
-    from tasks.frame import ipc_num_rows
 
     return ipc_num_rows(path)
 
@@ -473,7 +462,6 @@ def manifest_entry(results: list) -> dict:
 def _suite_only_config(dataset: str, named: list[tuple[str, dict]]):
     """A config that ingests the dataset's columns (all, where the header tells them; else those the
     suites name) and runs only the given suites on the raw table."""
-    from tasks.config_loader import parse_config
 
     numeric = {e.get("kwargs", {}).get("column") for _p, s in named for e in s["expectations"]
                if e.get("type") in NUMERIC_EXPECTATIONS}
@@ -491,10 +479,6 @@ def validate_dataset(dataset: str, configs: list[str] = (), suites: list[str] = 
     """``prepflow validate``: the raw gate of each config (generated + its user suites) and the
     ``suites`` on the raw table. Returns ``{"dataset", "success", "gates": [...]}``; a gate with
     ``on_failure: warn`` does not make the whole result fail."""
-    from storage.cache import StageCache
-    from tasks import infer_types, ingest
-    from tasks.config_loader import load_config
-    from tasks.context import RunContext
 
     if not configs and not suites:
         raise ConfigError("prepflow validate needs --config CONFIG or --suite FILE (either may be repeated)")
