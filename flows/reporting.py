@@ -36,6 +36,7 @@ def statistics_table(stats: dict) -> list[dict]:
 
 def statistics_artifact(stages: list) -> None:
     """The statistics of every stage, merged, as a table artifact."""
+    # Prefect (~1 s) only where an artifact is made: the CLI imports this module for its tables
     from prefect.artifacts import create_table_artifact
 
 
@@ -46,7 +47,7 @@ def statistics_artifact(stages: list) -> None:
 
 def validation_artifact(gates: list[dict], key: str | None = None) -> None:
     """Gate results (``tasks.validate.gate_json``) as a Markdown artifact."""
-    from prefect.artifacts import create_markdown_artifact
+    from prefect.artifacts import create_markdown_artifact  # heavy: Prefect, as above
 
 
     if key is None:
@@ -59,7 +60,7 @@ def validation_artifact(gates: list[dict], key: str | None = None) -> None:
 def report_artifact(location: str, summary: dict) -> str:
     """The run's HTML data report as a Markdown artifact: an http link to it (``report_link``) and the run's
     summary. Call it for every run, cached or not. Returns the link."""
-    from prefect.artifacts import create_markdown_artifact
+    from prefect.artifacts import create_markdown_artifact  # heavy: Prefect, as above
 
 
     link = report_link(location)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import lzma
 import mmap
 import os
 import re
@@ -102,8 +103,6 @@ def open_stream(path: str):
         if codec is None:
             yield fh
         elif codec == "xz":
-            import lzma
-
             with lzma.open(fh if not isinstance(fh, pa.NativeFile) else _PyFile(fh)) as unpacked:
                 yield unpacked
         else:
