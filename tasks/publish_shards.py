@@ -33,13 +33,14 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.feather as feather
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from storage.fs import HashingWriter, is_url, open_output, write_at
 from tasks.context import pause_point
 from tasks.frame import ipc_num_rows
-from tasks.published_rows import read_part, with_row
+from tasks.published_rows import ROW, read_part, with_row
 
 Piece = tuple[str, int, int]  # (encoded part path, first row, stop row) inside that part
 
@@ -159,6 +160,13 @@ def column_values(table: pa.Table, name: str, dtype: np.dtype) -> np.ndarray:
     return np.ascontiguousarray(flat.to_numpy(zero_copy_only=False).astype(dtype, copy=False))
 
 
+def read_columns(part: str, names: tuple[str, ...] | list[str]) -> pa.Table:
+    """Only ``names`` of an encoded part (memory-mapped); the input rows file is read only for ``__row__``."""
+    if ROW in names:
+        return read_part(part)
+    return feather.read_table(part, columns=list(names), memory_map=True)
+
+
 def stream_npy(parts: list[str], name: str, dtype: str, shape: tuple[int, ...], url: str,
                rel: str) -> dict[str, dict]:
     """One column's whole ``.npy`` file as one object at ``url`` (a remote output): the header, then
@@ -166,7 +174,7 @@ def stream_npy(parts: list[str], name: str, dtype: str, shape: tuple[int, ...], 
     with open_output(url) as sink:
         npy_header(sink, np.dtype(dtype), tuple(shape))
         for part in parts:
-            sink.write(column_values(read_part(part), name, np.dtype(dtype)))
+            sink.write(column_values(read_columns(part, [name]), name, np.dtype(dtype)))
     return {rel: sink.description()}
 
 

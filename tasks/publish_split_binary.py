@@ -36,7 +36,8 @@ def stream_file(parts: list[str], first_rows: list[int], target: split_binary.Ta
     """One file of a split as one object at ``url``: every part's rows in split order; its description."""
     with open_output(url) as sink:
         for part, first_row in zip(parts, first_rows, strict=True):
-            sink.write(split_binary.target_values(read_part(part), target, split_name, first_row))
+            sink.write(split_binary.target_values(shards.read_columns(part, target.columns), target, split_name,
+                                                 first_row))
     return {rel: sink.description()}
 
 

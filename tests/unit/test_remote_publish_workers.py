@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.errors import IntegrityError
+from core.errors import DataError, IntegrityError
 from storage import Artifact, remote
 from storage.cache import StageCache
 from tasks.config_loader import parse_config
@@ -117,4 +117,13 @@ def test_a_reported_object_missing_from_the_store_stops_before_the_manifest(data
     with pytest.raises(IntegrityError, match=r"\.parquet: missing on the store.*no manifest written"):
         run_remote(dataset, tmp_path / "remote", store)
     fs = fsspec.filesystem("memory")
-    assert not [p for p in fs.find(fs._strip_protocol(store)) if p.endswith(("manifest.json", "LATEST"))]
+    left = fs.find(fs._strip_protocol(store))
+    assert any(p.endswith(".npy") for p in left)  # the workers' objects of the failed run stay...
+    assert not [p for p in left if p.endswith(("manifest.json", "LATEST"))]
+    with pytest.raises(DataError, match="not a complete artifact"):
+        Artifact.open(store)  # ...invisible without a manifest
+
+    monkeypatch.setattr(remote, "upload", real_put)
+    art = run_remote(dataset, tmp_path / "remote", store)  # the rerun rewrites them, then the manifest
+    assert not art["reused"]
+    assert Artifact.open(store, verify=True).artifact_id == art["artifact_id"]
