@@ -211,7 +211,6 @@ OWN_KEYS = {
 NOT_EXACT = {
     "num": "mean/std: exact statistics of the float64 values (Ludwig: of the float32-cast column, the mean "
            "summed in float32, the std's square root in float32), so z-scores differ in the last bits",
-    "words": "bag ids: prepflow <PAD>=0, <UNK>=1 (Ludwig: <EOS>, <SOS>, <PAD>, <UNK> = 0-3); max_set_size",
     "grade": "binary of two other strings: prepflow maps the larger ('pass') to True, Ludwig the smaller "
              "(sorted(distinct)[0]: 'fail')",
 }

@@ -52,7 +52,7 @@ rows_strategy = st.lists(st.lists(tokens, max_size=5).map(" ".join), min_size=2,
 
 @settings(max_examples=100, deadline=None)
 @given(rows=rows_strategy, most_common=st.integers(1, 8), npartitions=st.integers(1, 5), seed=st.integers(0, 99),
-       bag=st.just(False))
+       bag=st.booleans())
 def test_set_and_bag_vocabularies_and_rows_are_ludwigs_for_any_partitioning(rows, most_common, npartitions, seed,
                                                                            bag):
     feat = feature("bag" if bag else "set", symbols="ludwig", most_common=most_common)
