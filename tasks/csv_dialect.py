@@ -146,12 +146,43 @@ def head(path: str, size: int = SNIFF_BYTES) -> bytes:
 # ---- sniffing -------------------------------------------------------------------------------------
 
 def sniff_terminator(sample: bytes) -> str:
-    crlf = sample.count(b"\r\n")
-    lf = sample.count(b"\n") - crlf
-    cr = sample.count(b"\r") - crlf
-    if cr > lf + crlf:  # old Mac files; a few CRs in an LF file are data
+    """LF, CRLF or CR, from the line breaks outside quoted fields (a quoted field's line breaks are data).
+    When both a CR alone and an LF are outside quotes, one of them is data (pandas' ``to_csv`` writes a
+    tweet's bare CR unquoted; an old Mac file may hold an unquoted LF): the terminator whose rows cut
+    most consistently into the header's field count wins, then the header's own line end."""
+    data = np.frombuffer(sample, dtype=np.uint8)
+    outside = np.cumsum(data == ord('"')) % 2 == 0  # quote parity: a doubled quote toggles twice
+    is_lf, is_cr = (data == 10) & outside, (data == 13) & outside
+    crlf_at = is_cr[:-1] & is_lf[1:]
+    crlf = int(np.count_nonzero(crlf_at))
+    lf = int(np.count_nonzero(is_lf)) - crlf
+    cr = int(np.count_nonzero(is_cr)) - crlf
+    lf_kind = "\r\n" if crlf > lf else "\n"
+    if not cr:
+        return lf_kind
+    if not lf + crlf:
         return "\r"
-    return "\r\n" if crlf > lf else "\n"
+    by_cr, by_lf = _row_consistency(sample, "\r"), _row_consistency(sample, lf_kind)
+    if by_cr != by_lf:
+        return "\r" if by_cr > by_lf else lf_kind
+    lone_cr = is_cr.copy()
+    lone_cr[:-1] &= ~is_lf[1:]
+    first_break = int(np.flatnonzero(is_lf | lone_cr)[0])
+    return "\r" if lone_cr[first_break] else lf_kind
+
+
+def _row_consistency(sample: bytes, terminator: str) -> tuple[float, int]:
+    """(share of the sample's rows with the header's field count (>= 2), how many rows that is), for the
+    best delimiter: the more rows agree, the likelier the terminator."""
+    lines = sample_rows(sample, terminator)
+    complete = lines[:-1] if len(lines) > 1 else lines
+    best = (0.0, 0)
+    for delimiter in DELIMITERS:
+        counts = _field_counts(complete, delimiter)
+        if counts and counts[0] >= 2:
+            agree = sum(1 for c in counts if c == counts[0])
+            best = max(best, (agree / len(counts), agree))
+    return best
 
 
 def sample_rows(sample: bytes, terminator: str, limit: int = SNIFF_ROWS) -> list[str]:

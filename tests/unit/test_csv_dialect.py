@@ -143,6 +143,24 @@ def test_a_one_column_file_keeps_its_bare_crs(tmp_path):
     assert read(path, {"text": "string"}).column("text").to_pylist() == ["first\rstill first", "second"]
 
 
+@pytest.mark.parametrize("terminator", ["\n", "\r\n"])
+def test_more_bare_crs_than_rows_are_still_data(tmp_path, terminator):
+    """Cells of bare CRs outnumbering the line ends (found by the property below): the line ends outside
+    quotes decide, and a file with any LF outside quotes never has CR rows."""
+    path = tmp_path / "d.csv"
+    rows = [("", "\r", "\r0"), ("", "\r", "\r0")]
+    buf = io.StringIO()
+    csv.writer(buf, delimiter=",", lineterminator=terminator).writerows([("c0", "c1", "c2"), *rows])
+    path.write_bytes(buf.getvalue().encode())
+    table = read(path, {"c0": "string", "c1": "string", "c2": "string"}, delimiter=",")
+    assert table.column("c1").to_pylist() == ["\r", "\r"] and table.column("c2").to_pylist() == ["\r0", "\r0"]
+    assert csv_dialect.sniff_terminator(buf.getvalue().encode()) == terminator
+
+
+def test_a_cr_file_with_line_feeds_in_quoted_fields_has_cr_rows():
+    assert csv_dialect.sniff_terminator(b'a,b\r"x\ny",1\r"z",2\r') == "\r"
+
+
 CELL = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\ue000"), max_size=12)
 
 
