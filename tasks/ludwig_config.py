@@ -104,11 +104,11 @@ LUDWIG_TYPES = (*LUDWIG_ONLY, "h3")  # Ludwig's feature types (h3: not one of pr
 # (``symbols: ludwig``: Ludwig's ids, ties in first-occurrence order), vector, timeseries and date give
 # Ludwig's tensors, and so does category (``symbols: ludwig``: ranked by count, ties by first occurrence,
 # ``<UNK>`` only when most_common cuts), set (``symbols: ludwig``: no ``<PAD>``, ``<UNK>`` at id 3,
-# max_set_size + 2) and bag (``<EOS>``, ``<SOS>``, ``<PAD>``, ``<UNK>`` at ids 0-3, max_set_size + 2). Not
-# Ludwig-exact yet, for want of an option in the feature types: a number's mean/std are the exact statistics of the float64 values (Ludwig: of
-# the float32-cast column, the mean summed in float32, the std's square root taken in float32), so z-scores
-# differ in the last bits; a binary of two other strings maps the larger to True (Ludwig: the smaller), and
-# on/off are booleans to prepflow, not to Ludwig.
+# max_set_size + 2), bag (``<EOS>``, ``<SOS>``, ``<PAD>``, ``<UNK>`` at ids 0-3, max_set_size + 2) and binary
+# (``strings: ludwig``: Ludwig's true/false sets, without on/off; of two other strings the smaller is True).
+# Not Ludwig-exact yet: a number's mean/std are the exact statistics of the float64 values (Ludwig: of the
+# float32-cast column, the mean summed in float32, the std's square root taken in float32), so z-scores
+# differ in the last bits.
 LUDWIG_DEFAULTS: dict[str, dict[str, Any]] = {
     "number": {"missing_value_strategy": "fill_with_const", "fill_value": 0.0, "arithmetic": "float32"},
     "sequence": {"symbols": "ludwig", "fill_value": "<UNK>"},
@@ -117,6 +117,7 @@ LUDWIG_DEFAULTS: dict[str, dict[str, Any]] = {
     "category": {"symbols": "ludwig"},
     "set": {"symbols": "ludwig", "fill_value": "<UNK>"},
     "bag": {"symbols": "ludwig", "fill_value": "<UNK>"},
+    "binary": {"strings": "ludwig"},
 }
 LUDWIG_DEFAULTS["numerical"] = LUDWIG_DEFAULTS["number"]
 

@@ -3,13 +3,21 @@
 Raw values may be booleans, 0/1 numbers or strings. Strings in Ludwig's true/false sets
 (yes/no, y/n, true/false, t/f, 1/0, on/off, case-insensitive) map directly; any other column
 with exactly two distinct strings maps ``fallback_true_label`` (default: the larger of the two
-in string order) to True. Values and the label are compared with surrounding whitespace removed. ``str2bool``/``bool2str`` are recorded when the raw values are
-strings.
+in string order) to True. Values and the label are compared with surrounding whitespace removed.
+``str2bool``/``bool2str``/``fallback_true_label`` are recorded when the raw values are strings that
+Ludwig's own true/false sets do not all hold (two other strings, or on/off, which Ludwig does not take
+as booleans), so that ``ludwig ... --training_set_metadata`` maps them as prepflow did.
+
+``strings: ludwig`` (set by ``compatibility: ludwig``): Ludwig's rule (``ludwig/features/binary_feature.py``):
+only Ludwig's sets are booleans (yes/no, y/n, true/false, t/f, 1/0, 1.0/0.0, -1/-1.0 as false; not
+on/off), and of two other strings the smaller in string order is True (``sorted(distinct)[0]``), so an
+on/off column maps ``off`` to True as Ludwig does. prepflow's default (the larger is True, on/off are
+booleans) stays.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -27,10 +35,15 @@ from tasks.features.base import (
 
 TRUE_STRS = {"yes", "y", "true", "t", "1", "1.0", "on"}
 FALSE_STRS = {"no", "n", "false", "f", "0", "0.0", "off"}
+# Ludwig's (ludwig/utils/strings_utils.py BOOL_TRUE_STRS / BOOL_FALSE_STRS)
+LUDWIG_TRUE_STRS = {"yes", "y", "true", "t", "1", "1.0"}
+LUDWIG_FALSE_STRS = {"no", "n", "false", "f", "0", "0.0", "-1", "-1.0"}
 
 
 class BinaryPreprocessing(BasePreprocessing):
     fallback_true_label: str | None = None
+    # ``ludwig``: Ludwig's true/false strings and its true label of two others (see the module docstring)
+    strings: Literal["prepflow", "ludwig"] = "prepflow"
 
     @field_validator("fallback_true_label")
     @classmethod
@@ -61,24 +74,37 @@ class BinaryFeature(FeatureType):
             return out.mask(np.isnan(x))
         return values.astype("string").str.strip()
 
+    @property
+    def bool_strs(self) -> tuple[set[str], set[str]]:
+        """The (true, false) strings taken as booleans whatever the column holds."""
+        if self.options.strings == "ludwig":
+            return LUDWIG_TRUE_STRS, LUDWIG_FALSE_STRS
+        return TRUE_STRS, FALSE_STRS
+
     def missing_combiner(self) -> MissingStatistics:
         return BinaryMissing(self)
 
     def missing_state_from(self, raw_counts: dict[str, int]) -> dict:
         """The fill state (``str2bool`` included) from the raw values' counts over the fit rows."""
         distinct = sorted(raw_counts)
-        standard = all(v.lower() in TRUE_STRS | FALSE_STRS for v in distinct)
+        trues, falses = self.bool_strs
+        standard = all(v.lower() in trues | falses for v in distinct)
         if standard:
-            str2bool = {v: v.lower() in TRUE_STRS for v in distinct}
+            str2bool = {v: v.lower() in trues for v in distinct}
         else:
             if len(distinct) > 2:
                 raise DataError(f"column '{self.column}': binary feature '{self.name}' has {len(distinct)} "
                                 f"distinct values {distinct[:5]}; expected at most 2")
-            true_label = self.options.fallback_true_label or distinct[-1]
+            # Ludwig: sorted(distinct)[0]; prepflow: the larger
+            smallest = self.options.strings == "ludwig"
+            true_label = self.options.fallback_true_label or (distinct[0] if smallest else distinct[-1])
             if true_label not in distinct:
                 raise DataError(f"binary feature '{self.name}': fallback_true_label {true_label!r} is not one "
                                 f"of the column's values {distinct}")
-            str2bool = {v: v == true_label for v in distinct}
+            if smallest:  # Ludwig's str2bool(v, fallback_true_label): its sets first, then the label
+                str2bool = {v: v.lower() in trues or (v.lower() not in falses and v == true_label) for v in distinct}
+            else:
+                str2bool = {v: v == true_label for v in distinct}
         state = {"str2bool": str2bool, "missing_value_strategy": self.missing_strategy, "computed_fill_value": None}
         strategy = self.missing_strategy
         if strategy in ("fill_with_false", "fill_with_true"):
@@ -100,8 +126,9 @@ class BinaryFeature(FeatureType):
         text = str(value).strip()
         if text in str2bool:
             return str2bool[text]
-        if text.lower() in TRUE_STRS | FALSE_STRS:
-            return text.lower() in TRUE_STRS
+        trues, falses = self.bool_strs
+        if text.lower() in trues | falses:
+            return text.lower() in trues
         raise DataError(f"binary feature '{self.name}': fill_value {value!r} is not a boolean or one of "
                         f"{sorted(str2bool)}")
 
@@ -111,9 +138,10 @@ class BinaryFeature(FeatureType):
                                  "fill_missing first, or pass the artifact's training_set_metadata.json entry")
         str2bool = missing_state["str2bool"]
         lookup = dict(str2bool)
+        trues, falses = self.bool_strs
         for v in list(values.dropna().unique()):
-            if v not in lookup and str(v).lower() in TRUE_STRS | FALSE_STRS:
-                lookup[v] = str(v).lower() in TRUE_STRS
+            if v not in lookup and str(v).lower() in trues | falses:
+                lookup[v] = str(v).lower() in trues
         mapped = values.map(lookup)
         bad = mapped.isna().to_numpy() & values.notna().to_numpy()
         if bad.any():
@@ -125,7 +153,7 @@ class BinaryFeature(FeatureType):
     def extract(self, acc: Any, missing_state: dict) -> dict:
         str2bool = missing_state["str2bool"]
         meta: dict[str, Any] = {}
-        if str2bool and not all(v.lower() in TRUE_STRS | FALSE_STRS for v in str2bool):
+        if str2bool and not all(v.lower() in LUDWIG_TRUE_STRS | LUDWIG_FALSE_STRS for v in str2bool):
             meta["str2bool"] = str2bool
             falses = sorted(k for k, v in str2bool.items() if not v)
             trues = sorted(k for k, v in str2bool.items() if v)

@@ -211,8 +211,6 @@ OWN_KEYS = {
 NOT_EXACT = {
     "num": "mean/std: exact statistics of the float64 values (Ludwig: of the float32-cast column, the mean "
            "summed in float32, the std's square root in float32), so z-scores differ in the last bits",
-    "grade": "binary of two other strings: prepflow maps the larger ('pass') to True, Ludwig the smaller "
-             "(sorted(distinct)[0]: 'fail')",
 }
 
 
@@ -231,17 +229,18 @@ def test_ludwig_fitting_its_own_metadata_gives_the_same_metadata_and_tensors(lud
         assert_equal_tensors(art.read_split(split)[name], theirs[split][name], f"{split}/{name}")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="prepflow takes on/off as booleans and records no str2bool; Ludwig's true/false strings "
-                          "lack on/off: ValueError: Cannot automatically map value 'off' to a boolean")
-def test_ludwig_reads_prepflows_metadata_of_an_on_off_binary(ludwig_venv, tmp_path):
+@pytest.mark.parametrize("compatibility", [True, False], ids=["ludwig", "prepflow"])
+def test_ludwig_reads_prepflows_metadata_of_an_on_off_binary(ludwig_venv, tmp_path, compatibility):
+    """on/off are booleans to prepflow (on = True), not to Ludwig, which maps them by the metadata's str2bool;
+    under compatibility: ludwig prepflow fits them as Ludwig does (off, the smaller string, is True)."""
     rng = np.random.default_rng(7)
     frame = pd.DataFrame({"power": rng.choice(["on", "off"], 40), "label": rng.choice([0, 1], 40)})
     config = {"input_features": [{"name": "power", "type": "binary"}],
               "output_features": [{"name": "label", "type": "binary"}]}
     csv = write_csv(frame, tmp_path / "data.csv")
-    art = Artifact.open(run({**config, "compatibility": "ludwig"}, csv, tmp_path)
+    art = Artifact.open(run({**config, "compatibility": "ludwig"} if compatibility else config, csv, tmp_path)
                         .artifact["artifact_path"])
+    assert art.metadata["power"]["str2bool"] == {"on": not compatibility, "off": compatibility}
     work = tmp_path / "ludwig"
     work.mkdir()
     work.joinpath("data.csv").write_bytes(csv.read_bytes())
