@@ -212,7 +212,7 @@ def run_polars(data: Path, work: Path) -> dict:
 
 
 def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str, tree: Path = ROOT,
-             variant: str = "this") -> dict:
+             variant: str = "this", profile: Path | None = None) -> dict:
     """One cold ``prepflow run`` of the checkout ``tree`` (its code in the flow process and the workers);
     ``workers`` 0: without a cluster."""
     import contextlib
@@ -231,6 +231,9 @@ def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str,
     with contextlib.ExitStack() as stack:
         cmd = [sys.executable, "-m", "flows.cli", "run", str(cfg), "--dataset", str(data), "--output", str(out),
                "--cache-dir", str(cache), "--json"]
+        if profile is not None:  # the flow process under cProfile (its CPU figures then include the profiler's)
+            profile.mkdir(parents=True, exist_ok=True)
+            cmd[1:1] = ["-m", "cProfile", "-o", str(profile / f"flow_{variant}_w{workers}.prof")]
         client = None
         if workers:
             address = stack.enter_context(_cluster(workers, memory_limit, tree, work))
@@ -246,7 +249,7 @@ def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str,
     meta = json.loads((Path(summary["artifact_path"]) / "training_set_metadata.json").read_text())
     worker_cpu = sum(v["cpu_s"] for v in used.values()) - sum(v["cpu_s"] for v in idle.values()) if used else 0.0
     result = {
-        "variant": variant, "tree": str(tree), "workers": workers, "command": " ".join(cmd[3:]),
+        "variant": variant, "tree": str(tree), "workers": workers, "command": " ".join(cmd[cmd.index("flows.cli") + 1:]),
         "wall_s": round(wall, 1), "stages": stages, "rows_published": sum(summary["rows"].values()),
         "client_cpu_s": round(flow_cpu, 1), "client_peak_rss_mb": round(flow_peak),
         "worker_peak_rss_mb": sorted(round(v["peak_rss_mb"]) for v in used.values()),
@@ -360,6 +363,8 @@ def main() -> None:
     parser.add_argument("--shuffle-volume", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep caches and artifacts")
     parser.add_argument("--csv", action="store_true", help="prepflow reads the table as one CSV file")
+    parser.add_argument("--profile", type=Path, help="run the flow process under cProfile, writing "
+                        "DIR/flow_<variant>_w<workers>.prof (read: python -m pstats FILE, sort cumulative)")
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -386,7 +391,7 @@ def main() -> None:
     for _ in range(args.repeat):
         for workers in (int(w) for w in args.workers.split(",")):
             for variant, tree in variants:
-                result = run_once(workers, cfg, data, work, args.memory_limit, tree, variant)
+                result = run_once(workers, cfg, data, work, args.memory_limit, tree, variant, args.profile)
                 result["cores"] = os.cpu_count()
                 result["per_row"] = per_row(result, args.rows, polars_cpu)
                 if args.shuffle_volume and volume is None and not args.csv:
