@@ -19,16 +19,18 @@ import os
 import time
 from pathlib import Path
 
+from dask import delayed
 from prefect import flow, get_run_logger, task
 from prefect.client.schemas.objects import StateDetails
 from prefect.states import Completed, State
+from prefect.utilities.annotations import quote
 
 from core.errors import ConfigError
 from flows.reporting import report_artifact, statistics_artifact, validation_artifact
 from flows.resilience import retry_options
 from storage.cache import StageCache
 from storage.hashing import stable_hash
-from tasks import custom_plan, infer_types, report, steps, validate
+from tasks import custom_plan, dask_run, infer_types, report, steps, validate
 from tasks.config import Config
 from tasks.config_loader import load_config, parse_config
 from tasks.context import RunContext, StageResult
@@ -102,12 +104,21 @@ def report_task(summary: dict) -> str | None:
         location = str(existing)  # the reused artifact's report is kept as it is
     else:
         try:
-            location = report.write_report(summary["artifact_path"], summary)
+            location = _write_report(summary)
         except Exception as exc:  # logged with its traceback; the run's product is the artifact
             get_run_logger().warning("report not written: %s: %s", type(exc).__name__, exc, exc_info=True)
             return None
     report_artifact(location, summary)
     return location
+
+
+def _write_report(summary: dict) -> str:
+    """The report, built on a Dask worker when a cluster runs the flow (its reads of the artifact's
+    metadata, plots and matplotlib's import then cost the flow process nothing), else in this process."""
+    if not dask_run.on_cluster():
+        return report.write_report(summary["artifact_path"], summary)
+    task = delayed(report.write_report, pure=False)(_shared_path(summary["artifact_path"]), summary)
+    return dask_run.compute([task])[0]
 
 
 def _dask_client(address: str | None):
@@ -149,14 +160,16 @@ def preprocess(config: str | dict, dataset: str, output: str = "artifacts", cach
     with _dask_client(dask_address):
         for node in expand(custom_plan.names(ctx.config)):
             run = stage_task.with_options(name=node.name)
-            results[node.name] = _data(run(params, _node_json(node), *(results[p] for p in node.parents)))
+            # params and node: quoted, so Prefect does not walk the config (twice per task) looking for
+            # futures; the parents are not: Prefect finds them among its task results (the UI's edges)
+            results[node.name] = _data(run(quote(params), quote(_node_json(node)),
+                                           *(results[p] for p in node.parents)))
             if node.retypes:  # later tasks get the typed config, as a value
                 ctx = infer_types.apply(ctx, StageResult.from_json(results[node.name]))
                 params = _params(ctx.config, dataset, output, params["cache_dir"], npartitions, dataset_fingerprint)
-    stages = [StageResult.from_json(r) for r in results.values()]
-    summary = PipelineResult(results["publish"]["artifact"], stages).summary()
-
-    statistics_artifact(stages)
-    summary["report_path"] = _data(report_task(summary))
+        stages = [StageResult.from_json(r) for r in results.values()]
+        summary = PipelineResult(results["publish"]["artifact"], stages).summary()
+        statistics_artifact(stages)
+        summary["report_path"] = _data(report_task(summary))  # on a worker of the cluster, if any
     get_run_logger().info("artifact %s (%s)", summary["artifact_id"], summary["artifact_path"])
     return summary

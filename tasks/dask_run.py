@@ -20,6 +20,13 @@ def local_only() -> bool:
     return dask.config.get("scheduler", None) is None and "distributed" not in sys.modules
 
 
+def on_cluster() -> bool:
+    """A distributed Client is the default scheduler (``Client(...)`` sets it): delayed tasks run on its
+    workers, whose working directory is not necessarily this process's."""
+
+    return dask.config.get("scheduler", None) == "dask.distributed"
+
+
 def compute(tasks: list) -> list:
     """Run delayed tasks on the active scheduler (a distributed Client if one is set)."""
 

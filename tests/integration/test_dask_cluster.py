@@ -81,8 +81,13 @@ def test_run_on_cluster_is_byte_identical_to_local(cluster, local_artifact, tmp_
     assert artifact_files(work / "out" / summary["artifact_id"]) == local_artifact
     # every stage's partition work went through the cluster's scheduler
     prefixes = _scheduler_prefixes(cluster)
-    assert {"partial", "prepare", "encode_partition"} <= prefixes, prefixes
+    assert {"partition", "prepare", "encode_partition"} <= prefixes, prefixes
     assert {"read_ipc", "read_rows"} & prefixes, prefixes  # the ingested parts, whole or as row ranges
+    # the HTML report is built by a worker too, beside the artifact the flow's working directory names
+    assert "write_report" in prefixes, prefixes
+    report = work / "out" / f"{summary['artifact_id']}.report.html"
+    assert Path(summary["report_path"]).resolve() == report.resolve()
+    assert "<html" in report.read_text()[:2000].lower()
 
 
 class KillOnFirstEncode(WorkerPlugin):
