@@ -105,10 +105,10 @@ LUDWIG_TYPES = (*LUDWIG_ONLY, "h3")  # Ludwig's feature types (h3: not one of pr
 # Ludwig's tensors, and so does category (``symbols: ludwig``: ranked by count, ties by first occurrence,
 # ``<UNK>`` only when most_common cuts), set (``symbols: ludwig``: no ``<PAD>``, ``<UNK>`` at id 3,
 # max_set_size + 2), bag (``<EOS>``, ``<SOS>``, ``<PAD>``, ``<UNK>`` at ids 0-3, max_set_size + 2) and binary
-# (``strings: ludwig``: Ludwig's true/false sets, without on/off; of two other strings the smaller is True).
-# Not Ludwig-exact yet: a number's mean/std are the exact statistics of the float64 values (Ludwig: of the
-# float32-cast column, the mean summed in float32, the std's square root taken in float32), so z-scores
-# differ in the last bits.
+# (``strings: ludwig``: Ludwig's true/false sets, without on/off; of two other strings the smaller is True),
+# and number (``arithmetic: float32``: statistics of the float32-cast column, mean rounded to float32, std
+# the float32 root of the float32 variance). Ludwig's mean is a float32 pairwise sum, so on some columns
+# (not the test's) its last bit can still differ from prepflow's exactly rounded one.
 LUDWIG_DEFAULTS: dict[str, dict[str, Any]] = {
     "number": {"missing_value_strategy": "fill_with_const", "fill_value": 0.0, "arithmetic": "float32"},
     "sequence": {"symbols": "ludwig", "fill_value": "<UNK>"},

@@ -8,7 +8,11 @@ log1p          log1p(x); x <= -1 is an error       -
 none           x                                   -
 bins           int32 bin id in [0, num_bins)       bin_edges (num_bins + 1 edges), num_bins
 
-Statistics are exact (``storage.exact_sum``) so they do not depend on the partitioning.
+Statistics are exact (``storage.exact_sum``) so they do not depend on the partitioning. With
+``arithmetic: float32`` (set by ``compatibility: ludwig``) they are Ludwig's: of the float32-cast column
+(after the fill), the mean rounded to float32, the std the float32 square root of the float32-rounded
+sample variance (pandas' ``Series.std`` of a float32 column, which Ludwig calls); still exact sums of
+those float32 values, so the same for any partitioning.
 
 Discretization (``normalization: bins``): ``bin_edges`` are the user's (strictly increasing) or the
 quantiles at ``linspace(0, 1, num_bins + 1)`` of the fitted values, from the mergeable
@@ -123,6 +127,8 @@ class NumberFeature(FeatureType):
 
     def add(self, acc: dict, values: pd.Series) -> dict:
         x = values.dropna().to_numpy(dtype="float64")
+        if self.options.arithmetic == "float32":  # Ludwig's statistics are of its float32 column
+            x = x.astype(np.float32).astype(np.float64)
         batch: dict[str, Any] = {"n": int(x.size), "sum": ExactSum().add_array(x),
                                  "sumsq": ExactSum().add_array(x * x),
                                  "min": float(x.min()) if x.size else None,
@@ -150,8 +156,12 @@ class NumberFeature(FeatureType):
         total, sumsq = acc["sum"].fraction(), acc["sumsq"].fraction()
         mean = total / n
         var = (sumsq - total * total / n) / (n - 1) if n > 1 else Fraction(0)
-        meta.update(mean=float(mean), std=float(np.sqrt(float(max(var, Fraction(0))))),
-                    min=acc["min"], max=acc["max"])
+        var = float(max(var, Fraction(0)))
+        if self.options.arithmetic == "float32":  # Ludwig: float32 mean; float32 sqrt of the float32 variance
+            meta.update(mean=float(np.float32(float(mean))), std=float(np.sqrt(np.float32(var))))
+        else:
+            meta.update(mean=float(mean), std=float(np.sqrt(var)))
+        meta.update(min=acc["min"], max=acc["max"])
         if self.normalization == "iq":
             q1, q2, q3 = np.quantile(np.sort(acc["values"]), [0.25, 0.5, 0.75])
             meta.update(q1=float(q1), q2=float(q2), q3=float(q3))

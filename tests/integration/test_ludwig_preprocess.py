@@ -209,8 +209,6 @@ OWN_KEYS = {
 # Where compatibility: ludwig is not Ludwig-exact yet (issue 20), by feature: strict xfail, so a fix that makes
 # one exact fails here until it is moved out of this table. The reasons are the README's differences.
 NOT_EXACT = {
-    "num": "mean/std: exact statistics of the float64 values (Ludwig: of the float32-cast column, the mean "
-           "summed in float32, the std's square root in float32), so z-scores differ in the last bits",
 }
 
 
