@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from core.errors import DataError, IntegrityError
-from storage import remote
+from storage import npy, remote
 from storage.artifact_files import MANIFEST, ROW_COLUMN, arrow_to_numpy, locate, read_feature_spec
 from storage.cache import verify_files
 from storage.fs import strip_file_scheme
@@ -163,7 +163,7 @@ class Artifact:
             if chunk["type"] == "npy":
                 for name, file in zip(chunk["features"], chunk["files"], strict=False):
                     if columns is None or name in columns:
-                        out[name] = np.load(self.path / file)
+                        out[name] = npy.load(self.path / file)
         for chunk in chunks:  # columns published only in NVIDIA's split_binary layout (storage.split_binary)
             rest = [n for n in chunk["features"] if n not in out and (columns is None or n in columns)]
             if chunk["type"] == "split_binary" and rest:

@@ -52,6 +52,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from core.errors import ConfigError, DataError
+from storage import npy
 from storage.tmpdirs import TempFile, sweep
 
 DATASET_TEMP = ".dataset-"  # prefix of prepare()'s temporary file, ``.dataset-<hex>.parquet``
@@ -277,7 +278,7 @@ class FeatureSpecInput:
             except (pa.ArrowInvalid, KeyError) as exc:
                 raise DataError(f"{path}: cannot read columns {names} from this Parquet file: {exc}") from None
         if chunk["type"] == "npy":
-            arr = np.load(path, mmap_mode="r")
+            arr = npy.load(path, mmap_mode="r")
             if arr.ndim != 1:
                 raise DataError(f"{path}: feature '{names[0]}' has {arr.ndim - 1}-d rows {list(arr.shape[1:])}; "
                                 f"only one value per row can be transcoded")

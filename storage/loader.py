@@ -6,7 +6,7 @@
 (importing this module, or ``storage.artifact``, does not import it: ~3 s).
 
 Reading. A split's columns come from its per-feature ``.npy`` files, memory-mapped
-(``np.load(mmap_mode="r")``), or, when the artifact has no ``.npy`` files, from its Parquet shards,
+(``npy.load(mmap_mode="r")``), or, when the artifact has no ``.npy`` files, from its Parquet shards,
 decoded once into memory per process. Either way a batch is gathered from index arrays with one
 numpy copy per column straight into the output tensor's memory (pinned when ``pin_memory`` and CUDA
 are available): no per-row Python.
@@ -53,6 +53,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from core.errors import DataError
+from storage import npy
 from storage.artifact_files import arrow_to_numpy
 from storage.media import item_specs, open_media_columns
 from storage.split_binary import read_chunk
@@ -141,9 +142,9 @@ class SplitColumns:
                     raise DataError(f"{self.root}: split {self.split!r} has no .npy file for column {name!r}")
                 path = self.root / self.npy[name]
                 try:  # a plain ndarray view of the map: np.memmap's slicing hooks cost more than small copies
-                    arr = np.asarray(np.load(path, mmap_mode="r"))
+                    arr = np.asarray(npy.load(path, mmap_mode="r"))
                 except ValueError:  # an empty array cannot be memory-mapped
-                    arr = np.load(path)
+                    arr = npy.load(path)
                 except OSError as exc:
                     raise DataError(f"{path}: cannot read ({exc})") from exc
                 out[name] = arr

@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from core.errors import DataError
+from storage import npy
 from storage.artifact_files import locate, read_feature_spec
 from storage.media_audio import AudioCodec
 from storage.media_image import ImageCodec
@@ -284,7 +285,7 @@ class MediaColumn:
             self.build()
         if not shape[0]:
             return np.zeros(shape, dtype=self.dtype)
-        return np.asarray(np.load(path, mmap_mode="r"))
+        return np.asarray(npy.load(path, mmap_mode="r"))
 
     def build(self, threads: int | None = None) -> None:
         """Decode every slot into the memmap (a private file renamed into place, then ``.done``)."""

@@ -48,7 +48,7 @@ import pyarrow.parquet as pq
 
 from core.code_version import module_version
 from core.errors import DataError
-from storage import media
+from storage import media, npy
 from storage.hashing import stable_hash
 from storage.remote import is_remote
 from tasks import progress, vocab
@@ -119,7 +119,7 @@ def _collect(encoded, features: list[MediaFeature]) -> tuple[list[Part], dict[st
             for name, src in by_name.items():
                 values = table.column(name).to_pylist()
                 uids[name] = np.fromiter((src.uid(v) for v in values), dtype=np.int64, count=len(values))
-            parts.append(Part(split_id, path, np.load(_rows_path(path)), uids))
+            parts.append(Part(split_id, path, npy.load(_rows_path(path)), uids))
     return parts, by_name
 
 

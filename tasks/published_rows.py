@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.feather as feather
 
+from storage import npy
 from tasks.ingest_common import ROW
 
 COLUMN_SPEC = {"dtype": "torch.int64", "shape": [], "feature": ROW}  # publish's column spec (tasks.publish)
@@ -38,7 +39,7 @@ def rows_path(part: str | Path) -> Path:
 def read_part(part: str | Path) -> pa.Table:
     """An encoded part (Arrow IPC, memory-mapped) with its input rows appended as ``__row__`` (int64)."""
     table = feather.read_table(str(part), memory_map=True)
-    rows = np.load(rows_path(part)).astype(np.int64, copy=False)
+    rows = npy.load(rows_path(part)).astype(np.int64, copy=False)
     if len(rows) != table.num_rows:
         raise ValueError(f"{rows_path(part)}: {len(rows)} input rows for the {table.num_rows} rows of {part}")
     return table.append_column(pa.field(ROW, pa.int64(), nullable=False), pa.array(rows, type=pa.int64()))

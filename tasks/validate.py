@@ -58,6 +58,7 @@ from expectations import gx_suites, runner
 from expectations.kernels import NUMBER_PATTERN
 from expectations.report import format_gate
 from expectations.suites import SuiteError, is_generated, referenced_columns
+from storage import npy
 from storage.cache import StageCache
 from storage.hashing import stable_hash
 from tasks import balance as balance_mod
@@ -258,7 +259,7 @@ def _encoded_columns(path: str, rows_path: str, split_id: int, shaped: dict[str,
             data[f"{name}__size"], data[f"{name}__min"], data[f"{name}__max"] = _matrix_stats(col)
         else:
             data[name] = col.to_numpy(zero_copy_only=False)
-    rows = np.load(rows_path)
+    rows = npy.load(rows_path)
     first = np.ones(len(rows), dtype=bool)
     first[1:] = rows[1:] != rows[:-1]  # copies made by oversampling are adjacent
     data["__row__"], data["__first__"] = rows, first
