@@ -37,7 +37,7 @@ import yaml
 
 from core.errors import DataError, PrepflowError
 from expectations.report import describe_failure
-from storage import remote
+from storage import npy, remote
 from storage.artifact import Artifact, arrow_to_numpy
 from storage.fs import filesystem
 from storage.media import open_media_columns
@@ -542,9 +542,10 @@ def sample_rows(view: ArtifactView, name: str, limit: int):
         if int((view.manifest.get("rows") or {}).get(split, 0)) == 0:
             continue
         chunks = art.chunks(split)
-        npy = {f: file for c in chunks if c["type"] == "npy" for f, file in zip(c["features"], c["files"], strict=True)}
-        if name in npy:
-            column = np.asarray(np.load(art.path / npy[name], mmap_mode="r")[:limit])
+        npy_files = {f: file for c in chunks if c["type"] == "npy"
+                     for f, file in zip(c["features"], c["files"], strict=True)}
+        if name in npy_files:
+            column = np.asarray(npy.load(art.path / npy_files[name], mmap_mode="r")[:limit])
         else:
             first = next(c for c in chunks if c["type"] == "parquet")["files"][0]
             table_ = pq.ParquetFile(art.path / first).read_row_group(0, columns=[name])

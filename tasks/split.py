@@ -36,6 +36,7 @@ from pandas.tseries.api import guess_datetime_format
 
 from core.code_version import module_version
 from core.errors import ConfigError, DataError
+from storage import npy
 from storage.fs import write_at
 from tasks import degenerate, frame
 from tasks import ingest as ingest_mod
@@ -614,7 +615,7 @@ class Assignment:
 
     def _load(self) -> np.ndarray:
         if self._array is None:
-            self._array = np.load(self.path, mmap_mode="r")
+            self._array = npy.load(self.path, mmap_mode="r")
         return self._array
 
     def __reduce__(self):
