@@ -226,17 +226,20 @@ class ValuesToBeBetween(_RowWise):
         return super().partial(frame)
 
     def unexpected(self, values):
-        kw = self.kwargs
-        low, high = kw.get("min_value"), kw.get("max_value")
         if not is_numeric(values.dtype):
             raise KernelError(_BETWEEN_TYPE_ERROR)
-        x = numbers(values)
-        inside = np.ones(len(x), dtype=bool)
-        if low is not None:
-            inside &= x > low if kw.get("strict_min") else x >= low
-        if high is not None:
-            inside &= x < high if kw.get("strict_max") else x <= high
-        return ~inside
+        return ~within(numbers(values), self.kwargs)
+
+
+def within(x: np.ndarray, kw: dict) -> np.ndarray:
+    """``x`` inside GX's ``min_value``/``max_value`` bounds (either may be None; ``strict_min``/``strict_max``)."""
+    low, high = kw.get("min_value"), kw.get("max_value")
+    inside = np.ones(len(x), dtype=bool)
+    if low is not None:
+        inside &= x > low if kw.get("strict_min") else x >= low
+    if high is not None:
+        inside &= x < high if kw.get("strict_max") else x <= high
+    return inside
 
 
 class ValuesToMatchRegex(_RowWise):
@@ -403,15 +406,7 @@ class ValueLengthsToBeBetween(_RowWise):
     type = "expect_column_value_lengths_to_be_between"
 
     def unexpected(self, values):
-        kw = self.kwargs
-        lengths = values.astype(str).str.len().to_numpy(dtype=np.int64)
-        low, high = kw.get("min_value"), kw.get("max_value")
-        inside = np.ones(len(lengths), dtype=bool)
-        if low is not None:
-            inside &= lengths > low if kw.get("strict_min") else lengths >= low
-        if high is not None:
-            inside &= lengths < high if kw.get("strict_max") else lengths <= high
-        return ~inside
+        return ~within(values.astype(str).str.len().to_numpy(dtype=np.int64), self.kwargs)
 
 
 class ValueLengthsToEqual(_RowWise):

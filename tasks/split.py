@@ -543,19 +543,14 @@ def run(ctx, ingest):
     def compute(out: Path) -> Statistics:
         n = ingest_mod.num_rows(ingest.path)
         stats = Statistics()
-        if split.type == "random":  # on the workers: no per-row array in this process
-            kept, counts = random_on_workers(n, split.probabilities, split.seed, pre.sample_ratio, pre.sample_size,
-                                             pre.sample_seed, out / "split.npy")
-            check_active(kept, split.probabilities)
-            degenerate.check(ctx, ingest.path, Assignment(out / "split.npy"))  # warns or raises
-            for i, name in enumerate(SPLIT_NAMES):
-                stats.counter(f"split.rows.{name}", counts[i])
-            stats.counter("split.rows_not_sampled", n - kept)
-            return stats
-        if split.type in ("fixed", "hash"):  # a row's split is its own value's: per partition on the workers
-            parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
-            kept, counts = rowwise_on_workers(parts, n, split, pre.sample_ratio, pre.sample_size, pre.sample_seed,
-                                              out / "split.npy")
+        if split.type in ("random", "fixed", "hash"):  # on the workers: no per-row array in this process
+            if split.type == "random":
+                kept, counts = random_on_workers(n, split.probabilities, split.seed, pre.sample_ratio,
+                                                 pre.sample_size, pre.sample_seed, out / "split.npy")
+            else:  # a row's split is its own value's: per partition
+                parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
+                kept, counts = rowwise_on_workers(parts, n, split, pre.sample_ratio, pre.sample_size,
+                                                  pre.sample_seed, out / "split.npy")
             check_active(kept, split.probabilities)
             degenerate.check(ctx, ingest.path, Assignment(out / "split.npy"))  # warns or raises
             for i, name in enumerate(SPLIT_NAMES):
