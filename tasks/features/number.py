@@ -10,9 +10,10 @@ bins           int32 bin id in [0, num_bins)       bin_edges (num_bins + 1 edges
 
 Statistics are exact (``storage.exact_sum``) so they do not depend on the partitioning. With
 ``arithmetic: float32`` (set by ``compatibility: ludwig``) they are Ludwig's: of the float32-cast column
-(after the fill), the mean rounded to float32, the std the float32 square root of the float32-rounded
-sample variance (pandas' ``Series.std`` of a float32 column, which Ludwig calls); still exact sums of
-those float32 values, so the same for any partitioning.
+(after the fill), the mean as pandas' ``Series.mean`` of a float32 column gives it (numpy's pairwise
+float32 sum over the column in input row order, divided in float32: the fit keeps the float32 values
+with their input rows, 12 bytes a row, and sums them in row order, so any partitioning gives the same
+bits), the std the float32 square root of the float32-rounded sample variance (pandas' ``Series.std``).
 
 Discretization (``normalization: bins``): ``bin_edges`` are the user's (strictly increasing) or the
 quantiles at ``linspace(0, 1, num_bins + 1)`` of the fitted values, from the mergeable
@@ -123,10 +124,14 @@ class NumberFeature(FeatureType):
             acc["values"] = np.zeros(0, dtype=np.float64)
         if self.normalization == "bins" and self.options.bin_edges is None:
             acc["sketch"] = QuantileSketch.from_values(np.zeros(0, dtype=np.float64))
+        if self.options.arithmetic == "float32":  # Ludwig's mean: a float32 sum in input row order
+            acc["rows"], acc["f32"] = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         return acc
 
     def add(self, acc: dict, values: pd.Series) -> dict:
-        x = values.dropna().to_numpy(dtype="float64")
+        """``values``' index: the rows' input positions (the vocab stage's), which order Ludwig's float32 sum."""
+        present = values.dropna()
+        x = present.to_numpy(dtype="float64")
         if self.options.arithmetic == "float32":  # Ludwig's statistics are of its float32 column
             x = x.astype(np.float32).astype(np.float64)
         batch: dict[str, Any] = {"n": int(x.size), "sum": ExactSum().add_array(x),
@@ -137,6 +142,8 @@ class NumberFeature(FeatureType):
             batch["values"] = x
         if "sketch" in acc:
             batch["sketch"] = QuantileSketch.from_values(x)
+        if "f32" in acc:
+            batch["rows"], batch["f32"] = present.index.to_numpy(dtype=np.int64), x.astype(np.float32)
         return batch if acc["n"] == 0 else self.merge(acc, batch)  # n == 0: acc is create()'s, nothing to merge
 
     def merge(self, a: dict, b: dict) -> dict:
@@ -146,6 +153,8 @@ class NumberFeature(FeatureType):
             out["values"] = np.concatenate([a["values"], b["values"]])
         if "sketch" in a:
             out["sketch"] = a["sketch"].merge(b["sketch"])
+        if "f32" in a:
+            out["rows"], out["f32"] = np.concatenate([a["rows"], b["rows"]]), np.concatenate([a["f32"], b["f32"]])
         return out
 
     def extract(self, acc: dict, missing_state: dict) -> dict:
@@ -158,7 +167,7 @@ class NumberFeature(FeatureType):
         var = (sumsq - total * total / n) / (n - 1) if n > 1 else Fraction(0)
         var = float(max(var, Fraction(0)))
         if self.options.arithmetic == "float32":  # Ludwig: float32 mean; float32 sqrt of the float32 variance
-            meta.update(mean=float(np.float32(float(mean))), std=float(np.sqrt(np.float32(var))))
+            meta.update(mean=self.float32_mean(acc), std=float(np.sqrt(np.float32(var))))
         else:
             meta.update(mean=float(mean), std=float(np.sqrt(var)))
         meta.update(min=acc["min"], max=acc["max"])
@@ -171,6 +180,13 @@ class NumberFeature(FeatureType):
             raise DataError(f"number feature '{self.name}': log1p normalization needs values > -1, "
                             f"the fitted minimum is {acc['min']}")
         return meta
+
+    @staticmethod
+    def float32_mean(acc: dict) -> float:
+        """pandas' mean of a float32 column (``nanops.nanmean``: the float32 sum, numpy's pairwise
+        summation, over the column in row order, divided by the count as float32)."""
+        values = acc["f32"][np.argsort(acc["rows"], kind="stable")]
+        return float(values.sum(dtype=np.float32) / np.float32(values.size))
 
     def bins(self, acc: dict) -> dict:
         if self.options.bin_edges is not None:
