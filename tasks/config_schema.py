@@ -134,6 +134,16 @@ TYPE_DESCRIPTIONS: dict[tuple[str, str], str] = {
     ("bag", "fill_value"): "the tokens missing rows get with missing_value_strategy fill_with_const (default '': none)",
     ("date", "fill_value"): "the date missing rows get with fill_with_const, in any accepted form, or '' "
                             "(nine zeros)",
+    ("binary", "strings"): "which strings are true: prepflow's (yes/no, true/false, on/off, 1/0; of two other "
+                           "strings the larger) or ludwig's (Ludwig's sets, no on/off; of two other strings the "
+                           "smaller); compatibility: ludwig sets ludwig",
+    ("category", "symbols"): "vocabulary layout: prepflow's (<UNK>=0, then by count, ties by value) or ludwig's "
+                             "(by count, ties by first row, <UNK> only when most_common cuts); compatibility: "
+                             "ludwig sets ludwig",
+    ("set", "symbols"): "vocabulary layout: prepflow's (<PAD>=0, <UNK>=1) or ludwig's (no <PAD>, <UNK> at id 3, "
+                        "ties by first occurrence); compatibility: ludwig sets ludwig",
+    ("bag", "symbols"): "vocabulary layout: prepflow's (<PAD>=0, <UNK>=1) or ludwig's (<EOS>, <SOS>, <PAD>, <UNK> "
+                        "= 0-3); compatibility: ludwig sets ludwig",
 }
 
 
