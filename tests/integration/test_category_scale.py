@@ -39,15 +39,19 @@ def _write_parts(folder: Path) -> None:
     rng = np.random.default_rng(11)
     ids = np.concatenate([np.arange(DISTINCT), np.minimum(rng.zipf(1.3, REPEATS), 1000) - 1])
     rng.shuffle(ids)
-    for i, chunk in enumerate(np.array_split(ids, PARTS)):
-        pq.write_table(pa.table({"c": _values(chunk)}), folder / f"part-{i:02d}.parquet")
+    start = 0
+    for i, chunk in enumerate(np.array_split(ids, PARTS)):  # with each row's input position, as ingest's parts
+        rows = np.arange(start, start + len(chunk), dtype=np.int64)
+        pq.write_table(pa.table({"c": _values(chunk), "__row__": rows}), folder / f"part-{i:02d}.parquet")
+        start += len(chunk)
 
 
 def _read(path: str):
     from tasks.frame import Prepared
 
     table = pq.read_table(path)
-    return Prepared(pd.DataFrame({"c": pd.array(table.column("c"), dtype=pd.StringDtype("pyarrow"))}))
+    return Prepared(pd.DataFrame({"c": pd.array(table.column("c"), dtype=pd.StringDtype("pyarrow")),
+                                  "__row__": table.column("__row__").to_numpy()}))
 
 
 def _peak_rss_mb() -> float:
