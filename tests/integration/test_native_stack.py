@@ -319,7 +319,7 @@ def test_deploy_trigger_and_rerun_cached_on_the_native_stack(stack, tmp_path, mo
     # first run: every stage computed, on the cluster
     assert {"ingest", "split", "fill_missing", "balance", "vocab", "encode", "publish"} <= set(first_states)
     assert all(state == ("COMPLETED", "Completed") for state in first_states.values()), first_states
-    assert "encode_partition" in prefixes and "partial" in prefixes, prefixes
+    assert "encode_partition" in prefixes and "partition" in prefixes, prefixes
     assert sum(executed.values()) > 0, executed
     # second trigger, same inputs: every stage is served from the cache
     assert second_states.keys() == first_states.keys()
