@@ -43,6 +43,17 @@ def fit(feat, values, npartitions: int = 1, seed: int = 0) -> dict:
     return json.loads(json.dumps(combiner.extract(reduce(combiner.merge, accs)), sort_keys=True))
 
 
+def fit_keeping_rows(feat, series: pd.Series, npartitions: int, seed: int) -> dict:
+    """``fit``, but each chunk keeps the input row positions as its index (as the vocab stage hands them),
+    for fits that order by first occurrence or by row."""
+    bounds = sorted(random.Random(seed).sample(range(1, len(series)), min(npartitions - 1, len(series) - 1)))
+    edges = [0, *bounds, len(series)]
+    combiner = feat.fit_combiner({})
+    accs = [combiner.add(combiner.create(), series.iloc[a:b]) for a, b in zip(edges, edges[1:], strict=False)]
+    random.Random(seed + 1).shuffle(accs)
+    return json.loads(json.dumps(combiner.extract(reduce(combiner.merge, accs)), sort_keys=True))
+
+
 def decode_ids(row, idx2str: list[str], skip=("<PAD>", "<START>", "<STOP>")) -> list[str]:
     return [idx2str[i] for i in row if idx2str[i] not in skip]
 

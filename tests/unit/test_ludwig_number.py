@@ -10,10 +10,7 @@ each value's input row, so the partitioning and the merge order do not change it
 
 from __future__ import annotations
 
-import json
-import random
 from fractions import Fraction
-from functools import reduce
 
 import numpy as np
 import pandas as pd
@@ -21,27 +18,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.unit.feature_helpers import feature, fit
+from tests.unit.feature_helpers import feature, fit, fit_keeping_rows
 
 finite = st.floats(-1e6, 1e6, allow_nan=False, width=64)
-
-
-def fit_rows(feat, series: pd.Series, npartitions: int, seed: int) -> dict:
-    """The fit combiner over contiguous chunks that keep their input rows as index (as the vocab stage
-    hands them), merged in a shuffled order."""
-    bounds = sorted(random.Random(seed).sample(range(1, len(series)), min(npartitions - 1, len(series) - 1)))
-    edges = [0, *bounds, len(series)]
-    combiner = feat.fit_combiner({})
-    accs = [combiner.add(combiner.create(), series.iloc[a:b]) for a, b in zip(edges, edges[1:], strict=False)]
-    random.Random(seed + 1).shuffle(accs)
-    return json.loads(json.dumps(combiner.extract(reduce(combiner.merge, accs)), sort_keys=True))
 
 
 @settings(max_examples=100, deadline=None, derandomize=True)
 @given(values=st.lists(finite, min_size=2, max_size=300), npartitions=st.integers(1, 4), seed=st.integers(0, 9))
 def test_float32_statistics_are_ludwigs_for_any_partitioning(values, npartitions, seed):
     series = pd.Series(values, dtype="float64")
-    meta = fit_rows(feature("number", arithmetic="float32"), series, npartitions, seed)
+    meta = fit_keeping_rows(feature("number", arithmetic="float32"), series, npartitions, seed)
     x32 = series.astype(np.float32)
     assert meta["mean"] == float(x32.mean())  # Ludwig's: pandas' mean of the float32 column, bit for bit
     assert meta["std"] == float(x32.std())  # and its std
@@ -60,7 +46,7 @@ def test_the_float32_mean_is_pandas_where_the_rounded_exact_mean_is_not():
             break
     else:
         pytest.fail("no column where pandas' float32 mean and the rounded exact mean differ")
-    assert fit_rows(feature("number", arithmetic="float32"), series, 3, 1)["mean"] == float(x32.mean())
+    assert fit_keeping_rows(feature("number", arithmetic="float32"), series, 3, 1)["mean"] == float(x32.mean())
 
 
 def test_the_default_keeps_the_exact_float64_statistics():

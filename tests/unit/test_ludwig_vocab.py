@@ -9,16 +9,13 @@ inserted at ids 0-3; ``str2freq`` is each entry's count in the data.
 
 from __future__ import annotations
 
-import json
-import random
 from collections import Counter
-from functools import reduce
 
 import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.unit.feature_helpers import feature
+from tests.unit.feature_helpers import feature, fit_keeping_rows
 
 SPECIALS = ["<EOS>", "<SOS>", "<PAD>", "<UNK>"]
 
@@ -37,15 +34,7 @@ def ludwig_vocabulary(rows: list[str], most_common: int) -> tuple[list[str], dic
 
 
 def fit_partitioned(feat, rows: list[str], npartitions: int, seed: int) -> dict:
-    """The fit combiner over contiguous chunks that keep the input row positions as their index (as the vocab stage
-    gives them), merged in a shuffled order."""
-    series = pd.Series(rows, dtype="string")
-    cuts = sorted(random.Random(seed).sample(range(1, len(series)), min(npartitions - 1, len(series) - 1)))
-    edges = [0, *cuts, len(series)]
-    combiner = feat.fit_combiner({})
-    accs = [combiner.add(combiner.create(), series.iloc[a:b]) for a, b in zip(edges, edges[1:], strict=False)]
-    random.Random(seed + 1).shuffle(accs)
-    return json.loads(json.dumps(combiner.extract(reduce(combiner.merge, accs)), sort_keys=True))
+    return fit_keeping_rows(feat, pd.Series(rows, dtype="string"), npartitions, seed)
 
 
 tokens = st.sampled_from(["b", "a", "c", "d", "e", "zz", "<UNK>", "<PAD>"])
