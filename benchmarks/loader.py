@@ -50,7 +50,7 @@ class _Result:
         self.path = str(path)
 
 
-def build(workdir: Path, rows: int, seed: int = 0) -> Path:
+def build(workdir: Path, rows: int, seed: int = 0, formats: tuple[str, ...] = ("npy", "parquet")) -> Path:
     """Publish a synthetic artifact with the real publisher; returns its folder (reused if present)."""
     import pyarrow as pa
 
@@ -61,13 +61,13 @@ def build(workdir: Path, rows: int, seed: int = 0) -> Path:
     from tasks.ingest_common import write_ipc
     from tasks.published_rows import rows_path
 
-    out = workdir / f"artifacts-{rows}"
+    out = workdir / f"artifacts-{rows}-{'-'.join(formats)}"
     if (out / "LATEST").is_file():
         return out / (out / "LATEST").read_text().strip()
-    ctx = RunContext(parse_config(config(["npy", "parquet"])), "synthetic", StageCache(workdir / "cache"), None,
+    ctx = RunContext(parse_config(config(list(formats))), "synthetic", StageCache(workdir / "cache"), None,
                      str(out))
     counts = {"train": rows, "validation": 1000, "test": 1000}
-    encoded = workdir / f"encoded-{rows}"
+    encoded = workdir / f"encoded-{rows}-{'-'.join(formats)}"
     rng = np.random.default_rng(seed)
     part_rows = 1 << 20
     first_row = 0

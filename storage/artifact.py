@@ -172,7 +172,7 @@ class Artifact:
 
     # ---- torch -------------------------------------------------------------------------------------
     def batches(self, split: str, batch_size: int = 4096, shuffle: bool = True, seed: int = 0, prefetch: int = 4,
-                drop_last: bool = False, rank: int = 0, world_size: int = 1, pin_memory: bool = False,
+                drop_last: bool = False, rank: int = 0, world_size: int = 1, pin_memory: bool | None = None,
                 device=None, epoch: int = 0, channels: list[str] | None = None, prefer: str = "npy",
                 shuffle_block: int = 1):
         """Batches of ``dict[channel -> torch.Tensor]`` over ``split`` (see ``storage.loader``)."""

@@ -36,8 +36,12 @@ last short batch. Within a shuffled batch rows are sorted by position, so a memo
 walks each file forward; which rows form a batch is random, their order inside it is not.
 
 Prefetch. A background thread gathers up to ``prefetch`` batches ahead of the consumer; numpy's
-copies release the GIL, so reading overlaps the training step. ``device=`` copies each batch there
-(``non_blocking`` from pinned memory) as the consumer takes it.
+copies release the GIL, so reading overlaps the training step. ``device=`` copies each batch there as
+the consumer takes it, on its current stream. To a CUDA device the batches are gathered into pinned
+memory by default (``pin_memory=None``), so the copy is asynchronous: the host goes on to the next
+batch while the GPU runs the queued step. With ``pin_memory=False`` each copy waits for the kernels
+queued before it. Measured on an H100 (``benchmarks/loader_cuda.py``, ``benchmarks/RESULTS.md``),
+with the numbers for a side copy stream that was tried and not kept.
 """
 
 from __future__ import annotations
@@ -399,7 +403,7 @@ class BatchLoader:
 
     def __init__(self, columns: SplitColumns, feature_spec: dict, batch_size: int = 4096, shuffle: bool = True,
                  seed: int = 0, prefetch: int = 4, drop_last: bool = False, rank: int = 0, world_size: int = 1,
-                 pin_memory: bool = False, device=None, epoch: int = 0, channels: list[str] | None = None,
+                 pin_memory: bool | None = None, device=None, epoch: int = 0, channels: list[str] | None = None,
                  shuffle_block: int = 1):
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -416,6 +420,8 @@ class BatchLoader:
         self.world_size = world_size
         self.epoch = epoch
         self.device = device
+        if pin_memory is None:  # pinned when the batches go to a CUDA device: copies can then be asynchronous
+            pin_memory = device is not None and str(device).startswith("cuda")
         self.pin_memory = bool(pin_memory) and _pin_available()
         self.num_rows = columns.num_rows()
 
@@ -444,7 +450,7 @@ class BatchLoader:
             device = torch.device(device)
             if device.type == "cpu":
                 device = None
-        non_blocking = self.pin_memory
+        non_blocking = self.pin_memory  # asynchronous on the consumer's current stream: the host does not wait
         for batch in prefetched(self._produce, self.prefetch):
             yield batch if device is None else _to_device(batch, device, non_blocking)
 

@@ -165,9 +165,20 @@ def test_prefetch_thread_stops_on_break_and_passes_errors_on(art):
 def test_pin_memory_and_device_work_without_cuda(art):
     batch = next(iter(art.batches("test", batch_size=8, pin_memory=True, device="cpu")))
     assert batch["numerical"].device.type == "cpu"
-    if torch.cuda.is_available():  # checked on a GPU machine
-        gpu = next(iter(art.batches("test", batch_size=8, pin_memory=True, device="cuda")))
-        assert gpu["numerical"].is_cuda and torch.equal(gpu["numerical"].cpu(), batch["numerical"])
+    # the CUDA path (pinned buffers, the copy stream) needs a GPU: benchmarks/loader_cuda.py checks it there
+
+
+def test_batches_for_a_cuda_device_are_pinned_unless_asked_not_to(art, monkeypatch):
+    import storage.loader
+
+    monkeypatch.setattr(storage.loader, "_pin_available", lambda: True)  # as on a machine with CUDA
+    assert art.batches("test", device="cuda").pin_memory
+    assert art.batches("test", device=torch.device("cuda", 1)).pin_memory
+    assert not art.batches("test", device="cuda", pin_memory=False).pin_memory
+    assert not art.batches("test").pin_memory and not art.batches("test", device="cpu").pin_memory
+    assert art.batches("test", pin_memory=True).pin_memory
+    monkeypatch.setattr(storage.loader, "_pin_available", lambda: False)  # no CUDA: nothing to pin for
+    assert not art.batches("test", device="cuda", pin_memory=True).pin_memory
 
 
 def test_torch_dataset_rows_batches_and_dataloader(art):
