@@ -1,8 +1,9 @@
 """Content-addressed stage cache.
 
 Layout: ``<cache_dir>/<stage>/<key>/`` holds the stage's output files plus ``_entry.json``
-(written last) listing every file with its sha256 and size. An entry is trusted only when
-``_entry.json`` exists and every listed file still matches it.
+(written last) listing every file with its XXH3-128 digest and size (``storage.hashing.file_digest``:
+the entry's integrity, never published; entries of older prepflows list sha256 and still verify). An
+entry is trusted only when ``_entry.json`` exists and every listed file still matches it.
 
 Writes are atomic: ``StageCache.writer`` yields a private temporary folder
 (``<stage>/.tmp-<key>-<random>``); on success it records the hashes and renames the folder
@@ -31,12 +32,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from storage.hashing import sha256_file, stable_hash
+from storage.hashing import DIGESTS, file_digest, stable_hash
 from storage.tmpdirs import TempFolder, first_time, sweep
 
 log = logging.getLogger("prepflow.cache")
 
 ENTRY_FILE = "_entry.json"
+ENTRY_DIGEST = "xxh3_128"  # cache entries' file digest; artifacts record sha256 (tasks.publish)
 
 
 def cache_key(stage: str, code_version: str, parents: list[str], config_slice: object) -> str:
@@ -62,20 +64,26 @@ def list_files(root: Path) -> list[str]:
 PARALLEL_HASH_BYTES = 8 << 20
 
 
-def sha256_files(paths: list[str]) -> list[str]:
-    """sha256 of each file, in order; several large files are hashed on parallel threads (hashlib and
-    file reads release the GIL), so an entry of many parts costs about its largest file per core. When a
-    distributed Client is the scheduler (``prepflow run --dask-address``), the workers that wrote the
-    files hash them: the flow process reads none of an entry's or an artifact's bytes (~1 GB at 2M
-    Criteo-like rows)."""
+def file_digests(paths: list[str], algorithm: str) -> list[str]:
+    """``file_digest`` of each file, in order; several large files are hashed on parallel threads (hashlib,
+    xxhash and file reads release the GIL), so an entry of many parts costs about its largest file per
+    core. When a distributed Client is the scheduler (``prepflow run --dask-address``), the workers that
+    wrote the files hash them: the flow process reads none of an entry's or an artifact's bytes (~1 GB at
+    2M Criteo-like rows)."""
     if len(paths) < 2 or sum(os.path.getsize(p) for p in paths) < PARALLEL_HASH_BYTES:
-        return [sha256_file(p) for p in paths]
+        return [file_digest(p, algorithm) for p in paths]
     if _on_cluster():
         import dask  # heavy: only with a distributed Client, which has imported it already
 
-        return list(dask.compute(*[dask.delayed(sha256_file, pure=False)(os.path.abspath(p)) for p in paths]))
+        return list(dask.compute(*[dask.delayed(file_digest, pure=False)(os.path.abspath(p), algorithm)
+                                   for p in paths]))
     with ThreadPoolExecutor(max_workers=min(len(paths), os.cpu_count() or 1, 8)) as pool:
-        return list(pool.map(sha256_file, paths))
+        return list(pool.map(file_digest, paths, [algorithm] * len(paths)))
+
+
+def sha256_files(paths: list[str]) -> list[str]:
+    """sha256 of each file (``file_digests``): the digest an artifact's manifest records."""
+    return file_digests(paths, "sha256")
 
 
 def _on_cluster() -> bool:
@@ -86,28 +94,35 @@ def _on_cluster() -> bool:
         dask.config.get("scheduler", None) == "dask.distributed"
 
 
-def describe_files(root: Path) -> dict[str, dict]:
-    """``{relative path: {"sha256", "bytes"}}`` for every file under ``root``."""
+def describe_files(root: Path, algorithm: str = ENTRY_DIGEST) -> dict[str, dict]:
+    """``{relative path: {algorithm: digest, "bytes": size}}`` for every file under ``root``."""
     rels = list_files(root)
-    digests = sha256_files([str(root / rel) for rel in rels])
-    return {rel: {"sha256": digest, "bytes": (root / rel).stat().st_size} for rel, digest in zip(rels, digests, strict=True)}
+    digests = file_digests([str(root / rel) for rel in rels], algorithm)
+    return {rel: {algorithm: digest, "bytes": (root / rel).stat().st_size}
+            for rel, digest in zip(rels, digests, strict=True)}
 
 
 def verify_files(root: Path, files: dict[str, dict]) -> list[str]:
-    """Problems (missing, wrong size, wrong sha256) of ``files`` under ``root``; [] if all good."""
+    """Problems (missing, wrong size, wrong digest) of ``files`` under ``root``; [] if all good. Each file
+    is checked with the digest its listing records (``sha256`` in a manifest, ``xxh3_128`` in a cache
+    entry)."""
     problems: dict[str, str] = {}
-    to_hash = []
+    to_hash: dict[str, list[str]] = {}
     for rel, info in files.items():
         path = root / rel
-        if not path.is_file():
+        algorithm = next((a for a in DIGESTS if a in info), None)
+        if algorithm is None:
+            problems[rel] = f"{rel}: no digest recorded (expected one of {', '.join(DIGESTS)})"
+        elif not path.is_file():
             problems[rel] = f"{rel}: missing"
         elif path.stat().st_size != info["bytes"]:
             problems[rel] = f"{rel}: {path.stat().st_size} bytes, expected {info['bytes']}"
         else:
-            to_hash.append(rel)
-    for rel, digest in zip(to_hash, sha256_files([str(root / rel) for rel in to_hash]), strict=True):
-        if digest != files[rel]["sha256"]:
-            problems[rel] = f"{rel}: sha256 differs from the recorded one"
+            to_hash.setdefault(algorithm, []).append(rel)
+    for algorithm, rels in to_hash.items():
+        for rel, digest in zip(rels, file_digests([str(root / rel) for rel in rels], algorithm), strict=True):
+            if digest != files[rel][algorithm]:
+                problems[rel] = f"{rel}: {algorithm} differs from the recorded one"
     return [problems[rel] for rel in files if rel in problems]  # in the listing's order, as before
 
 

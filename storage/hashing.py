@@ -6,6 +6,10 @@ Two kinds of hashing live here:
 * ``stable_hash``: the hash of a JSON-like value. The encoding is typed, so ``1``, ``1.0``,
   ``"1"`` and ``True`` all hash differently, and dict key order does not matter.
 
+A third, ``file_digest``, checks files: sha256 where the digest is published (the artifact's manifest),
+XXH3-128 where it only guards prepflow's own stage cache against a file changed on disk (about 7x
+sha256's speed here: a 2M-row run writes ~1.1 GB of cache entries).
+
 Golden values for both are pinned in ``tests/unit/test_hashing.py``: changing this module
 changes every cache key and artifact id, which must be a deliberate, versioned decision.
 """
@@ -15,7 +19,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import mmap
+import os
 from typing import Any, BinaryIO, Iterable
+
+import xxhash
 
 CHUNK = 1 << 20
 
@@ -67,6 +75,23 @@ def hash_stream(stream: BinaryIO) -> str:
 def sha256_file(path: str) -> str:
     with open(path, "rb") as fh:
         return hash_stream(fh)
+
+
+DIGESTS = ("sha256", "xxh3_128")  # what file_digest computes; the name is the key a listing records it under
+
+
+def file_digest(path: str, algorithm: str) -> str:
+    """Hex digest of a file's bytes: ``sha256`` or ``xxh3_128`` (XXH3's 128-bit hash, over the mapped
+    file: no copy of its bytes)."""
+    if algorithm == "sha256":
+        return sha256_file(path)
+    if algorithm != "xxh3_128":
+        raise ValueError(f"unknown file digest {algorithm!r}; expected one of {DIGESTS}")
+    with open(path, "rb") as fh:
+        if os.fstat(fh.fileno()).st_size == 0:
+            return xxhash.xxh3_128_hexdigest(b"")
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            return xxhash.xxh3_128_hexdigest(mapped)
 
 
 def combine(parts: Iterable[str]) -> str:

@@ -56,7 +56,7 @@ def test_corrupt_cache_entries_are_reported_and_recomputed(cli, tmp_path, publis
     assert rerun.returncode == 0, rerun.stderr
     output = rerun.stdout + rerun.stderr
     assert f"cache entry ingest/{ingest_entry.name} is corrupt" in output, output[-3000:]
-    assert "data/part-00000.arrow: sha256 differs" in output
+    assert "data/part-00000.arrow: xxh3_128 differs" in output  # cache entries record XXH3-128
     assert f"cache entry encode/{encode_entry.name} is corrupt" in output
     assert f"{encoded.relative_to(encode_entry).as_posix()}: 100 bytes, expected" in output
     summary = rerun.json()

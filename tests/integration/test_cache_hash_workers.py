@@ -9,7 +9,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 from storage import cache
-from storage.hashing import sha256_file
+from storage.hashing import file_digest, sha256_file
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +26,7 @@ def test_large_entries_are_hashed_on_the_workers(tmp_path):
                       dashboard_address=None, worker_dashboard_address=None) as lc, Client(lc) as client:
         assert cache.sha256_files(paths) == expected
         prefixes = client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
-        assert "sha256_file" in prefixes, prefixes
-        assert cache.describe_files(tmp_path) == {
-            os.path.basename(p): {"sha256": d, "bytes": 1 << 22} for p, d in zip(paths, expected, strict=True)}
+        assert "file_digest" in prefixes, prefixes
+        assert cache.describe_files(tmp_path) == {  # a cache entry's listing: XXH3-128
+            os.path.basename(p): {"xxh3_128": file_digest(p, "xxh3_128"), "bytes": 1 << 22} for p in paths}
     assert cache.sha256_files(paths) == expected  # the Client closed: threads of this process again
