@@ -6,11 +6,16 @@ the stage's other per-partition work (each partition is prepared once):
 
 1. per partition, Arrow ``value_counts`` of each feature's fit rows -> a long table
    ``(feature, value, count)``;
-2. a shuffle by ``value`` into S output partitions (``DataFrame.shuffle``: p2p, disk-backed, on a
-   distributed cluster; a task shuffle locally). S = the number of input partitions, so a reducer
-   holds about what one partition's counts hold and each owns a disjoint set of values (a local run
-   of at most ``LOCAL_REDUCE_PARTS`` partitions skips the shuffle: S = 1, one reducer);
-3. per output partition (a reducer): exact sums per ``(feature, value)``, then
+2. on a distributed cluster, a shuffle by ``value`` into S output partitions (``DataFrame.shuffle``:
+   p2p, disk-backed). S = the number of input partitions, so a reducer holds about what one
+   partition's counts hold and each owns a disjoint set of values. A local run (one process, which
+   holds each feature's whole vocabulary in step 4 anyway) of at most ``LOCAL_REDUCE_PARTS``
+   partitions merges the counts in a tree instead (``MERGE_FAN_IN`` tables per task: exact sums,
+   so the same result; each merged table holds at most every distinct value once): S = 1, one
+   reducer. At 2M Criteo-like rows (8 partitions) Dask's local disk shuffle cost about as much as
+   the counting itself (hashing every value in pandas, splitting, spilling); more partitions than
+   ``LOCAL_REDUCE_PARTS`` still take it, so memory stays bounded;
+3. per output partition (a reducer): exact sums per ``(feature, value)`` (Arrow's hash ``group_by``), then
    ``Candidates.reduce``: values under ``min_frequency`` are dropped (counted into their OOV bucket
    when asked), at most the local top ``most_common`` are kept; the survivors are written to an
    Arrow file in the stage's folder, so they leave the worker's memory, and only small totals
@@ -44,7 +49,6 @@ import dask
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.feather as feather
 from dask import delayed
 
@@ -86,18 +90,40 @@ def partition_counts(prepared, features: list[CategoryFeature], fit_on: str) -> 
                          COUNT: table.column(COUNT).to_numpy(), FIRST: table.column(FIRST).to_numpy()})
 
 
-def reduce_partition(df: pd.DataFrame, features: list[CategoryFeature], folder: str, index: int) -> dict:
-    """One shuffle output partition -> its candidates, written to ``folder`` (Arrow IPC) so that they
-    leave the worker's memory; returns the path and, per feature, ``(total, unk, oov, cut)`` and its rows'
-    ``(start, length)`` in the file."""
+def _table(counts) -> pa.Table:
+    """Counts as an Arrow table (a shuffle's output partition arrives as a pandas frame)."""
+    if isinstance(counts, pa.Table):
+        return counts
+    return pa.table({FEATURE: pa.array(counts[FEATURE].to_numpy(np.int32)), VALUE: as_strings(counts[VALUE]),
+                     COUNT: pa.array(counts[COUNT].to_numpy(np.int64)), FIRST: pa.array(counts[FIRST].to_numpy(np.int64))})
 
-    feature_ids, values, counts, first = sum_by_key(df[FEATURE].to_numpy(np.int64), as_strings(df[VALUE]),
-                                                    df[COUNT].to_numpy(np.int64), df[FIRST].to_numpy(np.int64))
+
+def merge_counts(parts: list) -> pa.Table:
+    """Counts of several partitions as one table: per distinct ``(feature, value)`` the exact sum of its
+    counts and the min of its first rows (any row order: a reducer's ``Candidates`` order them)."""
+    table = pa.concat_tables([_table(p) for p in parts])
+    if table.num_rows == 0:
+        return table
+    merged = table.group_by([FEATURE, VALUE], use_threads=False).aggregate([(COUNT, "sum"), (FIRST, "min")])
+    return pa.table({FEATURE: merged[FEATURE], VALUE: merged[VALUE], COUNT: merged[f"{COUNT}_sum"],
+                     FIRST: merged[f"{FIRST}_min"]})
+
+
+def reduce_partition(counts, features: list[CategoryFeature], folder: str, index: int) -> dict:
+    """One shuffle output partition (or, locally, every partition's merged counts) -> its candidates,
+    written to ``folder`` (Arrow IPC) so that they leave the worker's memory; returns the path and, per
+    feature, ``(total, unk, oov, cut)`` and its rows' ``(start, length)`` in the file."""
+
+    table = merge_counts([counts])
+    feature_ids = table.column(FEATURE).to_numpy()
+    order = np.argsort(feature_ids, kind="stable")  # each feature's rows together
+    bounds = np.searchsorted(feature_ids[order], np.arange(len(features) + 1))
+    table = table.take(pa.array(order))
     pieces, stats, slices, start = [], {}, {}, 0
     for i, f in enumerate(features):
-        mask = feature_ids == i
-        cand = Candidates.reduce(values.filter(pa.array(mask)), counts[mask], f.options, ordered=False,
-                                 first=first[mask])
+        rows = table.slice(bounds[i], bounds[i + 1] - bounds[i])
+        cand = Candidates.reduce(rows.column(VALUE).combine_chunks(), rows.column(COUNT).to_numpy(), f.options,
+                                 ordered=False, first=rows.column(FIRST).to_numpy())
         stats[i] = (cand.total, cand.unk, cand.oov, cand.cut)
         slices[i] = (start, len(cand.values))  # feature i's rows of the file
         start += len(cand.values)
@@ -109,24 +135,10 @@ def reduce_partition(df: pd.DataFrame, features: list[CategoryFeature], folder: 
     return {"path": str(path), "stats": stats, "slices": slices}
 
 
-def sum_by_key(features: np.ndarray, values: pa.Array, counts: np.ndarray,
-               first: np.ndarray) -> tuple[np.ndarray, pa.Array, np.ndarray, np.ndarray]:
-    """Sum ``counts`` and take the min of ``first`` per distinct ``(feature, value)``; exact integer sums
-    (counts < 2**53)."""
-    if len(values) == 0:
-        return features, values, counts, first
-    encoded = pc.dictionary_encode(values)
-    size = len(encoded.dictionary)
-    keys, inverse = np.unique(features * size + encoded.indices.to_numpy(zero_copy_only=False), return_inverse=True)
-    sums = np.bincount(inverse, weights=counts.astype(np.float64), minlength=len(keys))
-    mins = np.full(len(keys), np.iinfo(np.int64).max, np.int64)
-    np.minimum.at(mins, inverse, first)
-    return keys // size, encoded.dictionary.take(pa.array(keys % size)), np.rint(sums).astype(np.int64), mins
-
-
-# Up to this many partitions (~1M rows of ingest's parts) a local run reduces every partition's counts in
-# one task; more, or on a distributed cluster, the counts are shuffled by value (steps 2-3 above).
-LOCAL_REDUCE_PARTS = 4
+# Up to this many partitions (~16M rows of ingest's parts) a local run merges the counts in a tree; more,
+# or on a distributed cluster, the counts are shuffled by value (steps 2-3 above).
+LOCAL_REDUCE_PARTS = 64
+MERGE_FAN_IN = 8
 
 
 def split_out(npartitions: int) -> int:
@@ -155,9 +167,12 @@ def fit_tasks(prepared: list, features: list[CategoryFeature], fit_on: str, fold
     both = [delayed(_partition, nout=2)(p, f, fit_on, partial, partial_args) for p in prepared]
     partials = [b[0] for b in both] if partial is not None else []
     if frame.local_only() and len(prepared) <= LOCAL_REDUCE_PARTS:
-        # a few partitions in this one process: one reducer over all the counts, no shuffle (whose graph,
+        # in this one process: the counts merged in a tree, one reducer, no shuffle (whose graph, hashing,
         # disk files and DataFrame import cost more than these counts); the same vocabulary (see above)
-        return partials, [delayed(_reduce_all)([b[1] for b in both], f, str(folder))]
+        level = [b[1] for b in both]
+        while len(level) > 1:
+            level = [delayed(merge_counts)(level[i:i + MERGE_FAN_IN]) for i in range(0, len(level), MERGE_FAN_IN)]
+        return partials, [delayed(reduce_partition)(level[0], f, str(folder), 0)]
     import dask.dataframe as dd  # heavy (~0.65 s import): only for the shuffle of many partitions
 
     ddf = dd.from_delayed([b[1] for b in both], meta=_meta(), verify_meta=False)
@@ -166,10 +181,6 @@ def fit_tasks(prepared: list, features: list[CategoryFeature], fit_on: str, fold
     shuffled = ddf.shuffle(on=VALUE, npartitions=split_out(len(prepared)), ignore_index=True, shuffle_method=method)
     reducers = [delayed(reduce_partition)(part, f, str(folder), i) for i, part in enumerate(shuffled.to_delayed())]
     return partials, reducers
-
-
-def _reduce_all(counts: list[pd.DataFrame], features: list[CategoryFeature], folder: str) -> dict:
-    return reduce_partition(pd.concat(counts, ignore_index=True), features, folder, 0)
 
 
 def file_name(feature: str, taken: set[str]) -> str:

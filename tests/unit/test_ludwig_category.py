@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from core.errors import ConfigError
 from storage import Artifact
+from tasks import category_vocab
 from tasks.features import category
 from tests.helpers import run, write_csv
 from tests.unit.feature_helpers import feature
@@ -94,8 +95,12 @@ def test_the_pipeline_gives_ludwigs_ids_for_any_partition_count(tmp_path, inline
     vocab, str2idx, str2freq = ludwig_vocabulary(filled, 4)
     expected = np.asarray(ludwig_ids(filled, str2idx, str2freq))
     arrays = []
-    for n in (1, 7):  # 7 > LOCAL_REDUCE_PARTS: the counts are shuffled to several reducers
-        art = Artifact.open(run(config, data, tmp_path / f"n{n}", npartitions=n).artifact["artifact_path"])
+    # one partition; 7 merged in a tree of 2-table merges (3 levels); 7 shuffled to 7 reducers, as on a cluster
+    for n, reduce_parts, fan_in in ((1, 64, 8), (7, 64, 2), (7, 4, 8)):
+        monkeypatch.setattr(category_vocab, "LOCAL_REDUCE_PARTS", reduce_parts)
+        monkeypatch.setattr(category_vocab, "MERGE_FAN_IN", fan_in)
+        out = tmp_path / f"n{n}-{reduce_parts}-{fan_in}"
+        art = Artifact.open(run(config, data, out, npartitions=n).artifact["artifact_path"])
         if inline_max == 100_000:
             assert art.metadata["color"]["idx2str"] == vocab and art.metadata["color"]["str2freq"] == str2freq
         else:
@@ -105,4 +110,4 @@ def test_the_pipeline_gives_ludwigs_ids_for_any_partition_count(tmp_path, inline
         split = df["y"].to_numpy()
         assert got["train"].tolist() == expected[split == 0].tolist()
         assert got["validation"].tolist() == expected[split == 1].tolist()
-    assert arrays[0].tobytes() == arrays[1].tobytes()
+    assert arrays[0].tobytes() == arrays[1].tobytes() == arrays[2].tobytes()
