@@ -54,6 +54,7 @@ from dask import delayed
 
 from storage import vocab_store
 from tasks import frame
+from tasks.dask_run import on_cluster
 from tasks.features.category import Candidates, CategoryFeature, as_strings, sum_buckets
 from tasks.ingest_common import write_ipc
 
@@ -109,12 +110,13 @@ def merge_counts(parts: list) -> pa.Table:
                      FIRST: merged[f"{FIRST}_min"]})
 
 
-def reduce_partition(counts, features: list[CategoryFeature], folder: str, index: int) -> dict:
-    """One shuffle output partition (or, locally, every partition's merged counts) -> its candidates,
-    written to ``folder`` (Arrow IPC) so that they leave the worker's memory; returns the path and, per
-    feature, ``(total, unk, oov, cut)`` and its rows' ``(start, length)`` in the file."""
+def reduce_partition(counts, features: list[CategoryFeature], folder: str, index: int, merged: bool = False) -> dict:
+    """One shuffle output partition (or, locally, every partition's merged counts: ``merged``, one row per
+    ``(feature, value)`` already) -> its candidates, written to ``folder`` (Arrow IPC) so that they leave
+    the worker's memory; returns the path and, per feature, ``(total, unk, oov, cut)`` and its rows'
+    ``(start, length)`` in the file."""
 
-    table = merge_counts([counts])
+    table = _table(counts) if merged else merge_counts([counts])
     feature_ids = table.column(FEATURE).to_numpy()
     order = np.argsort(feature_ids, kind="stable")  # each feature's rows together
     bounds = np.searchsorted(feature_ids[order], np.arange(len(features) + 1))
@@ -166,13 +168,14 @@ def fit_tasks(prepared: list, features: list[CategoryFeature], fit_on: str, fold
     f = frame.shared(features)
     both = [delayed(_partition, nout=2)(p, f, fit_on, partial, partial_args) for p in prepared]
     partials = [b[0] for b in both] if partial is not None else []
-    if frame.local_only() and len(prepared) <= LOCAL_REDUCE_PARTS:
+    if not on_cluster() and len(prepared) <= LOCAL_REDUCE_PARTS:  # Dask's threads, or the synchronous scheduler
         # in this one process: the counts merged in a tree, one reducer, no shuffle (whose graph, hashing,
         # disk files and DataFrame import cost more than these counts); the same vocabulary (see above)
         level = [b[1] for b in both]
         while len(level) > 1:
             level = [delayed(merge_counts)(level[i:i + MERGE_FAN_IN]) for i in range(0, len(level), MERGE_FAN_IN)]
-        return partials, [delayed(reduce_partition)(level[0], f, str(folder), 0)]
+        # one partition's counts are distinct per (feature, value) too (a value_counts per feature)
+        return partials, [delayed(reduce_partition)(level[0], f, str(folder), 0, merged=True)]
     import dask.dataframe as dd  # heavy (~0.65 s import): only for the shuffle of many partitions
 
     ddf = dd.from_delayed([b[1] for b in both], meta=_meta(), verify_meta=False)
