@@ -21,6 +21,8 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import field_validator
 
 from core.errors import DataError, NotFittedError
@@ -61,18 +63,21 @@ class BinaryFeature(FeatureType):
                                   "bfill", "ffill", "drop_row")
 
     def cast(self, values: pd.Series, rows: np.ndarray) -> pd.Series:
-        if pd.api.types.is_bool_dtype(values.dtype):
-            return values.map({True: "true", False: "false"}).astype("string")
-        if pd.api.types.is_numeric_dtype(values.dtype):
+        """The raw values as stripped strings (booleans as ``true``/``false``, numbers 0/1 as ``0``/``1``),
+        nulls kept: Arrow kernels, no per-row Python."""
+        if pd.api.types.is_bool_dtype(values.dtype) or pd.api.types.is_numeric_dtype(values.dtype):
+            is_bool = pd.api.types.is_bool_dtype(values.dtype)
             x = values.to_numpy(dtype="float64", na_value=np.nan)
-            bad = ~np.isnan(x) & (x != 0) & (x != 1)
+            missing = np.isnan(x)
+            bad = ~missing & (x != 0) & (x != 1)
             if bad.any():
                 row, value = first_bad(bad, values, rows)
                 raise DataError(f"row {row + 1}, column '{self.column}': binary feature '{self.name}' expects "
                                 f"0/1, true/false or two distinct strings, got {value!r}")
-            out = pd.Series(np.where(x == 1, "1", "0"), index=values.index, dtype="string")
-            return out.mask(np.isnan(x))
-        return values.astype("string").str.strip()
+            labels = pa.array(["false", "true"] if is_bool else ["0", "1"], pa.string())
+            codes = pa.array((x == 1).astype(np.int8), mask=missing)
+            return _string_series(pc.take(labels, codes), values)
+        return _string_series(pc.utf8_trim_whitespace(_arrow_strings(values)), values)
 
     @property
     def bool_strs(self) -> tuple[set[str], set[str]]:
@@ -139,16 +144,22 @@ class BinaryFeature(FeatureType):
         str2bool = missing_state["str2bool"]
         lookup = dict(str2bool)
         trues, falses = self.bool_strs
-        for v in list(values.dropna().unique()):
-            if v not in lookup and str(v).lower() in trues | falses:
-                lookup[v] = str(v).lower() in trues
-        mapped = values.map(lookup)
-        bad = mapped.isna().to_numpy() & values.notna().to_numpy()
+        arr = _arrow_strings(values)
+        for v in pc.unique(arr.drop_null()).to_pylist():  # the few distinct values, not the rows
+            if v not in lookup and v.lower() in trues | falses:
+                lookup[v] = v.lower() in trues
+        keys = list(lookup)
+        at = pc.index_in(arr, value_set=pa.array(keys, pa.string()))  # per row: its key's position, or null
+        missing = arr.is_null().to_numpy(zero_copy_only=False)
+        found = at.is_valid().to_numpy(zero_copy_only=False)
+        bad = ~found & ~missing
         if bad.any():
             row, value = first_bad(bad, values, rows)
             raise DataError(f"row {row + 1}, column '{self.column}': binary feature '{self.name}' got {value!r}, "
                             f"which is not one of the fitted values {sorted(str2bool)}")
-        return mapped.astype("boolean")
+        as_bool = np.array([bool(lookup[k]) for k in keys] or [False], dtype=bool)
+        mapped = as_bool[pc.fill_null(at, 0).to_numpy(zero_copy_only=False)]
+        return pd.Series(pd.arrays.BooleanArray(mapped, missing), index=values.index, name=values.name)
 
     def extract(self, acc: Any, missing_state: dict) -> dict:
         str2bool = missing_state["str2bool"]
@@ -167,6 +178,17 @@ class BinaryFeature(FeatureType):
 
     def output_columns(self, metadata: dict) -> list[ColumnSpec]:
         return [ColumnSpec(self.name, "bool")]
+
+
+def _arrow_strings(values: pd.Series) -> pa.Array:
+    """A column as one Arrow string array, nulls kept (Arrow-backed strings without a copy)."""
+    arr = pa.array(values.array if isinstance(values.array, pd.arrays.ArrowStringArray) else values.astype("string"),
+                   type=pa.string())
+    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+
+
+def _string_series(arr: pa.Array, like: pd.Series) -> pd.Series:
+    return pd.Series(pd.array(arr, dtype="string"), index=like.index, name=like.name)
 
 
 class BinaryMissing(MissingStatistics):
