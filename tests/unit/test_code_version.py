@@ -3,8 +3,11 @@ directly, and through a dispatcher (``CODE_VERSION_FOLLOWS_IMPORTS``) what the d
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from core import code_version
 from core.code_version import hashed_modules
 from tasks.graph import NODES
 
@@ -20,3 +23,47 @@ def test_a_module_that_is_not_a_dispatcher_stops_at_its_direct_imports():
     covered = set(hashed_modules("tasks.ingest"))
     assert "tasks.ingest" in covered
     assert "tasks.timeseries_windows" not in covered and "tasks.encode" not in covered
+
+
+def _source(tmp_path, text: str):
+    path = tmp_path / "mod.py"
+    path.write_text(text)
+    return path
+
+
+def test_a_parse_is_kept_by_content_and_read_back_without_parsing(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    path = _source(tmp_path, '"""Doc."""\nimport tasks.frame\nX = 1\n')
+    first = code_version._cached_parse("tasks.mod", path)
+    assert first["imports"] == ["tasks.frame"] and len(list((tmp_path / "xdg" / "prepflow" / "code-versions").iterdir())) == 1
+
+    def no_parse(*args):
+        raise AssertionError("parsed again")
+
+    monkeypatch.setattr(code_version, "_parse", no_parse)
+    assert code_version._cached_parse("tasks.mod", path) == first  # read back, not parsed
+    path.write_text('"""Doc."""\nimport tasks.frame\nX = 2\n')  # an edit: other bytes, another entry
+    with pytest.raises(AssertionError, match="parsed again"):
+        code_version._cached_parse("tasks.mod", path)
+
+
+def test_edits_change_the_digest_and_docstrings_do_not(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    base = code_version._cached_parse("tasks.mod", _source(tmp_path, '"""Doc."""\nX = 1\n'))["digest"]
+    reworded = code_version._cached_parse("tasks.mod", _source(tmp_path, '"""Other doc."""\nX = 1\n'))["digest"]
+    edited = code_version._cached_parse("tasks.mod", _source(tmp_path, '"""Doc."""\nX = 2\n'))["digest"]
+    assert base == reworded != edited
+
+
+def test_an_unusable_cache_only_costs_the_parse(tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))  # mkdir fails under a file
+    path = _source(tmp_path, "import tasks.frame\n")
+    assert code_version._cached_parse("tasks.mod", path)["imports"] == ["tasks.frame"]
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    code_version._cached_parse("tasks.mod", path)
+    (entry,) = (tmp_path / "xdg" / "prepflow" / "code-versions").iterdir()
+    entry.write_text("{not json")  # a damaged entry is parsed again and rewritten
+    assert code_version._cached_parse("tasks.mod", path)["imports"] == ["tasks.frame"]
+    assert json.loads(entry.read_text())["imports"] == ["tasks.frame"]
