@@ -165,7 +165,11 @@ def carries(edges: list[dict[str, tuple]], names: list[str]) -> list[dict[str, t
 
 
 def normalize_and_fill(frame: pd.DataFrame, features: list[FeatureType], states: dict[str, dict],
-                       carry: dict[str, list] | None = None) -> Prepared:
+                       carry: dict[str, list] | None = None, lazy: bool = False) -> Prepared:
+    """``lazy``: a feature that reads a missing value as its fill (``FeatureType.reads_missing_as_fill``, a
+    category's ``<UNK>``) keeps it missing (its missing values are still counted as filled): the stages'
+    own partitions, read only by fit and encode (writing ``<UNK>`` into every string column cost ~6 ms per
+    262k rows, twice per run)."""
     rows = frame[ROW].to_numpy()
     for f in features:
         frame[f.name] = f.normalize(frame[f.name], states[f.name], rows)
@@ -187,7 +191,7 @@ def normalize_and_fill(frame: pd.DataFrame, features: list[FeatureType], states:
         if strategy in ("drop_row", "keep"):
             continue
         filled[f.name] = n_missing
-        if n_missing == 0:
+        if n_missing == 0 or (lazy and strategy == "fill_with_const" and f.reads_missing_as_fill()):
             continue
         if strategy in ("ffill", "bfill"):
             before, after = (carry or {}).get(f.name, (None, None))
@@ -231,7 +235,7 @@ def _edges(pdf, features, assign, states):
 
 
 def _prepare(pdf, features, assign, states, carry):
-    return normalize_and_fill(cast_partition(pdf, features, assign), features, states, carry)
+    return normalize_and_fill(cast_partition(pdf, features, assign), features, states, carry, lazy=True)
 
 
 def filled_partitions(parts: list, features: list[FeatureType], assign: np.ndarray,

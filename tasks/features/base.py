@@ -92,6 +92,12 @@ class FeatureType:
     def fill_value_from_config(self, value: Any) -> Any:
         return value
 
+    def reads_missing_as_fill(self) -> bool:
+        """Whether this feature's fit and encode read a missing value exactly as its fill value, so that the
+        stages' preparation may leave it missing (``tasks.frame.normalize_and_fill(lazy=True)``) instead of
+        writing the fill into every row: a category's ``<UNK>`` (id 0 either way). No by default."""
+        return False
+
     # ---- fit (a combiner over the filled fit rows) / encode ------------------------------------------
     def create(self) -> Any:
         """An empty fit accumulator (the default type fits nothing)."""

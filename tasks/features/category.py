@@ -230,6 +230,14 @@ class CategoryFeature(FeatureType):
     def ludwig(self) -> bool:
         return self.options.symbols == "ludwig"
 
+    def reads_missing_as_fill(self) -> bool:
+        """An input filled with ``<UNK>`` (the default): a missing value counts as ``<UNK>`` in the fit (``add``)
+        and encodes to its id 0, as a written ``<UNK>`` does. Not with ``symbols: ludwig`` (a filled ``<UNK>``
+        is ranked like any value there) nor for pre-encoded ids."""
+        fill = self.options.fill_value if self.options.fill_value is not None else self.default_fill_value
+        return (not self.is_output and not self.ludwig and not self.encoded
+                and self.missing_strategy == "fill_with_const" and fill == UNK)
+
     @property
     def needs_vocabulary(self) -> bool:
         """Whether fitting counts values into a vocabulary (not for hash buckets or pre-encoded ids)."""
@@ -317,8 +325,15 @@ class CategoryFeature(FeatureType):
                               "first": grouped["row_min"]})
         else:
             vc = pc.value_counts(arr.drop_null())
-            batch = pa.table({"value": vc.field("values").cast(pa.string()), "count": vc.field("counts").cast(pa.int64()),
-                              "first": pa.array(np.zeros(len(vc), np.int64))})
+            values, counts = vc.field("values").cast(pa.string()), vc.field("counts").cast(pa.int64()).to_numpy().copy()
+            if arr.null_count and self.reads_missing_as_fill():  # left missing by the preparation: each is a <UNK>
+                at = pc.index(values, UNK).as_py()
+                if at >= 0:
+                    counts[at] += arr.null_count
+                else:
+                    values = pa.concat_arrays([values, pa.array([UNK], pa.string())])
+                    counts = np.append(counts, arr.null_count)
+            batch = pa.table({"value": values, "count": counts, "first": pa.array(np.zeros(len(counts), np.int64))})
         return batch if acc.num_rows == 0 else self.merge(acc, batch)
 
     def merge(self, a: pa.Table, b: pa.Table) -> pa.Table:
