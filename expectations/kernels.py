@@ -111,7 +111,10 @@ class Kernel:
         errors = [p for p in partials if isinstance(p, KernelError)]
         if errors:
             return results.failed(self.type, self.reported_kwargs(), str(errors[0]))
-        success, result = self.result(partials)
+        outcome = self.result(partials)
+        if outcome is RESCAN:
+            return RESCAN
+        success, result = outcome
         return results.entry(self.type, self.reported_kwargs(), success, result)
 
     def scan(self, frame: pd.DataFrame) -> Any:
@@ -284,21 +287,41 @@ def _is_arrow_string(dtype) -> bool:
     return isinstance(dtype, pd.StringDtype) and getattr(dtype, "storage", "") == "pyarrow"
 
 
+class Rescan:
+    """What a kernel's merge returns when the partials it chose cannot give the exact result (see
+    ``ValuesToBeUnique``): the runner scans the partitions again with the kernel's ``exact`` set."""
+
+
+RESCAN = Rescan()
+BITMAP_SPAN_PER_ROW = 64  # a partition's integer keys go as a bitmap while it is at most 8 bytes a row
+
+
 class ValuesToBeUnique(Kernel):
     """Every non-null value occurs once; unexpected: every row whose value repeats (GX:
-    ``duplicated(keep=False)``). Arrow strings: each partition keeps its non-null values as an Arrow
-    array; the merge dictionary-encodes them all at once (Arrow's hash table) and counts each code.
-    Otherwise, per partition: the non-null values as numbers (anything else as pandas hashes) and a
-    sorted copy; the merge sorts the sorted runs together (numpy's stable sort merges runs in about
-    linear time) and, only when a value repeats, flags its rows partition by partition (``np.isin``),
-    in row order. Equal hashes are compared as values before they count."""
+    ``duplicated(keep=False)``). Integers unique within a partition and dense (their range at most
+    ``BITMAP_SPAN_PER_ROW`` x its rows, as ``__row__`` of the encoded gate, which covers a range of
+    input rows per partition) go as a bitmap of their range: 1/64 of the keys at 20M ``__row__`` values,
+    so the merge, in the flow process, holds about one bit per row instead of two int64 copies. Bitmaps
+    that do not overlap are the exact result (nothing repeats); any overlap, or a mix of bitmaps and
+    other partials, makes the merge ask for a rescan (``RESCAN``) with ``exact`` set, whose partials are:
+    Arrow strings: each partition keeps its non-null values as an Arrow array; the merge
+    dictionary-encodes them all at once (Arrow's hash table) and counts each code. Otherwise, per
+    partition: the non-null values as numbers (anything else as pandas hashes) and a sorted copy; the
+    merge sorts the sorted runs together (numpy's stable sort merges runs in about linear time) and,
+    only when a value repeats, flags its rows partition by partition (``np.isin``), in row order. Equal
+    hashes are compared as values before they count."""
 
     type = "expect_column_values_to_be_unique"
+    exact = False
 
     def partial(self, frame):
         col = frame[self.column]
         null = col.isna().to_numpy(dtype=bool)
         values = col[~null] if null.any() else col
+        if not self.exact and len(values) and pd.api.types.is_integer_dtype(values.dtype):
+            bitmap = _dense_bitmap(numbers(values).astype(np.int64, copy=False))
+            if bitmap is not None:
+                return {"rows": len(col), "missing": int(null.sum()), "bitmap": bitmap[1], "base": bitmap[0]}
         out = {"rows": len(col), "missing": int(null.sum()), "labels": values.index, "values": None}
         if _is_arrow_string(values.dtype):
             strings = pa.array(values.array)
@@ -313,6 +336,10 @@ class ValuesToBeUnique(Kernel):
         rows = sum(p["rows"] for p in partials)
         missing = sum(p["missing"] for p in partials)
         mostly = self.kwargs.get("mostly", 1.0)
+        if any("bitmap" in p for p in partials):
+            if not all("bitmap" in p for p in partials) or _bitmaps_overlap(partials):
+                return RESCAN
+            return results.map_result(rows, missing, 0, [], [], mostly)
         if all("strings" in p for p in partials):
             return self._strings(partials, rows, missing, mostly)
         partials = [self._hashed(p) if "strings" in p else p for p in partials]  # mixed dtypes: all hashed
@@ -352,6 +379,35 @@ class ValuesToBeUnique(Kernel):
         index = [partials[k]["labels"][i - bounds[k]] for k, i in zip(owner.tolist(), head.tolist(), strict=True)]
         values = strings.take(pa.array(head, type=pa.int64())).to_pylist()
         return results.map_result(rows, missing, len(flagged), values, results.clean(index), mostly)
+
+
+def _dense_bitmap(keys: np.ndarray) -> tuple[int, np.ndarray] | None:
+    """``(base, packed bits)`` of distinct integer ``keys`` whose range is dense enough (bit ``k - base``
+    set for each key ``k``; ``base`` a multiple of 8, so bitmaps line up byte by byte); None when the
+    range is too wide or a key repeats."""
+    lo, hi = int(keys.min()), int(keys.max())
+    base = lo - lo % 8
+    span = hi - base + 1
+    if span > BITMAP_SPAN_PER_ROW * len(keys):
+        return None
+    seen = np.zeros(span, dtype=bool)
+    seen[keys - base] = True
+    if int(np.count_nonzero(seen)) != len(keys):  # a repeat inside the partition
+        return None
+    return base, np.packbits(seen, bitorder="little")
+
+
+def _bitmaps_overlap(partials: list) -> bool:
+    """Whether two partitions' bitmaps share a key (``_dense_bitmap``)."""
+    start = min(p["base"] for p in partials) // 8
+    stop = max(p["base"] // 8 + len(p["bitmap"]) for p in partials)
+    union = np.zeros(stop - start, dtype=np.uint8)
+    for p in partials:
+        window = union[p["base"] // 8 - start:p["base"] // 8 - start + len(p["bitmap"])]
+        if np.any(window & p["bitmap"]):
+            return True
+        window |= p["bitmap"]
+    return False
 
 
 class ValuesToBeNull(Kernel):

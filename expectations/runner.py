@@ -74,10 +74,21 @@ def run(named: list[tuple[str, dict]], parts: list, columns: list[str], schedule
     whole = computed[len(parts)] if len(computed) > len(parts) else [[] for _ in plans]
 
     out: list[list] = [[None] * len(s["expectations"]) for _src, s in named]
+    rescan: list[tuple[int, int, kernels.Kernel]] = []  # (group, position in it, kernel) whose merge asked
     for k, (i, positions, group) in enumerate(groups):
         merged = kernels.merge(group, [s[0][k] for s in scanned]) if scanned else kernels.merge(group, [])
         for j, r in enumerate(merged):
+            if r is kernels.RESCAN:
+                rescan.append((k, j, group[j]))
             out[i][positions[j] if positions is not None else j] = r
+    if rescan:  # exact partials for these kernels only (a uniqueness check that found a repeat, say)
+        for _k, _j, check in rescan:
+            check.exact = True
+        again = list(dask.compute(*[dask.delayed(kernels.scan)([c for _k, _j, c in rescan], p) for p in parts],
+                                  scheduler=scheduler))
+        for n, (k, j, check) in enumerate(rescan):
+            i, positions = groups[k][0], groups[k][1]
+            out[i][positions[j] if positions is not None else j] = check.merge([a[n] for a in again])
     for k, (i, _rest) in enumerate(user):
         gx_out = iter(gx_suites.merge(plans[k], [s[1][k] for s in scanned], whole[k]))
         out[i] = [r if r is not None else next(gx_out) for r in out[i]]
