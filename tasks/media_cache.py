@@ -45,14 +45,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
+from dask import delayed
 
 from core.code_version import module_version
 from core.errors import DataError
 from storage import media, npy
+from storage.fs import write_at
 from storage.hashing import stable_hash
 from storage.remote import is_remote
-from tasks import progress, vocab
+from tasks import frame, progress, vocab
 from tasks.context import StageResult, run_cached
+from tasks.dask_run import on_cluster
 from tasks.encode import split_parts, to_arrow
 from tasks.features.media import MediaFeature
 from tasks.ingest_common import write_ipc
@@ -347,18 +350,42 @@ def _decoder(src: Sources, codec, keep: bool, checked: dict[int, int]):
     return one
 
 
+DECODE_TASK_SLOTS = 256  # slots one Dask task decodes on a cluster (and writes with one write)
+
+
+def _decode_slots(codec, items: list[tuple], target: tuple[str, int] | None) -> list[tuple[str | None, int]]:
+    """On a Dask worker: decode each ``(source, sha, error)``; ``(failure reason or None, length)`` each.
+    With ``target`` (a store file and the byte offset of the first item's slot) each tensor, or the
+    codec's fill for a failure, is written at its slot, all of them in one write. A source is checked
+    against its sha256 here (the size/time/inode stamp is of the flow process's machine)."""
+    out, tensors = [], []
+    for source, sha, error in items:
+        if error is not None:  # known to fail already: the flow has its reason
+            out.append((None, 0))
+            tensors.append(None)
+            continue
+        try:
+            arr, length = media.decode_source(codec, source, sha)
+        except media.MediaError as exc:
+            out.append((str(exc), 0))
+            tensors.append(None)
+            continue
+        out.append((None, length))
+        tensors.append(arr)
+    if target is not None and items:
+        block = np.stack([t if t is not None else codec.fill() for t in tensors]).astype(codec.dtype, copy=False)
+        write_at(target[0], np.ascontiguousarray(block), target[1])
+    return out
+
+
 def _decode_all(parts, all_sources, codecs, slots, scratch: Path, media_dir: Path | None,
                 writers: list, stats: Statistics) -> None:
-    """Decode every slot of every split into its store (none in lazy mode: checked, then dropped)."""
+    """Decode every slot of every split into its store (none in lazy mode: checked, then dropped): in a
+    thread pool here, or, on a distributed cluster, by Dask tasks that write the stores themselves."""
     total = sum(len(s.sids) for s in slots.values())
-    done = 0
-    progress.report(done, total)
+    on_workers = on_cluster()
     for src in all_sources:
         f, codec = src.feature, codecs[src.feature.name]
-        policy = f.options.on_decode_error
-        threads = f.options.num_processes or media.default_threads()
-        checked: dict[int, int] = {}  # sid -> length, for sources decoded once already (lazy)
-        lengths: dict[int, int] = {}
         for split_id, split_name in enumerate(SPLIT_NAMES):
             sl = slots[(f.name, split_id)]
             shape = (len(sl.sids), *codec.shape)
@@ -373,9 +400,23 @@ def _decode_all(parts, all_sources, codecs, slots, scratch: Path, media_dir: Pat
                     writer = media.MemmapWriter(media_dir / sl.memmap, shape, codec.dtype)
                     writers.append(writer)
                     sl.store = writer.array
-
-            one = _decoder(src, codec, keep=sl.store is not None, checked=checked)
-            for slot, (result, length) in enumerate(media.ordered_map(one, sl.sids.tolist(), threads, chunk=8)):
+    decoded = _decode_on_workers(all_sources, codecs, slots) if on_workers else {}
+    done = 0
+    progress.report(done, total)
+    for src in all_sources:
+        f, codec = src.feature, codecs[src.feature.name]
+        policy = f.options.on_decode_error
+        threads = f.options.num_processes or media.default_threads()
+        checked: dict[int, int] = {}  # sid -> length, for sources decoded once already (lazy)
+        lengths: dict[int, int] = {}
+        for split_id in range(len(SPLIT_NAMES)):
+            sl = slots[(f.name, split_id)]
+            if on_workers:
+                results = decoded[(f.name, split_id)]
+            else:
+                one = _decoder(src, codec, keep=sl.store is not None, checked=checked)
+                results = media.ordered_map(one, sl.sids.tolist(), threads, chunk=8)
+            for slot, (result, length) in enumerate(results):
                 sid = int(sl.sids[slot])
                 if isinstance(result, str):
                     src.error[sid] = result
@@ -383,7 +424,7 @@ def _decode_all(parts, all_sources, codecs, slots, scratch: Path, media_dir: Pat
                         raise _failure(parts, src, [sid])
                 elif src.error[sid] is None:
                     checked[sid] = lengths[sid] = length
-                if sl.store is not None:
+                if sl.store is not None and not on_workers:  # (the workers wrote their slots)
                     sl.store[slot] = result if isinstance(result, np.ndarray) else codec.fill()
                 done += 1
                 if done % 64 == 0 or done == total:
@@ -392,8 +433,32 @@ def _decode_all(parts, all_sources, codecs, slots, scratch: Path, media_dir: Pat
         stats.counter(f"media_cache.sources.{f.name}", len(referenced))
         _add(stats, decode_failures("media_cache", f.name, int(src.failed()[referenced].sum())))
         if f.media_kind == "audio":
-            decoded = np.array([lengths[s] for s in sorted(lengths)], dtype=np.int64)
-            _add(stats, sequence_lengths("media_cache", f.name, decoded, codec.max_length))
+            decoded_lengths = np.array([lengths[s] for s in sorted(lengths)], dtype=np.int64)
+            _add(stats, sequence_lengths("media_cache", f.name, decoded_lengths, codec.max_length))
+
+
+def _decode_on_workers(all_sources, codecs, slots) -> dict[tuple[str, int], list]:
+    """Every slot decoded by Dask tasks of ``DECODE_TASK_SLOTS`` slots, each writing its slots of the
+    store (if any) at their offset: ``(feature, split id) -> [(failure reason or None, length)]``."""
+    keys, tasks = [], []
+    for src in all_sources:
+        name = src.feature.name
+        codec = frame.shared(codecs[name])
+        for split_id in range(len(SPLIT_NAMES)):
+            sl = slots[(name, split_id)]
+            sids = sl.sids.tolist()
+            store = sl.store
+            slot_bytes = int(np.prod(store.shape[1:], dtype=np.int64)) * store.dtype.itemsize if store is not None else 0
+            for start in range(0, len(sids), DECODE_TASK_SLOTS):
+                chunk = sids[start:start + DECODE_TASK_SLOTS]
+                items = [(src.sources[s], src.sha[s], src.error[s]) for s in chunk]
+                target = (str(store.filename), int(store.offset) + start * slot_bytes) if store is not None else None
+                keys.append((name, split_id))
+                tasks.append(delayed(_decode_slots, pure=False)(codec, items, target))
+    out: dict[tuple[str, int], list] = {(s.feature.name, i): [] for s in all_sources for i in range(len(SPLIT_NAMES))}
+    for key, result in zip(keys, frame.compute(tasks), strict=True):
+        out[key].extend(result)
+    return out
 
 
 def _add(stats: Statistics, other: Statistics) -> None:
