@@ -467,44 +467,29 @@ def _add(stats: Statistics, other: Statistics) -> None:
 
 
 def _rewrite_parts(out: Path, parts, all_sources, codecs, slots, stats: Statistics) -> dict[str, int]:
+    """Every encoded part rewritten with its media columns (``_rewrite_part``): one Dask task per part (on
+    a cluster's workers, which read the eager tensors from the scratch store themselves)."""
+    failed = {src.feature.name: src.failed() for src in all_sources}
+    tasks = []
+    for part in parts:
+        columns = []
+        for src in all_sources:
+            f = src.feature
+            sids = src.sid_of_uid[part.uids[f.name]]
+            sl = slots[(f.name, part.split_id)]
+            store = str(sl.store.filename) if f.mode == "eager" else None
+            columns.append((f.name, f.mode, f.options.on_decode_error, ~failed[f.name][sids], sl.slot_of_sid[sids],
+                            store, codecs[f.name].shape, codecs[f.name].dtype))
+        tasks.append(delayed(_rewrite_part, pure=False)(str(out), str(part.path), part.rows,
+                                                        SPLIT_NAMES[part.split_id], columns))
     counts = dict.fromkeys(SPLIT_NAMES, 0)
     skipped = {src.feature.name: 0 for src in all_sources}
     filled = dict(skipped)
-    failed = {src.feature.name: src.failed() for src in all_sources}
-    for part in parts:
-        split_name = SPLIT_NAMES[part.split_id]
-        sids = {src.feature.name: src.sid_of_uid[part.uids[src.feature.name]] for src in all_sources}
-        ok = {name: ~failed[name][s] for name, s in sids.items()}
-        keep = np.ones(len(part.rows), dtype=bool)
-        for src in all_sources:
-            name = src.feature.name
-            if src.feature.options.on_decode_error == "skip_row":
-                skipped[name] += int((keep & ~ok[name]).sum())
-                keep &= ok[name]
-        for src in all_sources:
-            if src.feature.options.on_decode_error == "fill":
-                filled[src.feature.name] += int((keep & ~ok[src.feature.name]).sum())
-        idx = np.flatnonzero(keep)
-        table = _read_ipc(part.path)
-        folder = out / split_name
-        folder.mkdir(parents=True, exist_ok=True)
-        stem = part.path.stem.removeprefix("part-")
-        for c, start in enumerate(range(0, len(idx), CHUNK_ROWS) if len(idx) else [0]):
-            chosen = idx[start:start + CHUNK_ROWS]
-            sub = table.take(pa.array(chosen, type=pa.int64()))
-            for src in all_sources:
-                name = src.feature.name
-                sl = slots[(name, part.split_id)]
-                slot = sl.slot_of_sid[sids[name][chosen]]
-                if src.feature.mode == "eager":
-                    column = to_arrow(np.asarray(sl.store[slot]) if len(slot) else
-                                      np.zeros((0, *codecs[name].shape), dtype=codecs[name].dtype))
-                else:
-                    column = pa.array(slot, type=pa.int64())
-                sub = sub.set_column(sub.schema.get_field_index(name), name, column)
-            write_ipc(sub, folder / f"part-{stem}-{c:05d}.arrow")
-            np.save(folder / f"rows-{stem}-{c:05d}.npy", part.rows[chosen].astype(np.int64))
-        counts[split_name] += len(idx)
+    for part, (kept, part_skipped, part_filled) in zip(parts, frame.compute(tasks), strict=True):
+        counts[SPLIT_NAMES[part.split_id]] += kept
+        for name in skipped:
+            skipped[name] += part_skipped[name]
+            filled[name] += part_filled[name]
     for name in skipped:
         policy = next(s.feature.options.on_decode_error for s in all_sources if s.feature.name == name)
         if policy == "skip_row":
@@ -514,6 +499,40 @@ def _rewrite_parts(out: Path, parts, all_sources, codecs, slots, stats: Statisti
     for split_name, n in counts.items():
         stats.counter(f"media_cache.rows_out.{split_name}", n)
     return counts
+
+
+def _rewrite_part(out: str, path: str, rows: np.ndarray, split_name: str, columns: list[tuple]) -> tuple:
+    """One encoded part with its media columns as the mode stores them (eager: the tensors, read from the
+    scratch store; lazy modes: the slot), rows a ``skip_row`` feature failed left out, in parts of at most
+    ``CHUNK_ROWS`` rows. ``columns``: per media feature ``(name, mode, on_decode_error, ok per row, slot per
+    row, scratch store path or None, shape, dtype)``. Returns (rows kept, skipped and filled per feature)."""
+    keep = np.ones(len(rows), dtype=bool)
+    skipped, filled = {}, {}
+    for name, _mode, policy, ok, *_ in columns:
+        skipped[name] = int((keep & ~ok).sum()) if policy == "skip_row" else 0
+        if policy == "skip_row":
+            keep &= ok
+    for name, _mode, policy, ok, *_ in columns:
+        filled[name] = int((keep & ~ok).sum()) if policy == "fill" else 0
+    idx = np.flatnonzero(keep)
+    table = _read_ipc(Path(path))
+    folder = Path(out) / split_name
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = Path(path).stem.removeprefix("part-")
+    stores = {name: np.load(store, mmap_mode="r") for name, _m, _p, _o, _s, store, *_ in columns if store}
+    for c, start in enumerate(range(0, len(idx), CHUNK_ROWS) if len(idx) else [0]):
+        chosen = idx[start:start + CHUNK_ROWS]
+        sub = table.take(pa.array(chosen, type=pa.int64()))
+        for name, mode, _policy, _ok, slot_of_row, _store, shape, dtype in columns:
+            slot = slot_of_row[chosen]
+            if mode == "eager":
+                column = to_arrow(np.asarray(stores[name][slot]) if len(slot) else np.zeros((0, *shape), dtype=dtype))
+            else:
+                column = pa.array(slot, type=pa.int64())
+            sub = sub.set_column(sub.schema.get_field_index(name), name, column)
+        write_ipc(sub, folder / f"part-{stem}-{c:05d}.arrow")
+        np.save(folder / f"rows-{stem}-{c:05d}.npy", rows[chosen].astype(np.int64))
+    return len(idx), skipped, filled
 
 
 def _write_tables(out: Path, all_sources, codecs, slots) -> None:
