@@ -151,19 +151,33 @@ def _resolve(ctx, src: Sources) -> None:
     src.sid_of_uid = sid_of_uid
 
 
+HASH_TASK_SOURCES = 256  # sources one Dask task reads and hashes on a cluster
+
+
+def _hash_one(source: str) -> tuple:
+    """``(sha256, failure reason, (size, mtime_ns, inode))`` of one source's bytes."""
+    try:
+        data, stamp = media.read_stamped(source)
+        return media.sha256_bytes(data), None, stamp
+    except media.MediaError as exc:
+        return None, str(exc), None
+
+
+def _hash_sources(sources: list[str]) -> list[tuple]:
+    return [_hash_one(s) for s in sources]
+
+
 def _hash_all(all_sources: list[Sources]) -> None:
-    """sha256 of every resolvable source (shared across features), in a thread pool."""
+    """sha256 of every resolvable source (shared across features): in a thread pool, or on a distributed
+    cluster by Dask tasks (the flow process then reads no media bytes; decoding there checks the sha256)."""
     todo = sorted({s for src in all_sources for s, e in zip(src.sources, src.error, strict=True) if e is None})
-
-    def one(source: str):
-        try:
-            data, stamp = media.read_stamped(source)
-            return media.sha256_bytes(data), None, stamp
-        except media.MediaError as exc:
-            return None, str(exc), None
-
-    threads = max(src.feature.options.num_processes or media.default_threads() for src in all_sources)
-    results = dict(zip(todo, media.ordered_map(one, todo, threads, chunk=64), strict=True))
+    if on_cluster():
+        chunks = [todo[i:i + HASH_TASK_SOURCES] for i in range(0, len(todo), HASH_TASK_SOURCES)]
+        hashed = [r for chunk in frame.compute([delayed(_hash_sources, pure=False)(c) for c in chunks]) for r in chunk]
+        results = dict(zip(todo, hashed, strict=True))
+    else:
+        threads = max(src.feature.options.num_processes or media.default_threads() for src in all_sources)
+        results = dict(zip(todo, media.ordered_map(_hash_one, todo, threads, chunk=64), strict=True))
     for src in all_sources:
         for sid, source in enumerate(src.sources):
             if src.error[sid] is None:

@@ -1,5 +1,5 @@
 """Media decoded on a Dask cluster's workers (issue 19 item 5): with a distributed Client, the media_cache
-stage's decoding runs as Dask tasks that write the decoded tensors into the stores (eager scratch,
+stage's hashing of every source and its decoding run as Dask tasks that write the decoded tensors into the stores (eager scratch,
 lazy_cached memmap) at their slots, and one task per encoded part rewrites it with its media columns;
 the flow process only gathers each slot's failure and length and each part's counts. The
 artifact (and the memmap) must be byte-identical to the in-process decoding, failures included, and
@@ -46,7 +46,7 @@ def test_workers_decode_to_the_same_artifact(cluster, tmp_path, mode, policy, mo
     with Client(cluster) as client:
         on_cluster = _files(run(cfg, data, tmp_path / "cluster", npartitions=3))
         prefixes = client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
-    assert {"decode_slots", "rewrite_part"} <= set(prefixes), prefixes  # (Dask drops the leading underscore)
+    assert {"hash_sources", "decode_slots", "rewrite_part"} <= set(prefixes), prefixes  # (Dask drops the leading underscore)
     assert on_cluster == local
 
 
