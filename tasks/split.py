@@ -44,20 +44,19 @@ from tasks.constants import SPLIT_NAMES
 from tasks.context import run_cached
 from tasks.dask_run import compute as dask_compute
 from tasks.ingest_common import ROW
+from tasks.row_hash import kept_rows, mix64
 from tasks.statistics import Statistics
+from tasks.stratify import (  # noqa: F401  (split.class_counts, split._fill_empty_splits: their old home)
+    _fill_empty_splits,
+    class_counts,
+    class_keys,
+    stratify_on_workers,
+    stratify_split,
+)
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 FIXED_VALUES = {"0": 0, "1": 1, "2": 2, "train": 0, "training": 0, "validation": 1, "val": 1, "valid": 1,
                 "vali": 1, "dev": 1, "test": 2, "testing": 2}
-
-
-def mix64(seed: int, rows: np.ndarray) -> np.ndarray:
-    """splitmix64 of (seed, row): a stable, platform-independent uint64 per row."""
-    with np.errstate(over="ignore"):
-        z = rows.astype(np.uint64) + np.uint64((seed * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
 
 
 def split_counts(n: int, probabilities: list[float]) -> list[int]:
@@ -122,15 +121,8 @@ def _chunks(n: int) -> list[tuple[int, int]]:
     return [(lo, min(lo + SPLIT_CHUNK_ROWS, n)) for lo in range(0, n, SPLIT_CHUNK_ROWS)]
 
 
-def _kept(rows: np.ndarray, sample: tuple[int, int] | None) -> np.ndarray:
-    """The rows a sample keeps: ``sample`` = (sample seed, the threshold hash), None: every row."""
-    if sample is None:
-        return rows
-    return rows[mix64(sample[0] ^ 0x5A5A, rows) < np.uint64(sample[1])]
-
-
 def _hashes(seed: int, lo: int, hi: int, sample: tuple[int, int] | None) -> np.ndarray:
-    return mix64(seed, _kept(np.arange(lo, hi, dtype=np.int64), sample))
+    return mix64(seed, kept_rows(np.arange(lo, hi, dtype=np.int64), sample))
 
 
 def _histogram(seed: int, lo: int, hi: int, sample) -> np.ndarray:
@@ -176,7 +168,7 @@ def _write_random(path: str, offset: int, lo: int, hi: int, seed: int, sample, t
     ``thresholds``: the (train, validation) hash bounds, None for "every row"."""
     rows = np.arange(lo, hi, dtype=np.int64)
     out = np.full(hi - lo, -1, dtype=np.int8)
-    kept = _kept(rows, sample)
+    kept = kept_rows(rows, sample)
     keys = mix64(seed, kept)
     split = np.full(len(keys), 2, dtype=np.int8)
     for split_id, bound in ((1, thresholds[1]), (0, thresholds[0])):
@@ -190,11 +182,8 @@ def random_on_workers(n: int, probabilities: list[float], seed: int, ratio: floa
     """``split.npy`` of the sampling and random split of ``n`` rows, written by Dask tasks: the same bytes as
     ``np.save`` of ``sample_mask`` + ``random_split``. Returns (kept rows, rows per split)."""
 
-    keep = n if size is None else min(size, n)
-    keep = min(keep, int(round(n * ratio))) if ratio < 1.0 else keep
-    sample = None
-    if keep < n:  # kept: a sampling hash below the keep-th smallest (sample_mask's argsort, distinct hashes)
-        sample = (sample_seed, select_hashes(sample_seed ^ 0x5A5A, n, None, [keep])[0])
+    # kept: a sampling hash below the keep-th smallest (sample_mask's argsort, distinct hashes)
+    keep, sample = _sample_on_workers(n, ratio, size, sample_seed)
     counts = split_counts(keep, probabilities)
     ends = [counts[0], counts[0] + counts[1]]
     inside = [e for e in ends if e < keep]
@@ -229,96 +218,6 @@ def _require_present(values: pd.Series, rows: np.ndarray, column: str, kind: str
     if missing.any():
         raise _row_error(rows, int(np.flatnonzero(missing)[0]), column,
                          f"the {kind} split needs a value in every row, got a missing value")
-
-
-def class_keys(values: pd.Series) -> pd.Series:
-    """Values as strings, compared the way a category compares them (``1.0`` and ``"1"`` are one
-    class); missing values stay missing."""
-    if pd.api.types.is_bool_dtype(values.dtype):
-        return values.map({True: "true", False: "false"}).astype("string")
-    if pd.api.types.is_float_dtype(values.dtype):
-        x = values.to_numpy(dtype="float64", na_value=np.nan)
-        whole = np.isfinite(x) & (x == np.round(x)) & (np.abs(x) < 2**62)
-        text = np.where(whole, np.nan_to_num(x).astype(np.int64).astype(str), x.astype(str))
-        return pd.Series(text, dtype="string").mask(np.isnan(x))
-    return values.astype("string")
-
-
-# ---- stratify ------------------------------------------------------------------------------------
-
-def class_counts(n: int, probabilities: list[float]) -> np.ndarray:
-    """Largest-remainder counts of one class: each within one row of ``p * n`` (ties: earlier split).
-    A single-row class goes to train (to the largest split if train's probability is 0)."""
-    if n == 1:
-        out = np.zeros(3, dtype=np.int64)
-        out[0 if probabilities[0] > 0 else int(np.argmax(probabilities))] = 1
-        return out
-    exact = np.array(probabilities, dtype=np.float64) * n
-    out = np.floor(exact).astype(np.int64)
-    order = sorted(range(3), key=lambda i: (-(exact[i] - out[i]), i))
-    for i in order[: n - int(out.sum())]:
-        out[i] += 1
-    return out
-
-
-def _fill_empty_splits(counts: np.ndarray, sizes: np.ndarray, probabilities: list[float]) -> None:
-    """Give each empty split with p > 0 one row, moved from the (class, split) where that costs the
-    least deviation from ``p * class_rows``; multi-row classes first, a class's last training row last
-    (``check_classes_in_train``). In place."""
-    for s in range(3):
-        if probabilities[s] <= 0 or counts[:, s].sum() > 0:
-            continue
-        best = None
-        totals = counts.sum(axis=0)
-        for c in range(len(sizes)):
-            for d in range(3):
-                if d == s or counts[c, d] == 0 or totals[d] < 2:
-                    continue
-                dev = max(abs(counts[c, d] - 1 - probabilities[d] * sizes[c]), abs(1 - probabilities[s] * sizes[c]))
-                key = (d == 0 and counts[c, 0] == 1, sizes[c] == 1, dev, -probabilities[s] * sizes[c], c, d)
-                if best is None or key < best[0]:
-                    best = (key, c, d)
-        if best is not None:
-            _key, c, d = best
-            counts[c, d] -= 1
-            counts[c, s] += 1
-
-
-def check_classes_in_train(counts: np.ndarray, sizes: np.ndarray, uniques, probabilities: list[float],
-                           target: str | None, column: str) -> None:
-    """A stratified split on a target must leave every class of it in train (a model never sees a class
-    it is not trained on): ``DataError`` naming the feature and the class otherwise."""
-    if target is None or probabilities[0] <= 0:
-        return
-    absent = [i for i in range(len(sizes)) if counts[i, 0] == 0 and uniques[i] != "\x00<missing>"]
-    if absent:
-        i = absent[0]
-        raise DataError(f"output feature '{target}' (column '{column}'): class {uniques[i]!r} ({sizes[i]} row(s)) "
-                        f"gets no training row in the stratified split {probabilities} (validation "
-                        f"{counts[i, 1]}, test {counts[i, 2]}); add rows of it, merge it into another class, or "
-                        "drop its rows")
-
-
-def stratify_split(values: pd.Series, rows: np.ndarray, probabilities: list[float], seed: int,
-                   target: str | None = None, column: str = "") -> np.ndarray:
-    """Per class (the column's values as strings; missing values form one class of their own), rows
-    are ranked by the row hash and cut at the class's counts (``class_counts``). ``target``: the output
-    feature on ``column``, whose every class must reach train."""
-    keys = class_keys(values).fillna("\x00<missing>").to_numpy(dtype=object)
-    codes, uniques = pd.factorize(keys, sort=True)
-    sizes = np.bincount(codes, minlength=len(uniques))
-    counts = np.stack([class_counts(int(n), probabilities) for n in sizes]) if len(sizes) else np.zeros((0, 3), int)
-    if len(rows) >= 3:
-        _fill_empty_splits(counts, sizes, probabilities)
-    check_classes_in_train(counts, sizes, uniques, probabilities, target, column)
-    order = np.lexsort((mix64(seed, rows), codes))  # by class, then by row hash
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    position = np.arange(len(rows)) - starts[codes[order]]  # rank within the class
-    cut1 = counts[:, 0][codes[order]]
-    cut2 = cut1 + counts[:, 1][codes[order]]
-    out = np.empty(len(rows), dtype=np.int8)
-    out[order] = np.where(position < cut1, 0, np.where(position < cut2, 1, 2))
-    return out
 
 
 # ---- datetime ------------------------------------------------------------------------------------
@@ -484,7 +383,7 @@ def _rowwise_part(pdf: pd.DataFrame, cfg, sample, path: str, offset: int) -> np.
     if rows[-1] - lo + 1 != len(rows) or (len(rows) > 1 and (np.diff(rows) != 1).any()):
         raise ValueError(f"a partition's rows are not consecutive ({lo}..{int(rows[-1])}, {len(rows)} rows)")
     out = np.full(len(rows), -1, dtype=np.int8)
-    kept = _kept(rows, sample) - lo
+    kept = kept_rows(rows, sample) - lo
     values = pdf[cfg.column].reset_index(drop=True).iloc[kept].reset_index(drop=True)
     if cfg.type == "fixed":
         out[kept] = fixed_split(values, rows[kept], cfg.column)
@@ -494,14 +393,19 @@ def _rowwise_part(pdf: pd.DataFrame, cfg, sample, path: str, offset: int) -> np.
     return np.bincount(out[out >= 0], minlength=3).astype(np.int64)
 
 
+def _sample_on_workers(n: int, ratio: float, size: int | None, sample_seed: int) -> tuple[int, tuple | None]:
+    """(rows kept, the sample as ``kept_rows`` takes it): ``sample_mask``'s rows, by a selection on the workers."""
+    keep = n if size is None else min(size, n)
+    keep = min(keep, int(round(n * ratio))) if ratio < 1.0 else keep
+    return keep, (sample_seed, select_hashes(sample_seed ^ 0x5A5A, n, None, [keep])[0]) if keep < n else None
+
+
 def rowwise_on_workers(parts: list, n: int, cfg, ratio: float, size: int | None, sample_seed: int,
                        path: Path) -> tuple[int, list[int]]:
     """``split.npy`` of a fixed or hash split (after the sampling) written by one Dask task per partition:
     the same bytes as the in-process split. Returns (kept rows, rows per split)."""
 
-    keep = n if size is None else min(size, n)
-    keep = min(keep, int(round(n * ratio))) if ratio < 1.0 else keep
-    sample = (sample_seed, select_hashes(sample_seed ^ 0x5A5A, n, None, [keep])[0]) if keep < n else None
+    keep, sample = _sample_on_workers(n, ratio, size, sample_seed)
     array = np.lib.format.open_memmap(path, mode="w+", dtype=np.int8, shape=(n,))  # np.save's header, sparse
     offset = array.offset
     del array
@@ -543,10 +447,15 @@ def run(ctx, ingest):
     def compute(out: Path) -> Statistics:
         n = ingest_mod.num_rows(ingest.path)
         stats = Statistics()
-        if split.type in ("random", "fixed", "hash"):  # on the workers: no per-row array in this process
+        if split.type in ("random", "fixed", "hash", "stratify"):  # on the workers: no per-row array here
             if split.type == "random":
                 kept, counts = random_on_workers(n, split.probabilities, split.seed, pre.sample_ratio,
                                                  pre.sample_size, pre.sample_seed, out / "split.npy")
+            elif split.type == "stratify":
+                parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
+                kept, sample = _sample_on_workers(n, pre.sample_ratio, pre.sample_size, pre.sample_seed)
+                check_active(kept, split.probabilities)
+                counts = stratify_on_workers(parts, n, split, sample, out / "split.npy", hints.get("target"))
             else:  # a row's split is its own value's: per partition
                 parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
                 kept, counts = rowwise_on_workers(parts, n, split, pre.sample_ratio, pre.sample_size,
