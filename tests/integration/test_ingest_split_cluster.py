@@ -69,3 +69,30 @@ def test_random_split_on_workers_equals_the_in_process_split(tmp_path, client):
     values, pid = client.compute(picked).result()
     assert pid != _pid()  # read on a worker, from the path
     np.testing.assert_array_equal(values, expected[::1000])
+
+
+def test_stratified_split_on_workers_equals_the_in_process_split(tmp_path, client):
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from tasks.ingest_common import ROW
+    from tasks.stratify import stratify_on_workers, stratify_split
+
+    n = 40_000
+    rng = np.random.default_rng(3)
+    labels = pd.Series(rng.choice(["no", "yes", "maybe", None], n, p=[0.6, 0.3, 0.09, 0.01]), dtype=object)
+    frame = pd.DataFrame({"y": labels, ROW: np.arange(n, dtype=np.int64)})
+    parts = [frame.iloc[a:a + 7_000] for a in range(0, n, 7_000)]  # plain frames: shipped to the workers
+    keep, sample = split._sample_on_workers(n, 0.8, None, 2)
+    cfg = SimpleNamespace(column="y", probabilities=[0.7, 0.2, 0.1], seed=8)
+    counts = stratify_on_workers(parts, n, cfg, sample, tmp_path / "split.npy", None)
+    mask = split.sample_mask(n, 0.8, None, 2)
+    expected = np.full(n, -1, dtype=np.int8)
+    rows = np.flatnonzero(mask)
+    expected[rows] = stratify_split(labels[mask].reset_index(drop=True), rows, cfg.probabilities, cfg.seed, None, "y")
+    np.save(tmp_path / "expected.npy", expected)
+    assert (tmp_path / "split.npy").read_bytes() == (tmp_path / "expected.npy").read_bytes()
+    assert sum(counts) == keep == int(mask.sum())
+    prefixes = client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
+    assert {"class_sizes", "histogram", "in_cells", "write"} <= set(prefixes), prefixes
