@@ -26,13 +26,11 @@ rows) the stage raises ``DataError`` rather than publish an empty split.
 from __future__ import annotations
 
 import hashlib
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from dask import delayed
-from pandas.tseries.api import guess_datetime_format
 
 from core.code_version import module_version
 from core.errors import ConfigError, DataError
@@ -44,7 +42,14 @@ from tasks.constants import SPLIT_NAMES
 from tasks.context import run_cached
 from tasks.dask_run import compute as dask_compute
 from tasks.ingest_common import ROW
-from tasks.row_hash import kept_rows, mix64
+from tasks.split_dates import (  # noqa: F401  (split.date_keys, ...: their old home)
+    NotOnWorkers,
+    date_keys,
+    datetime_on_workers,
+    datetime_split,
+    parse_dates,
+)
+from tasks.split_rows import kept_rows, mix64, require_present, split_counts
 from tasks.statistics import Statistics
 from tasks.stratify import (  # noqa: F401  (split.class_counts, split._fill_empty_splits: their old home)
     _fill_empty_splits,
@@ -57,21 +62,6 @@ from tasks.stratify import (  # noqa: F401  (split.class_counts, split._fill_emp
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 FIXED_VALUES = {"0": 0, "1": 1, "2": 2, "train": 0, "training": 0, "validation": 1, "val": 1, "valid": 1,
                 "vali": 1, "dev": 1, "test": 2, "testing": 2}
-
-
-def split_counts(n: int, probabilities: list[float]) -> list[int]:
-    """Exact row counts per split; every split with p > 0 gets a row when n >= 3."""
-    counts = [int(np.floor(p * n)) for p in probabilities]
-    rest = n - sum(counts)
-    remainders = sorted(range(3), key=lambda i: (-(probabilities[i] * n - counts[i]), i))
-    for i in remainders[:rest]:
-        counts[i] += 1
-    for i, p in enumerate(probabilities):
-        if p > 0 and counts[i] == 0 and n >= 3:
-            donor = int(np.argmax(counts))
-            counts[donor] -= 1
-            counts[i] += 1
-    return counts
 
 
 def sample_mask(n: int, ratio: float, size: int | None, seed: int) -> np.ndarray:
@@ -209,125 +199,6 @@ def fixed_split(values: pd.Series, rows: np.ndarray, column: str) -> np.ndarray:
     return mapped.to_numpy(dtype=np.int8)
 
 
-def _row_error(rows: np.ndarray, i: int, column: str, message: str) -> DataError:
-    return DataError(f"row {int(rows[i]) + 1}, column '{column}': {message}")
-
-
-def _require_present(values: pd.Series, rows: np.ndarray, column: str, kind: str) -> None:
-    missing = values.isna().to_numpy()
-    if missing.any():
-        raise _row_error(rows, int(np.flatnonzero(missing)[0]), column,
-                         f"the {kind} split needs a value in every row, got a missing value")
-
-
-# ---- datetime ------------------------------------------------------------------------------------
-
-def date_keys(values: pd.Series, rows: np.ndarray, column: str, datetime_format: str | None = None) -> np.ndarray:
-    """An orderable key per row: int64 UTC nanoseconds (naive times taken as UTC), or the numbers
-    themselves for a numeric column. A missing or unparseable date raises ``DataError``."""
-    _require_present(values, rows, column, "datetime")
-    if pd.api.types.is_datetime64_any_dtype(values.dtype):
-        parsed = pd.to_datetime(values, utc=True)
-        return parsed.to_numpy(dtype="datetime64[ns]").astype(np.int64)
-    if pd.api.types.is_numeric_dtype(values.dtype) and not pd.api.types.is_bool_dtype(values.dtype):
-        return values.to_numpy(dtype=np.float64)
-    text = values.astype("string").str.strip().to_numpy(dtype=object)
-    codes, uniques = pd.factorize(text)
-    uniques = np.asarray(uniques, dtype=object)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if datetime_format:
-            parsed = pd.to_datetime(pd.Series(uniques), format=datetime_format, errors="coerce", utc=True)
-        else:
-            parsed = parse_dates(uniques)
-    bad_unique = parsed.isna().to_numpy()
-    if bad_unique.any():
-        i = int(np.flatnonzero(bad_unique[codes])[0])
-        how = f" with datetime_format {datetime_format!r}" if datetime_format else ""
-        raise _row_error(rows, i, column, f"the datetime split cannot parse {values.iloc[i]!r} as a date{how}")
-    ns = parsed.dt.tz_localize(None).to_numpy(dtype="datetime64[ns]").astype(np.int64)
-    return ns[codes]
-
-
-def parse_dates(texts: np.ndarray) -> pd.Series:
-    """Strings -> UTC datetimes (NaT where unparseable): ISO 8601 first, then the format pandas
-    guesses from the first value that failed (vectorized; up to 3 formats), then per-value parsing
-    (dateutil, month-first) for what is left."""
-
-    parsed = pd.to_datetime(pd.Series(texts), format="ISO8601", errors="coerce", utc=True)
-    for _ in range(3):
-        retry = parsed.isna().to_numpy()
-        fmt = guess_datetime_format(str(texts[np.flatnonzero(retry)[0]])) if retry.any() else None
-        if fmt is None:
-            break
-        parsed[retry] = pd.to_datetime(pd.Series(texts[retry]), format=fmt, errors="coerce", utc=True).to_numpy()
-    retry = parsed.isna().to_numpy()
-    if retry.any():
-        parsed[retry] = pd.to_datetime(pd.Series(texts[retry]), format="mixed", errors="coerce", utc=True).to_numpy()
-    return parsed
-
-
-def datetime_split(values: pd.Series, rows: np.ndarray, probabilities: list[float], column: str,
-                   datetime_format: str | None = None) -> np.ndarray:
-    """Oldest rows to train, newest to test, cut at the ``split_counts`` boundaries of the rows
-    ordered by (date, row). Rows with the same date never straddle a boundary: a boundary inside a
-    run of equal dates moves forward past the run (the ties go to the earlier split). Only when
-    that would leave a split with p > 0 empty are the boundaries moved to the run starts nearest
-    the exact counts that give every such split a row."""
-    keys = date_keys(values, rows, column, datetime_format)
-    n = len(rows)
-    order = np.lexsort((rows, keys))
-    ordered = keys[order]
-    counts = split_counts(n, probabilities)
-    targets = (counts[0], counts[0] + counts[1])
-    runs = np.append(np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]), n)  # run starts, then n
-
-    def forward(cut: int) -> int:
-        if 0 < cut < n and ordered[cut] == ordered[cut - 1]:
-            return int(np.searchsorted(ordered, ordered[cut], side="right"))
-        return cut
-
-    def ok(c1: int, c2: int) -> bool:
-        sizes = (c1, c2 - c1, n - c2)
-        return c1 <= c2 and (n < 3 or all(size > 0 or p <= 0 for size, p in zip(sizes, probabilities, strict=True)))
-
-    c1 = forward(targets[0])
-    c2 = forward(max(targets[1], c1))
-    if not ok(c1, c2):
-        c1, c2 = _cuts_at_runs(runs, targets, probabilities, ok)
-        if c1 < 0:
-            raise DataError(f"column '{column}': the datetime split cannot give every split with a non-zero "
-                            f"probability a row without splitting rows of the same date: the column has only "
-                            f"{len(runs) - 1} distinct date(s) in {n} rows; use more distinct dates or split "
-                            "type 'random'")
-    position = np.empty(n, dtype=np.int64)
-    position[order] = np.arange(n)
-    return np.where(position < c1, 0, np.where(position < c2, 1, 2)).astype(np.int8)
-
-
-def _cuts_at_runs(runs: np.ndarray, targets: tuple[int, int], probabilities: list[float], ok) -> tuple[int, int]:
-    """Cut positions among run starts, nearest the targets, satisfying ``ok``; (-1, -1) if none."""
-    def near(target: int, lo: int, hi: int) -> list[int]:
-        inside = runs[(runs >= lo) & (runs <= hi)]
-        j = int(np.searchsorted(inside, target))
-        return [int(inside[k]) for k in (j - 1, j) if 0 <= k < len(inside)]
-
-    n = int(runs[-1])
-    later_needed = int(probabilities[1] > 0) + int(probabilities[2] > 0)
-    lo1 = int(runs[1]) if probabilities[0] > 0 and len(runs) > 1 else 0
-    hi1 = int(runs[-1 - later_needed]) if len(runs) > later_needed else -1
-    best = None
-    for c1 in near(targets[0], lo1, hi1):
-        after = runs[runs > c1]
-        lo2 = int(after[0]) if probabilities[1] > 0 and len(after) else c1
-        hi2 = int(runs[-2]) if probabilities[2] > 0 and len(runs) > 1 else n
-        for c2 in near(targets[1], lo2, hi2):
-            key = (abs(c1 - targets[0]) + abs(c2 - targets[1]), -c1, -c2)
-            if ok(c1, c2) and (best is None or key < best[0]):
-                best = (key, c1, c2)
-    return (best[1], best[2]) if best else (-1, -1)
-
-
 # ---- hash ----------------------------------------------------------------------------------------
 
 def key_hash(key: str, seed: int) -> int:
@@ -342,7 +213,7 @@ def _threshold(cumulative: float) -> int:
 
 def hash_ids(values: pd.Series, rows: np.ndarray, probabilities: list[float], column: str, seed: int) -> np.ndarray:
     """Each row's split from its key alone (``hash_split`` without its check that every split got a key)."""
-    _require_present(values, rows, column, "hash")
+    require_present(values, rows, column, "hash")
     keys = class_keys(values).to_numpy(dtype=object)
     codes, uniques = pd.factorize(keys)
     t1, t2 = _threshold(probabilities[0]), _threshold(probabilities[0] + probabilities[1])
@@ -447,19 +318,9 @@ def run(ctx, ingest):
     def compute(out: Path) -> Statistics:
         n = ingest_mod.num_rows(ingest.path)
         stats = Statistics()
-        if split.type in ("random", "fixed", "hash", "stratify"):  # on the workers: no per-row array here
-            if split.type == "random":
-                kept, counts = random_on_workers(n, split.probabilities, split.seed, pre.sample_ratio,
-                                                 pre.sample_size, pre.sample_seed, out / "split.npy")
-            elif split.type == "stratify":
-                parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
-                kept, sample = _sample_on_workers(n, pre.sample_ratio, pre.sample_size, pre.sample_seed)
-                check_active(kept, split.probabilities)
-                counts = stratify_on_workers(parts, n, split, sample, out / "split.npy", hints.get("target"))
-            else:  # a row's split is its own value's: per partition
-                parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
-                kept, counts = rowwise_on_workers(parts, n, split, pre.sample_ratio, pre.sample_size,
-                                                  pre.sample_seed, out / "split.npy")
+        written = _split_on_workers(ctx, ingest, n, out / "split.npy", hints)
+        if written is not None:  # on the workers: no per-row array in this process
+            kept, counts = written
             check_active(kept, split.probabilities)
             degenerate.check(ctx, ingest.path, Assignment(out / "split.npy"))  # warns or raises
             for i, name in enumerate(SPLIT_NAMES):
@@ -487,6 +348,28 @@ def run(ctx, ingest):
     if result.cached:  # features are not in the split's key: checked again for this run's features
         degenerate.check(ctx, ingest.path, load(result))
     return result
+
+
+def _split_on_workers(ctx, ingest, n: int, path: Path, hints: dict) -> tuple[int, list[int]] | None:
+    """``split.npy`` written by Dask tasks: (rows kept, rows per split); None where the column must go to one
+    process (a datetime split of strings whose format would be guessed, or whose forward cuts leave a split
+    with p > 0 empty: ``tasks.split_dates``)."""
+    pre = ctx.config.preprocessing
+    split = pre.split
+    if split.type == "random":
+        return random_on_workers(n, split.probabilities, split.seed, pre.sample_ratio, pre.sample_size,
+                                 pre.sample_seed, path)
+    parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
+    if split.type in ("fixed", "hash"):  # a row's split is its own value's: per partition
+        return rowwise_on_workers(parts, n, split, pre.sample_ratio, pre.sample_size, pre.sample_seed, path)
+    kept, sample = _sample_on_workers(n, pre.sample_ratio, pre.sample_size, pre.sample_seed)
+    check_active(kept, split.probabilities)
+    if split.type == "stratify":
+        return kept, stratify_on_workers(parts, n, split, sample, path, hints.get("target"))
+    try:
+        return kept, datetime_on_workers(parts, n, split, sample, path, hints.get("datetime_format"))
+    except NotOnWorkers:
+        return None
 
 
 def split_hints(ctx) -> dict:

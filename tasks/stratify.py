@@ -1,7 +1,7 @@
 """The stratified split (``split: {type: stratify, column: ...}``), in one process and on the workers.
 
 Per class (the column's values as strings, compared as a category compares them; missing values form
-one class of their own) the rows are ranked by the row hash (``tasks.row_hash.mix64``) and cut at the
+one class of their own) the rows are ranked by the row hash (``tasks.split_rows.mix64``) and cut at the
 class's counts (largest remainder: within one row of ``p * class_rows``, an empty split with p > 0 given
 one row where that costs least, every class of a target kept in train).
 
@@ -26,7 +26,7 @@ from core.errors import DataError
 from storage.fs import write_at
 from tasks.dask_run import compute as dask_compute
 from tasks.ingest_common import ROW
-from tasks.row_hash import kept_mask, mix64
+from tasks.split_rows import kept_mask, mix64
 
 MISSING_CLASS = "\x00<missing>"
 HISTOGRAM_CELLS = 1 << 20  # classes x buckets of the selection's histogram (8 MB of int64)

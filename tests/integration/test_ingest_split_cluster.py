@@ -96,3 +96,30 @@ def test_stratified_split_on_workers_equals_the_in_process_split(tmp_path, clien
     assert sum(counts) == keep == int(mask.sum())
     prefixes = client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
     assert {"class_sizes", "histogram", "in_cells", "write"} <= set(prefixes), prefixes
+
+
+def test_datetime_split_on_workers_equals_the_in_process_split(tmp_path, client):
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from tasks.ingest_common import ROW
+    from tasks.split_dates import datetime_on_workers, datetime_split
+
+    n = 30_000
+    rng = np.random.default_rng(6)
+    dates = pd.Series((pd.Timestamp("2023-01-01") + pd.to_timedelta(rng.integers(0, 200, n), unit="D"))
+                      .strftime("%Y-%m-%d"), dtype=object)  # ISO strings, runs of equal dates
+    frame = pd.DataFrame({"d": dates, ROW: np.arange(n, dtype=np.int64)})
+    parts = [frame.iloc[a:a + 6_000] for a in range(0, n, 6_000)]
+    keep, sample = split._sample_on_workers(n, 0.9, None, 4)
+    cfg = SimpleNamespace(column="d", probabilities=[0.7, 0.2, 0.1])
+    datetime_on_workers(parts, n, cfg, sample, tmp_path / "split.npy", None)
+    mask = split.sample_mask(n, 0.9, None, 4)
+    expected = np.full(n, -1, dtype=np.int8)
+    rows = np.flatnonzero(mask)
+    expected[rows] = datetime_split(dates[mask].reset_index(drop=True), rows, cfg.probabilities, "d")
+    np.save(tmp_path / "expected.npy", expected)
+    assert (tmp_path / "split.npy").read_bytes() == (tmp_path / "expected.npy").read_bytes()
+    prefixes = client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
+    assert {"parse_part", "histogram", "between", "count_up_to", "write"} <= set(prefixes), prefixes
