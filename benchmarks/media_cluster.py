@@ -35,13 +35,17 @@ def child(csv: Path, workdir: Path) -> dict:
     """One run in this process (whose ``sys.path`` starts with the checkout to measure)."""
     from distributed import Client, LocalCluster
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from media import config  # the same config as benchmarks/media.py
-
-    from storage.cache import StageCache
+    from storage.cache import StageCache  # first: benchmarks/media.py puts this checkout first on sys.path
     from tasks.config_loader import parse_config
     from tasks.context import RunContext
     from tasks.pipeline import run_pipeline
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from media import config  # the same config as benchmarks/media.py
+
+    import tasks
+
+    assert Path(tasks.__file__).resolve().parent.parent == Path.cwd().resolve(), (tasks.__file__, Path.cwd())
 
     shutil.rmtree(workdir, ignore_errors=True)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None,
