@@ -7,6 +7,7 @@ import sys
 
 import dask
 import dask.threaded
+import numpy as np
 from dask import delayed
 
 from tasks.progress import tracking
@@ -35,6 +36,19 @@ def compute(tasks: list) -> list:
     kwargs = {"scheduler": dask.threaded.get} if local_only() else {}  # the default for delayed tasks
     with tracking(len(tasks)):
         return list(dask.compute(*tasks, **kwargs))
+
+
+def _add(*arrays):
+    return np.sum(arrays, axis=0)
+
+
+def summed(tasks: list, fan_in: int = 8):
+    """The element-wise sum of delayed arrays (histograms), summed on the workers in a tree of ``fan_in``
+    tasks, so this process receives one array."""
+    level = list(tasks)
+    while len(level) > 1:
+        level = [delayed(_add)(*level[i:i + fan_in]) for i in range(0, len(level), fan_in)]
+    return compute(level)[0]
 
 
 def shared(value):

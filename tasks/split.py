@@ -41,6 +41,7 @@ from tasks import ingest as ingest_mod
 from tasks.constants import SPLIT_NAMES
 from tasks.context import run_cached
 from tasks.dask_run import compute as dask_compute
+from tasks.dask_run import summed
 from tasks.ingest_common import ROW
 from tasks.split_dates import (  # noqa: F401  (split.date_keys, ...: their old home)
     NotOnWorkers,
@@ -49,7 +50,7 @@ from tasks.split_dates import (  # noqa: F401  (split.date_keys, ...: their old 
     datetime_split,
     parse_dates,
 )
-from tasks.split_rows import kept_rows, mix64, require_present, split_counts
+from tasks.split_rows import kept_rows, mix64, new_split_file, partition_start, require_present, split_counts
 from tasks.statistics import Statistics
 from tasks.stratify import (  # noqa: F401  (split.class_counts, split._fill_empty_splits: their old home)
     _fill_empty_splits,
@@ -120,10 +121,6 @@ def _histogram(seed: int, lo: int, hi: int, sample) -> np.ndarray:
     return np.bincount(top, minlength=1 << BUCKET_BITS).astype(np.int64)
 
 
-def _add(*histograms: np.ndarray) -> np.ndarray:
-    return np.sum(histograms, axis=0)
-
-
 def _in_buckets(seed: int, lo: int, hi: int, sample, buckets: tuple[int, ...]) -> list[np.ndarray]:
     keys = _hashes(seed, lo, hi, sample)
     top = keys >> np.uint64(64 - BUCKET_BITS)
@@ -137,10 +134,7 @@ def select_hashes(seed: int, n: int, sample, ranks: list[int]) -> list[int]:
     if not ranks:
         return []
     chunks = _chunks(n)
-    level = [delayed(_histogram)(seed, lo, hi, sample) for lo, hi in chunks]
-    while len(level) > 1:  # summed on the workers: the flow receives one histogram
-        level = [delayed(_add)(*level[i:i + 8]) for i in range(0, len(level), 8)]
-    histogram = dask_compute(level)[0]
+    histogram = summed([delayed(_histogram)(seed, lo, hi, sample) for lo, hi in chunks])
     ends = np.cumsum(histogram)
     buckets = [int(np.searchsorted(ends, r, side="right")) for r in ranks]
     wanted = tuple(sorted(set(buckets)))
@@ -179,9 +173,7 @@ def random_on_workers(n: int, probabilities: list[float], seed: int, ratio: floa
     inside = [e for e in ends if e < keep]
     bounds = dict(zip(inside, select_hashes(seed, n, sample, inside), strict=True))
     thresholds = (bounds.get(ends[0]), bounds.get(ends[1]))
-    array = np.lib.format.open_memmap(path, mode="w+", dtype=np.int8, shape=(n,))  # np.save's header, sparse
-    offset = array.offset
-    del array
+    offset = new_split_file(path, n)
     dask_compute([delayed(_write_random)(str(path), offset, lo, hi, seed, sample, thresholds)
                   for lo, hi in _chunks(n)])
     return keep, counts
@@ -250,9 +242,7 @@ def _rowwise_part(pdf: pd.DataFrame, cfg, sample, path: str, offset: int) -> np.
     rows = pdf[ROW].to_numpy(dtype=np.int64)
     if not len(rows):
         return np.zeros(3, dtype=np.int64)
-    lo = int(rows[0])
-    if rows[-1] - lo + 1 != len(rows) or (len(rows) > 1 and (np.diff(rows) != 1).any()):
-        raise ValueError(f"a partition's rows are not consecutive ({lo}..{int(rows[-1])}, {len(rows)} rows)")
+    lo = partition_start(rows)
     out = np.full(len(rows), -1, dtype=np.int8)
     kept = kept_rows(rows, sample) - lo
     values = pdf[cfg.column].reset_index(drop=True).iloc[kept].reset_index(drop=True)
@@ -277,9 +267,7 @@ def rowwise_on_workers(parts: list, n: int, cfg, ratio: float, size: int | None,
     the same bytes as the in-process split. Returns (kept rows, rows per split)."""
 
     keep, sample = _sample_on_workers(n, ratio, size, sample_seed)
-    array = np.lib.format.open_memmap(path, mode="w+", dtype=np.int8, shape=(n,))  # np.save's header, sparse
-    offset = array.offset
-    del array
+    offset = new_split_file(path, n)
     counts = np.sum(dask_compute([delayed(_rowwise_part)(p, cfg, sample, str(path), offset) for p in parts]),
                     axis=0)
     if cfg.type == "hash":

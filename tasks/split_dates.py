@@ -31,8 +31,16 @@ from core.errors import DataError
 from storage import npy
 from storage.fs import write_at
 from tasks.dask_run import compute as dask_compute
+from tasks.dask_run import summed
 from tasks.ingest_common import ROW
-from tasks.split_rows import kept_mask, require_present, row_error, split_counts
+from tasks.split_rows import (
+    kept_mask,
+    new_split_file,
+    partition_start,
+    require_present,
+    row_error,
+    split_counts,
+)
 
 BINS = 1 << 16  # histogram bins per narrowing round of the selection
 SMALL = 1 << 12  # keys gathered into the flow process once a bin holds at most this many
@@ -155,9 +163,7 @@ def _parse_part(pdf: pd.DataFrame, column: str, sample, datetime_format: str | N
     ``folder``. Returns ``(rows kept, first missing (row, message) or None, first unparseable (row, message)
     or None, whether string dates would need a guessed format, (first row, rows) of the partition)``."""
     all_rows = pdf[ROW].to_numpy(dtype=np.int64)
-    span = (int(all_rows[0]) if len(all_rows) else 0, len(all_rows))
-    if len(all_rows) and (all_rows[-1] - span[0] + 1 != len(all_rows)):
-        raise ValueError(f"a partition's rows are not consecutive ({span[0]}..{int(all_rows[-1])})")
+    span = (partition_start(all_rows) if len(all_rows) else 0, len(all_rows))
     kept = kept_mask(all_rows, sample)
     rows = all_rows[kept]
     values = pdf[column].reset_index(drop=True)[kept].reset_index(drop=True)
@@ -204,10 +210,6 @@ def _histogram(folder: str, index: int, lo: int, hi: int) -> np.ndarray:
     return np.bincount(((inside - np.uint64(lo)) // np.uint64(width)).astype(np.int64), minlength=BINS)
 
 
-def _add(*histograms: np.ndarray) -> np.ndarray:
-    return np.sum(histograms, axis=0)
-
-
 def _between(folder: str, index: int, lo: int, hi: int) -> np.ndarray:
     keys = _keys(folder, index)
     return keys[(keys >= np.uint64(lo)) & (keys <= np.uint64(hi))]
@@ -221,10 +223,7 @@ def _select(folder: str, parts: int, rank: int) -> int:
     """The ``rank``-th smallest (0-based) key of every partition's keys file."""
     lo, hi, before = 0, (1 << 64) - 1, 0
     while True:
-        level = [delayed(_histogram)(folder, i, lo, hi) for i in range(parts)]
-        while len(level) > 1:  # summed on the workers
-            level = [delayed(_add)(*level[i:i + 8]) for i in range(0, len(level), 8)]
-        histogram = dask_compute(level)[0]
+        histogram = summed([delayed(_histogram)(folder, i, lo, hi) for i in range(parts)])
         ends = np.cumsum(histogram)
         b = int(np.searchsorted(ends, rank - before, side="right"))
         width = (hi - lo) // BINS + 1
@@ -293,9 +292,7 @@ def _on_workers(parts, n, cfg, sample, path: Path, datetime_format, folder: str)
     sizes = (cuts[0], cuts[1] - cuts[0], total - cuts[1])
     if total >= 3 and not all(size > 0 or p <= 0 for size, p in zip(sizes, cfg.probabilities, strict=True)):
         raise NotOnWorkers("the forward cuts leave a split empty: the definition picks cuts among run starts")
-    array = np.lib.format.open_memmap(path, mode="w+", dtype=np.int8, shape=(n,))  # np.save's header, sparse
-    offset = array.offset
-    del array
+    offset = new_split_file(path, n)
     written = dask_compute([delayed(_write)(folder, i, tuple(bounds), str(path), offset, span)
                             for i, (*_rest, span) in enumerate(parsed)])
     return [int(x) for x in np.sum(written, axis=0)] if written else [0, 0, 0]

@@ -57,3 +57,20 @@ def require_present(values: pd.Series, rows: np.ndarray, column: str, kind: str)
     if missing.any():
         raise row_error(rows, int(np.flatnonzero(missing)[0]), column,
                          f"the {kind} split needs a value in every row, got a missing value")
+
+
+def new_split_file(path, n: int) -> int:
+    """``split.npy`` for ``n`` rows with ``np.save``'s header and its rows not yet written (sparse); returns
+    the byte offset of row 0, where Dask tasks write their rows (``storage.fs.write_at``)."""
+    array = np.lib.format.open_memmap(path, mode="w+", dtype=np.int8, shape=(n,))
+    offset = array.offset
+    del array
+    return offset
+
+
+def partition_start(rows: np.ndarray) -> int:
+    """The first input row of a partition, whose rows must be consecutive input rows (as ingest's are)."""
+    lo = int(rows[0])
+    if rows[-1] - lo + 1 != len(rows) or (len(rows) > 1 and (np.diff(rows) != 1).any()):
+        raise ValueError(f"a partition's rows are not consecutive ({lo}..{int(rows[-1])}, {len(rows)} rows)")
+    return lo

@@ -25,8 +25,9 @@ from dask import delayed
 from core.errors import DataError
 from storage.fs import write_at
 from tasks.dask_run import compute as dask_compute
+from tasks.dask_run import summed
 from tasks.ingest_common import ROW
-from tasks.split_rows import kept_mask, mix64
+from tasks.split_rows import kept_mask, mix64, new_split_file, partition_start
 
 MISSING_CLASS = "\x00<missing>"
 HISTOGRAM_CELLS = 1 << 20  # classes x buckets of the selection's histogram (8 MB of int64)
@@ -150,10 +151,6 @@ def _histogram(pdf, column, sample, classes, seed: int, bits: int) -> np.ndarray
     return np.bincount(cells, minlength=len(classes) << bits).astype(np.int64)
 
 
-def _add(*histograms: np.ndarray) -> np.ndarray:
-    return np.sum(histograms, axis=0)
-
-
 def _in_cells(pdf, column, sample, classes, seed: int, bits: int, cells: tuple[int, ...]) -> list[np.ndarray]:
     _rows, codes, hashes = _coded(pdf, column, sample, classes, seed)
     own = (codes << bits) + (hashes >> np.uint64(64 - bits)).astype(np.int64)
@@ -168,9 +165,7 @@ def _write(pdf, column, sample, classes, seed: int, bounds: tuple[np.ndarray, ..
     all_rows = pdf[ROW].to_numpy(dtype=np.int64)
     out = np.full(len(all_rows), -1, dtype=np.int8)
     if len(all_rows):
-        lo = int(all_rows[0])
-        if all_rows[-1] - lo + 1 != len(all_rows):
-            raise ValueError(f"a partition's rows are not consecutive ({lo}..{int(all_rows[-1])})")
+        lo = partition_start(all_rows)
         rows, codes, hashes = _coded(pdf, column, sample, classes, seed)
         all1, cut1, all2, cut2 = bounds
         split = np.full(len(rows), 2, dtype=np.int8)
@@ -205,9 +200,7 @@ def stratify_on_workers(parts: list, n: int, cfg, sample, path: Path, target: st
         every = cuts[:, j] >= sizes
         at = np.array([hashes_at.get((c, int(cuts[c, j])), 0) for c in range(len(classes))], dtype=np.uint64)
         bounds += [every, at]
-    array = np.lib.format.open_memmap(path, mode="w+", dtype=np.int8, shape=(n,))  # np.save's header, sparse
-    offset = array.offset
-    del array
+    offset = new_split_file(path, n)
     written = dask_compute([delayed(_write)(p, cfg.column, sample, classes, cfg.seed, tuple(bounds), str(path), offset)
                             for p in parts])
     return [int(c) for c in np.sum(written, axis=0)] if written else [0, 0, 0]
@@ -217,10 +210,8 @@ def _select(parts, column, sample, classes, seed: int, bits: int, wanted: list[t
     """``(class, rank) -> the rank-th smallest (0-based) row hash of that class`` for each of ``wanted``."""
     if not wanted:
         return {}
-    level = [delayed(_histogram)(p, column, sample, classes, seed, bits) for p in parts]
-    while len(level) > 1:  # summed on the workers: the flow receives one histogram
-        level = [delayed(_add)(*level[i:i + 8]) for i in range(0, len(level), 8)]
-    histogram = dask_compute(level)[0].reshape(len(classes), 1 << bits)
+    histogram = summed([delayed(_histogram)(p, column, sample, classes, seed, bits) for p in parts])
+    histogram = histogram.reshape(len(classes), 1 << bits)
     ends = np.cumsum(histogram, axis=1)
     cell_of = {}
     for c, r in wanted:

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pydantic import Field
 
 from core.errors import DataError, NotFittedError
@@ -239,3 +240,11 @@ def first_bad(mask: np.ndarray, values: pd.Series, rows: np.ndarray) -> tuple[in
 
 def options_field(default: Any, **kwargs: Any) -> Any:
     return Field(default=default, **kwargs)
+
+
+def as_strings(values: pd.Series) -> pa.Array:
+    """A column as one Arrow string array (nulls kept)."""
+    if not len(values):
+        return pa.array([], pa.string())
+    arr = pa.array(values.astype("string"), type=pa.string())
+    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr

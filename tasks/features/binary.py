@@ -31,6 +31,7 @@ from tasks.features.base import (
     ColumnSpec,
     FeatureType,
     MissingStatistics,
+    as_strings,
     first_bad,
     merge_counts,
 )
@@ -77,7 +78,7 @@ class BinaryFeature(FeatureType):
             labels = pa.array(["false", "true"] if is_bool else ["0", "1"], pa.string())
             codes = pa.array((x == 1).astype(np.int8), mask=missing)
             return _string_series(pc.take(labels, codes), values)
-        return _string_series(pc.utf8_trim_whitespace(_arrow_strings(values)), values)
+        return _string_series(pc.utf8_trim_whitespace(as_strings(values)), values)
 
     @property
     def bool_strs(self) -> tuple[set[str], set[str]]:
@@ -144,7 +145,7 @@ class BinaryFeature(FeatureType):
         str2bool = missing_state["str2bool"]
         lookup = dict(str2bool)
         trues, falses = self.bool_strs
-        arr = _arrow_strings(values)
+        arr = as_strings(values)
         for v in pc.unique(arr.drop_null()).to_pylist():  # the few distinct values, not the rows
             if v not in lookup and v.lower() in trues | falses:
                 lookup[v] = v.lower() in trues
@@ -178,13 +179,6 @@ class BinaryFeature(FeatureType):
 
     def output_columns(self, metadata: dict) -> list[ColumnSpec]:
         return [ColumnSpec(self.name, "bool")]
-
-
-def _arrow_strings(values: pd.Series) -> pa.Array:
-    """A column as one Arrow string array, nulls kept (Arrow-backed strings without a copy)."""
-    arr = pa.array(values.array if isinstance(values.array, pd.arrays.ArrowStringArray) else values.astype("string"),
-                   type=pa.string())
-    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
 
 
 def _string_series(arr: pa.Array, like: pd.Series) -> pd.Series:

@@ -54,7 +54,7 @@ from pydantic import Field, model_validator
 
 from core.errors import ConfigError, DataError, NotFittedError
 from storage import string_hash, vocab_store
-from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, first_bad
+from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, as_strings, first_bad
 
 UNK = "<UNK>"
 INLINE_MAX = 100_000  # ids; a larger vocabulary is stored as Parquet (vocab stage); changing it: bump vocab.CODE_VERSION
@@ -495,14 +495,6 @@ class CategoryFeature(FeatureType):
 
     def output_columns(self, metadata: dict) -> list[ColumnSpec]:
         return [ColumnSpec(self.name, "int32")]
-
-
-def as_strings(values: pd.Series) -> pa.Array:
-    """A column as one Arrow string array (nulls kept)."""
-    if not len(values):
-        return pa.array([], pa.string())
-    arr = pa.array(values.astype("string"), type=pa.string())
-    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
 
 
 def _hash_ids(arr: pa.Array, buckets: int, offset: int) -> np.ndarray:
