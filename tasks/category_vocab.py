@@ -6,15 +6,16 @@ the stage's other per-partition work (each partition is prepared once):
 
 1. per partition, Arrow ``value_counts`` of each feature's fit rows -> a long table
    ``(feature, value, count)``;
-2. on a distributed cluster, a shuffle by ``value`` into S output partitions (``DataFrame.shuffle``:
-   p2p, disk-backed). S = the number of input partitions, so a reducer holds about what one
-   partition's counts hold and each owns a disjoint set of values. A local run (one process, which
-   holds each feature's whole vocabulary in step 4 anyway) of at most ``LOCAL_REDUCE_PARTS``
-   partitions merges the counts in a tree instead (``MERGE_FAN_IN`` tables per task: exact sums,
-   so the same result; each merged table holds at most every distinct value once): S = 1, one
-   reducer. At 2M Criteo-like rows (8 partitions) Dask's local disk shuffle cost about as much as
-   the counting itself (hashing every value in pandas, splitting, spilling); more partitions than
-   ``LOCAL_REDUCE_PARTS`` still take it, so memory stays bounded;
+2. the counts merged in a tree (``MERGE_FAN_IN`` tables per task: exact sums; each merged table holds
+   at most every distinct value once), S = 1 output partition, one reducer: locally up to
+   ``LOCAL_REDUCE_PARTS`` partitions (one process, which holds each feature's whole vocabulary in step 4
+   anyway), and on a distributed cluster when all partitions' counts take at most ``TREE_MEMORY_SHARE``
+   of the smallest worker's memory limit (measured on the workers, which hold the counts meanwhile).
+   Otherwise a shuffle by ``value`` into S output partitions (``DataFrame.shuffle``: p2p, disk-backed, or
+   Dask's local disk shuffle). S = the number of input partitions, so a reducer holds about what one
+   partition's counts hold and each owns a disjoint set of values. At 2M Criteo-like rows (8 partitions)
+   the shuffle cost about as much as the counting itself (hashing every value in pandas, splitting,
+   spilling), locally and on a 2-worker cluster;
 3. per output partition (a reducer): exact sums per ``(feature, value)`` (Arrow's hash ``group_by``), then
    ``Candidates.reduce``: values under ``min_frequency`` are dropped (counted into their OOV bucket
    when asked), at most the local top ``most_common`` are kept; the survivors are written to an
@@ -106,8 +107,10 @@ def merge_counts(parts: list) -> pa.Table:
     if table.num_rows == 0:
         return table
     merged = table.group_by([FEATURE, VALUE], use_threads=False).aggregate([(COUNT, "sum"), (FIRST, "min")])
+    # one chunk per column: group_by's chunks are slices of shared buffers, which Dask's sizeof counts once per
+    # chunk (48 chunks of 1.5M rows: 2.4 GB estimated for 50 MB, and a tree's last merge refused as too large)
     return pa.table({FEATURE: merged[FEATURE], VALUE: merged[VALUE], COUNT: merged[f"{COUNT}_sum"],
-                     FIRST: merged[f"{FIRST}_min"]})
+                     FIRST: merged[f"{FIRST}_min"]}).combine_chunks()
 
 
 def reduce_partition(counts, features: list[CategoryFeature], folder: str, index: int, merged: bool = False) -> dict:
@@ -137,10 +140,56 @@ def reduce_partition(counts, features: list[CategoryFeature], folder: str, index
     return {"path": str(path), "stats": stats, "slices": slices}
 
 
-# Up to this many partitions (~16M rows of ingest's parts) a local run merges the counts in a tree; more,
-# or on a distributed cluster, the counts are shuffled by value (steps 2-3 above).
+# Up to this many partitions (~16M rows of ingest's parts) a local run merges the counts in a tree; more are
+# shuffled by value (steps 2-3 above; a distributed cluster decides by the counts' size, TREE_MEMORY_SHARE).
 LOCAL_REDUCE_PARTS = 64
 MERGE_FAN_IN = 8
+
+
+# On a distributed cluster the counts are merged in the tree when all partitions' counts together take at most
+# this share of the smallest worker's memory limit: the tree's last merge holds them (and Arrow's group_by
+# about as much again); Dask's own reductions make the same choice (a tree, ``split_out=1``, for small results).
+TREE_MEMORY_SHARE = 1 / 8
+
+
+def _nbytes(counts: pd.DataFrame) -> int:
+    return int(counts.memory_usage(index=False, deep=True).sum())
+
+
+def _same(value):
+    return value
+
+
+def tree_budget(client) -> int:
+    """Bytes of counts the cluster merges in a tree: ``TREE_MEMORY_SHARE`` of the smallest worker memory
+    limit (a worker without one: this machine's memory, an assumption that holds on one machine)."""
+
+    import psutil
+
+    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    limits = [w.get("memory_limit") or psutil.virtual_memory().total for w in workers]
+    return int(min(limits, default=0) * TREE_MEMORY_SHARE)
+
+
+def _probe(partials: list, counts: list) -> tuple[list, list, bool]:
+    """On a cluster: the counts of the first partitions (one per worker), computed and held by the workers,
+    estimate all partitions' counts (their mean size times the partitions); the tree is chosen when that is
+    within ``tree_budget``. The other partitions are not counted yet, so memory stays as bounded as the
+    shuffle keeps it. Returns the lists with the probed partitions as (Futures wrapped in) delayed values."""
+
+    from distributed import get_client
+
+    client = get_client()
+    k = min(len(counts), max(1, len(client.scheduler_info(n_workers=-1)["workers"])))
+    has_partials = bool(partials)
+    futures = client.compute((partials[:k] if has_partials else []) + counts[:k])  # one _partition task each
+    probed_partials, probed_counts = (futures[:k], futures[k:]) if has_partials else ([], futures)
+    sizes = client.gather(client.map(_nbytes, probed_counts))
+    use_tree = sum(sizes) / k * len(counts) <= tree_budget(client)
+    # a graph built on Futures holds them (one built on persisted Delayed values does not)
+    partials = [delayed(_same)(p) for p in probed_partials] + partials[k:] if has_partials else []
+    counts = (probed_counts if use_tree else [delayed(_same)(c) for c in probed_counts]) + counts[k:]
+    return partials, counts, use_tree
 
 
 def split_out(npartitions: int) -> int:
@@ -168,17 +217,21 @@ def fit_tasks(prepared: list, features: list[CategoryFeature], fit_on: str, fold
     f = frame.shared(features)
     both = [delayed(_partition, nout=2)(p, f, fit_on, partial, partial_args) for p in prepared]
     partials = [b[0] for b in both] if partial is not None else []
-    if not on_cluster() and len(prepared) <= LOCAL_REDUCE_PARTS:  # Dask's threads, or the synchronous scheduler
-        # in this one process: the counts merged in a tree, one reducer, no shuffle (whose graph, hashing,
-        # disk files and DataFrame import cost more than these counts); the same vocabulary (see above)
-        level = [b[1] for b in both]
+    counts = [b[1] for b in both]
+    if on_cluster():  # the first partitions counted first, the tree or the shuffle chosen by their size
+        partials, counts, use_tree = _probe(partials, counts)
+    else:  # Dask's threads, or the synchronous scheduler, in this one process
+        use_tree = len(prepared) <= LOCAL_REDUCE_PARTS
+    if use_tree:  # the counts merged in a tree, one reducer, no shuffle (whose graph, hashing, disk files and
+        # DataFrame import cost more than these counts); the same vocabulary (see above)
+        level = counts
         while len(level) > 1:
             level = [delayed(merge_counts)(level[i:i + MERGE_FAN_IN]) for i in range(0, len(level), MERGE_FAN_IN)]
         # one partition's counts are distinct per (feature, value) too (a value_counts per feature)
         return partials, [delayed(reduce_partition)(level[0], f, str(folder), 0, merged=True)]
     import dask.dataframe as dd  # heavy (~0.65 s import): only for the shuffle of many partitions
 
-    ddf = dd.from_delayed([b[1] for b in both], meta=_meta(), verify_meta=False)
+    ddf = dd.from_delayed(counts, meta=_meta(), verify_meta=False)
     # without a Client Dask picks its "disk" shuffle, after importing distributed to look for one
     method = "disk" if frame.local_only() and dask.config.get("dataframe.shuffle.method", None) is None else None
     shuffled = ddf.shuffle(on=VALUE, npartitions=split_out(len(prepared)), ignore_index=True, shuffle_method=method)
