@@ -33,9 +33,17 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-import soundfile as sf
 
 from storage.media_io import MediaError, store_file, typed_digest
+
+
+def _soundfile():
+    """soundfile (libsndfile through cffi, ~0.17 s to import): loaded when audio is read or written, not by
+    every process that imports the feature types."""
+    import soundfile
+
+    return soundfile
+
 
 FEATURE_TYPES = ("raw", "stft", "stft_phase", "group_delay", "fbank")
 WINDOWS = {"hamming": np.hamming, "hann": np.hanning, "hanning": np.hanning, "blackman": np.blackman,
@@ -197,7 +205,7 @@ def read_audio(data: bytes) -> tuple[np.ndarray, int]:
     if not data:
         raise MediaError("empty file (0 bytes)")
     try:
-        x, rate = sf.read(io.BytesIO(data), dtype="float64", always_2d=True)
+        x, rate = _soundfile().read(io.BytesIO(data), dtype="float64", always_2d=True)
     except Exception as exc:  # libsndfile's errors on untrusted bytes are this value's failure
         raise MediaError(f"not readable audio ({type(exc).__name__}: {exc})") from None
     if x.shape[0] == 0:
@@ -209,7 +217,7 @@ def probe_rate(data: bytes) -> int:
     if not data:
         raise MediaError("empty file (0 bytes)")
     try:
-        return int(sf.info(io.BytesIO(data)).samplerate)
+        return int(_soundfile().info(io.BytesIO(data)).samplerate)
     except Exception as exc:
         raise MediaError(f"not readable audio ({type(exc).__name__}: {exc})") from None
 
@@ -245,7 +253,7 @@ def store_value(cache_dir: str, feature: str, value: Any, default_rate: int | No
     if isinstance(value, (bytes, bytearray, memoryview)):
         data = bytes(value)
         try:
-            ext = "." + sf.info(io.BytesIO(data)).format.lower()
+            ext = "." + _soundfile().info(io.BytesIO(data)).format.lower()
         except Exception:  # not audio soundfile knows: kept as is, it fails when decoded
             ext = ".bin"
         name = typed_digest("bytes", data) + ext
@@ -268,6 +276,6 @@ def store_value(cache_dir: str, feature: str, value: Any, default_rate: int | No
     name = typed_digest("audio", arr.dtype.str, str(arr.shape), str(int(rate)), np.ascontiguousarray(arr).tobytes())
 
     def write_wav(path):
-        sf.write(str(path), arr, int(rate), subtype=subtype, format="WAV")
+        _soundfile().write(str(path), arr, int(rate), subtype=subtype, format="WAV")
 
     return store_file(cache_dir, feature, name + ".wav", write_wav)
