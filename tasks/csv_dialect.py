@@ -284,20 +284,13 @@ def needs_escape(path: str, dialect: Dialect) -> bool:
     if local is not None:
         if os.path.getsize(local) == 0:
             return False
+        # the map is only searched, never viewed by numpy: a numpy view kept alive past the ``with`` (a frame
+        # held by another thread, as Dask's worker profiler does) made closing the map fail (BufferError)
         with open(local, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             if mm.find(target) < 0:
                 return False
-            if target == b"\n":
-                return True
-            view = np.frombuffer(mm, dtype=np.uint8)
-            try:
-                for start in range(0, len(view), SCAN_BLOCK):
-                    stop = min(start + SCAN_BLOCK, len(view))
-                    if _has_data_cr(view[start:stop], int(view[stop]) if stop < len(view) else None):
-                        return True
-                return False
-            finally:
-                del view
+        if target == b"\n":
+            return True
     with open_stream(path) as fh:
         previous = b""
         while True:
