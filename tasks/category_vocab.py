@@ -160,13 +160,12 @@ def _same(value):
     return value
 
 
-def tree_budget(client) -> int:
+def tree_budget(workers: list[dict]) -> int:
     """Bytes of counts the cluster merges in a tree: ``TREE_MEMORY_SHARE`` of the smallest worker memory
     limit (a worker without one: this machine's memory, an assumption that holds on one machine)."""
 
     import psutil
 
-    workers = client.scheduler_info(n_workers=-1)["workers"].values()
     limits = [w.get("memory_limit") or psutil.virtual_memory().total for w in workers]
     return int(min(limits, default=0) * TREE_MEMORY_SHARE)
 
@@ -180,14 +179,15 @@ def _probe(partials: list, counts: list) -> tuple[list, list, bool]:
     from distributed import get_client
 
     client = get_client()
-    k = min(len(counts), max(1, len(client.scheduler_info(n_workers=-1)["workers"])))
-    has_partials = bool(partials)
-    futures = client.compute((partials[:k] if has_partials else []) + counts[:k])  # one _partition task each
-    probed_partials, probed_counts = (futures[:k], futures[k:]) if has_partials else ([], futures)
+    workers = list(client.scheduler_info(n_workers=-1)["workers"].values())
+    k = min(len(counts), max(1, len(workers)))
+    head = partials[:k]  # empty when the stage fits nothing else
+    futures = client.compute(head + counts[:k])  # one _partition task per probed partition
+    probed_partials, probed_counts = futures[:len(head)], futures[len(head):]
     sizes = client.gather(client.map(_nbytes, probed_counts))
-    use_tree = sum(sizes) / k * len(counts) <= tree_budget(client)
+    use_tree = sum(sizes) / k * len(counts) <= tree_budget(workers)
     # a graph built on Futures holds them (one built on persisted Delayed values does not)
-    partials = [delayed(_same)(p) for p in probed_partials] + partials[k:] if has_partials else []
+    partials = [delayed(_same)(p) for p in probed_partials] + partials[k:]
     counts = (probed_counts if use_tree else [delayed(_same)(c) for c in probed_counts]) + counts[k:]
     return partials, counts, use_tree
 
