@@ -53,14 +53,15 @@ def part_summary(path: str, columns: list[str], outputs: list[str], assign, fit_
     fit = fit_mask(split, fit_on)
     in_fit, sampled = pa.array(fit), pa.array(split >= 0)
     present, values, values_all = {}, {}, {}
+    n_fit = int(fit.sum())
     for column in columns:
         col = table.column(column)
         held = pc.and_(pc.is_valid(col), in_fit)
-        present[column] = int(pc.sum(pc.cast(held, pa.int64())).as_py() or 0)
+        present[column] = n_fit if col.null_count == 0 else int(pc.sum(held).as_py() or 0)
         if column in outputs:
             values[column] = _two_values(col, held)
             values_all[column] = _two_values(col, pc.and_(pc.is_valid(col), sampled))
-    return {"fit_rows": int(fit.sum()), "present": present, "values": values, "values_all": values_all}
+    return {"fit_rows": n_fit, "present": present, "values": values, "values_all": values_all}
 
 
 def merge(summaries: list[dict], columns: list[str], outputs: list[str]) -> dict:

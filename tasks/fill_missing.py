@@ -21,20 +21,30 @@ from tasks import combine, custom_plan, frame
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
 from tasks.context import run_cached
+from tasks.features.base import MissingStatistics, NullCount
 from tasks.statistics import Statistics
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 
 
-def _batches(pdf, features, assign, fit_on):
-    """One partition's fit values per feature (the rows a drop_row feature drops left out)."""
+def _batches(pdf, features, assign, fit_on, counted):
+    """One partition's fit values per feature (the rows a drop_row feature drops left out); a feature in
+    ``counted`` (its combiner reads no values) gets the fit rows' ``NullCount`` instead, so its column is
+    not copied."""
     typed = frame.cast_partition(pdf, features, assign)
     drop = np.zeros(len(typed), dtype=bool)
     for f in features:
         if f.missing_strategy == "drop_row":
             drop |= typed[f.name].isna().to_numpy()
-    fit = frame.fit_rows(typed, fit_on, drop)
-    return {f.name: fit[f.name] for f in features}
+    keep = frame.fit_mask(typed, fit_on, drop)
+    valued = [f.name for f in features if f.name not in counted]
+    fit = typed[valued] if keep is None else typed.loc[keep, valued]
+    out = {name: fit[name] for name in valued}
+    size = len(fit)
+    for name in counted:
+        missing = typed[name].isna().to_numpy()
+        out[name] = NullCount(int(np.count_nonzero(missing if keep is None else missing & keep)), size)
+    return out
 
 
 def run(ctx, ingest, split):
@@ -46,7 +56,8 @@ def run(ctx, ingest, split):
         assign = split_mod.load(split)
         parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
         combiners = {f.name: WithNulls(f.missing_combiner()) for f in ctx.features}
-        fitted = combine.fit(combiners, parts, _batches, ctx.features, assign, fit_on)
+        counted = {name for name, c in combiners.items() if not c.needs_values()}
+        fitted = combine.fit(combiners, parts, _batches, ctx.features, assign, fit_on, counted)
         states = {}
         stats = Statistics()
         for f in ctx.features:
@@ -69,6 +80,10 @@ class WithNulls(combine.Combiner):
 
     def add(self, acc, batch):
         return self.inner.add(acc, batch)
+
+    def needs_values(self) -> bool:
+        """False for a ``MissingStatistics`` that reads no values (any other combiner reads them)."""
+        return not isinstance(self.inner, MissingStatistics) or self.inner.needs_values()
 
     def merge(self, a, b):
         return self.inner.merge(a, b)

@@ -252,13 +252,18 @@ def filled_partitions(parts: list, features: list[FeatureType], assign: np.ndarr
     return [delayed(_prepare)(p, f, a, s, c) for p, c in zip(parts, carry_list, strict=True)]
 
 
-def fit_rows(frame: pd.DataFrame, fit_on: str, drop: np.ndarray | None = None) -> pd.DataFrame:
-    """The rows statistics are fitted on (training rows, or all), less the ``drop`` ones; the frame
-    itself (no copy) when that is every row."""
+def fit_mask(frame: pd.DataFrame, fit_on: str, drop: np.ndarray | None = None) -> np.ndarray | None:
+    """Which rows statistics are fitted on (training rows, or all), less the ``drop`` ones; None for all."""
     keep = frame[SPLIT].to_numpy() == 0 if fit_on == "train" else None
     if drop is not None and drop.any():
         keep = ~drop if keep is None else keep & ~drop
-    return frame if keep is None or keep.all() else frame.loc[keep]
+    return None if keep is None or keep.all() else keep
+
+
+def fit_rows(frame: pd.DataFrame, fit_on: str, drop: np.ndarray | None = None) -> pd.DataFrame:
+    """The rows of ``fit_mask``; the frame itself (no copy) when that is every row."""
+    keep = fit_mask(frame, fit_on, drop)
+    return frame if keep is None else frame.loc[keep]
 
 
 def prepared_fit_rows(prepared: Prepared, fit_on: str) -> pd.DataFrame:

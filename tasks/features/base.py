@@ -144,10 +144,23 @@ class FeatureType:
         return f"{self.type_name} feature '{self.name}'"
 
 
+@dataclass(frozen=True)
+class NullCount:
+    """A batch of fit rows reduced to what a missing-value combiner that reads no values needs: how many
+    rows, and how many of them are missing (``MissingStatistics.needs_values``)."""
+
+    nulls: int
+    size: int
+
+
 class MissingStatistics(Combiner):
     """What a missing-value strategy needs, over the fit rows: nulls and rows, the value counts for
     ``fill_with_mode``. ``extract``: the JSON fill state, ``missing_value_strategy`` and
-    ``computed_fill_value`` (None for bfill/ffill/drop_row)."""
+    ``computed_fill_value`` (None for bfill/ffill/drop_row).
+
+    A batch is the fit rows' values (a Series) or, when ``needs_values()`` is false, a ``NullCount``:
+    fill_missing then copies no column it only counts the nulls of (a Criteo-like string column's fit rows
+    cost ~4 ms per 262k rows to gather)."""
 
     def __init__(self, feature: FeatureType):
         self.feature = feature
@@ -156,13 +169,20 @@ class MissingStatistics(Combiner):
     def wants_counts(self) -> bool:
         return self.feature.missing_strategy == "fill_with_mode"
 
+    def needs_values(self) -> bool:
+        """Whether ``add`` reads the values. A subclass with its own ``add`` does unless it says otherwise
+        (by overriding this)."""
+        return self.wants_counts or type(self).add is not MissingStatistics.add
+
     def create(self) -> dict:
         acc: dict[str, Any] = {"nulls": 0, "count": 0}
         if self.wants_counts:
             acc["value_counts"] = {}
         return acc
 
-    def add(self, acc: dict, values: pd.Series) -> dict:
+    def add(self, acc: dict, values: pd.Series | NullCount) -> dict:
+        if isinstance(values, NullCount):
+            return {**acc, "nulls": acc["nulls"] + values.nulls, "count": acc["count"] + values.size}
         out = {**acc, "nulls": acc["nulls"] + int(values.isna().sum()), "count": acc["count"] + int(values.size)}
         if "value_counts" in acc:
             out["value_counts"] = merge_counts(acc["value_counts"], value_counts(values))

@@ -255,6 +255,9 @@ class NumberMissing(MissingStatistics):
             acc["sum"] = ExactSum()
         return acc
 
+    def needs_values(self) -> bool:
+        return self.wants_counts or self.feature.missing_strategy == "fill_with_mean"
+
     def add(self, acc: dict, values: pd.Series) -> dict:
         out = super().add(acc, values)
         if "sum" in acc:
