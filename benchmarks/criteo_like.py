@@ -13,7 +13,7 @@ Config: 13 number features (zscore, mean fill), 26 category features keeping eve
 stored as Parquet), binary label; random split 0.8/0.1/0.1; Parquet shards.
 
 For each worker count a fresh ``LocalCluster`` (processes, 1 thread each, workers with
-``ARROW_DEFAULT_MEMORY_POOL=system``) and a fresh stage cache; records wall time, stage seconds,
+``WORKER_ENV``: Arrow on malloc, glibc's mmap threshold 4 MiB) and a fresh stage cache; records wall time, stage seconds,
 peak RSS (VmHWM) and CPU seconds of each worker (read from the workers after the run) and of the
 prepflow process (VmHWM polled every second; CPU from ``wait4``), and the load average before,
 during (sampled every 10 s) and after. ``--shuffle-volume``: the shuffle volume of the vocabulary fit
@@ -59,6 +59,9 @@ NUMERIC = [f"I{i}" for i in range(1, 14)]
 CATEGORICAL = [f"C{i}" for i in range(1, 27)]
 ZIPF_S = 1.05
 CHUNK = 1_000_000
+# the workers' environment, as README's "Scale out" and the compose file start them: Arrow on malloc, and
+# glibc's heap for blocks up to 4 MiB (Dask's MALLOC_TRIM_THRESHOLD_ would pin mmap's threshold at 128 KiB)
+WORKER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_MMAP_THRESHOLD_": str(4 << 20)}
 HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 
 
@@ -212,7 +215,7 @@ def run_polars(data: Path, work: Path) -> dict:
 
 
 def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str, tree: Path = ROOT,
-             variant: str = "this", profile: Path | None = None) -> dict:
+             variant: str = "this", profile: Path | None = None, worker_env: dict[str, str] | None = None) -> dict:
     """One cold ``prepflow run`` of the checkout ``tree`` (its code in the flow process and the workers);
     ``workers`` 0: without a cluster."""
     import contextlib
@@ -236,7 +239,7 @@ def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str,
             cmd[1:1] = ["-m", "cProfile", "-o", str(profile / f"flow_{variant}_w{workers}.prof")]
         client = None
         if workers:
-            address = stack.enter_context(_cluster(workers, memory_limit, tree, work))
+            address = stack.enter_context(_cluster(workers, memory_limit, tree, work, worker_env or {}))
             client = stack.enter_context(Client(address))
             client.wait_for_workers(workers, timeout=300)
             cmd += ["--dask-address", address]
@@ -269,7 +272,7 @@ def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str,
     return result
 
 
-def _cluster(workers: int, memory_limit: str, tree: Path, work: Path):
+def _cluster(workers: int, memory_limit: str, tree: Path, work: Path, worker_env: dict[str, str]):
     """A scheduler and ``workers`` worker processes (1 thread each) running the checkout ``tree``'s code,
     as separate processes (a scheduler in this process would unpickle task graphs with this checkout's
     modules); yields the scheduler's address."""
@@ -278,7 +281,12 @@ def _cluster(workers: int, memory_limit: str, tree: Path, work: Path):
 
     @contextlib.contextmanager
     def cluster():
-        env = {**os.environ, "PYTHONPATH": str(tree), "ARROW_DEFAULT_MEMORY_POOL": "system"}
+        env = {**os.environ, "PYTHONPATH": str(tree), **WORKER_ENV}
+        for name, value in worker_env.items():  # --worker-env: NAME=VALUE, or NAME= to leave it unset
+            if value:
+                env[name] = value
+            else:
+                env.pop(name, None)
         scheduler_file = work / "scheduler.json"
         scheduler_file.unlink(missing_ok=True)
         dask = str(Path(sys.executable).parent / "dask")
@@ -365,7 +373,13 @@ def main() -> None:
     parser.add_argument("--csv", action="store_true", help="prepflow reads the table as one CSV file")
     parser.add_argument("--profile", type=Path, help="run the flow process under cProfile, writing "
                         "DIR/flow_<variant>_w<workers>.prof (read: python -m pstats FILE, sort cumulative)")
+    parser.add_argument("--worker-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="the workers' environment (both variants; NAME= leaves it unset): replaces WORKER_ENV's")
+    parser.add_argument("--baseline-worker-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="the same, for the baseline's workers only (after --worker-env)")
     args = parser.parse_args()
+    common = dict(e.split("=", 1) for e in args.worker_env)
+    worker_env = {"this": common, "baseline": {**common, **dict(e.split("=", 1) for e in args.baseline_worker_env)}}
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     data = work / f"criteo_like_{args.rows}_rg{args.row_group_rows}.parquet"
@@ -391,7 +405,8 @@ def main() -> None:
     for _ in range(args.repeat):
         for workers in (int(w) for w in args.workers.split(",")):
             for variant, tree in variants:
-                result = run_once(workers, cfg, data, work, args.memory_limit, tree, variant, args.profile)
+                result = run_once(workers, cfg, data, work, args.memory_limit, tree, variant, args.profile,
+                                  worker_env[variant])
                 result["cores"] = os.cpu_count()
                 result["per_row"] = per_row(result, args.rows, polars_cpu)
                 if args.shuffle_volume and volume is None and not args.csv:

@@ -13,6 +13,9 @@ from tasks.config_loader import parse_config
 from tasks.context import RunContext
 from tasks.pipeline import PipelineResult, run_pipeline
 
+ROOT = Path(__file__).resolve().parent.parent
+WORKER_MEMORY_ENV = ("ARROW_DEFAULT_MEMORY_POOL", "MALLOC_MMAP_THRESHOLD_")
+
 
 def write_csv(df: pd.DataFrame, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -82,3 +85,10 @@ class InProcess:
 
     def json(self) -> dict:
         return json.loads(self.stdout.strip().splitlines()[-1])
+
+
+def worker_memory_env() -> dict[str, str]:
+    """The Dask workers' memory settings from the compose file's dask-worker service (README, scaling out),
+    for tests that start workers as the stack does."""
+    environment = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["dask-worker"]["environment"]
+    return {name: str(environment[name]) for name in WORKER_MEMORY_ENV}

@@ -8,8 +8,10 @@ has ``memory_limit=500MB``, of which ~180 MB is the interpreter with pandas, pya
 loaded. ``tasks.category_vocab`` counts per partition, shuffles by value (p2p) and reduces, so a
 worker holds about one partition's counts. The fitted vocabulary (``most_common`` cuts inside the
 count-1 values, so the tie order matters; 4 OOV buckets) must equal the exact one computed here in
-one process. Workers run with ``ARROW_DEFAULT_MEMORY_POOL=system``: Arrow's default allocator keeps
-freed memory, which Dask counts as unmanaged and pauses the worker for (README, scaling out).
+one process. Workers run with the compose file's memory settings (README, scaling out):
+``ARROW_DEFAULT_MEMORY_POOL=system`` (Arrow's default allocator keeps freed memory, which Dask counts as
+unmanaged and pauses the worker for) and ``MALLOC_MMAP_THRESHOLD_`` (glibc's heap for blocks up to 4 MiB),
+which must hold within the memory limit too (at 32 MiB the workers paused for good: the heap kept freed blocks).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+
+from tests.helpers import worker_memory_env
 
 pytestmark = pytest.mark.integration
 
@@ -78,7 +82,14 @@ def _expected(folder: Path):
     return table.slice(0, MOST_COMMON), oov, len(column)
 
 
-def test_million_distinct_values_fit_on_memory_limited_workers(tmp_path):
+def _memory_env() -> dict:
+    """A worker's memory settings, as its process sees them."""
+    import os
+
+    return {name: os.environ.get(name) for name in worker_memory_env()}
+
+
+def test_million_distinct_values_fit_on_memory_limited_workers(tmp_path, monkeypatch):
     import dask
     from dask import delayed
     from distributed import Client, LocalCluster
@@ -97,10 +108,13 @@ def test_million_distinct_values_fit_on_memory_limited_workers(tmp_path):
     features = category_vocab.counted_features(build_all(parse_config(config)))
     assert [f.name for f in features] == ["c"]
     out = tmp_path / "out"
+    for name, value in worker_memory_env().items():  # before the workers are spawned: glibc reads it at start
+        monkeypatch.setenv(name, value)
     with dask.config.set({"dataframe.shuffle.method": "p2p"}), \
             LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=MEMORY_LIMIT,
-                         host="127.0.0.1", dashboard_address=None, worker_dashboard_address=None,
-                         env={"ARROW_DEFAULT_MEMORY_POOL": "system"}) as cluster, Client(cluster) as client:
+                         host="127.0.0.1", dashboard_address=None, worker_dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        assert client.run(_memory_env) == {w: worker_memory_env() for w in client.scheduler_info()["workers"]}
         workers = set(client.scheduler_info()["workers"])
         prepared = [delayed(_read)(str(p)) for p in sorted(data.glob("*.parquet"))]
         _, reducers = category_vocab.fit_tasks(prepared, features, "all", out / "_candidates")

@@ -40,6 +40,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers import worker_memory_env
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -203,7 +205,7 @@ def stack(tmp_path_factory):
             st.start(f"dask-worker-{i}", [str(BIN / "dask"), "worker", st.dask_address, "--nworkers", "1",
                                           "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard",
                                           "--local-directory", str(tmp / f"dask-worker-{i}")],
-                     cwd=tmp / f"dask-worker-{i}")
+                     env=worker_memory_env(), cwd=tmp / f"dask-worker-{i}")  # the compose file's settings
         st.wait_http("s3", endpoint, 60)
         import boto3
 
