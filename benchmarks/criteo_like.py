@@ -358,6 +358,13 @@ def per_row(result: dict, rows: int, polars_cpu: float | None) -> dict:
     return out
 
 
+def _name_value(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE (or NAME= to leave NAME unset), got {text!r}")
+    return name, value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=2_000_000)
@@ -373,13 +380,13 @@ def main() -> None:
     parser.add_argument("--csv", action="store_true", help="prepflow reads the table as one CSV file")
     parser.add_argument("--profile", type=Path, help="run the flow process under cProfile, writing "
                         "DIR/flow_<variant>_w<workers>.prof (read: python -m pstats FILE, sort cumulative)")
-    parser.add_argument("--worker-env", action="append", default=[], metavar="NAME=VALUE",
+    parser.add_argument("--worker-env", action="append", default=[], metavar="NAME=VALUE", type=_name_value,
                         help="the workers' environment (both variants; NAME= leaves it unset): replaces WORKER_ENV's")
-    parser.add_argument("--baseline-worker-env", action="append", default=[], metavar="NAME=VALUE",
+    parser.add_argument("--baseline-worker-env", action="append", default=[], metavar="NAME=VALUE", type=_name_value,
                         help="the same, for the baseline's workers only (after --worker-env)")
     args = parser.parse_args()
-    common = dict(e.split("=", 1) for e in args.worker_env)
-    worker_env = {"this": common, "baseline": {**common, **dict(e.split("=", 1) for e in args.baseline_worker_env)}}
+    common = dict(args.worker_env)
+    worker_env = {"this": common, "baseline": {**common, **dict(args.baseline_worker_env)}}
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     data = work / f"criteo_like_{args.rows}_rg{args.row_group_rows}.parquet"

@@ -43,6 +43,11 @@ class Combiner:
     def extract(self, acc: Any) -> Any:
         return acc
 
+    def needs_values(self) -> bool:
+        """Whether ``add`` reads the batch's values; a combiner that says no may be given a summary batch
+        instead (a missing-value combiner: ``tasks.features.base.NullCount``). Yes by default."""
+        return True
+
 
 def accumulate(combiners: Mapping[Hashable, Combiner], batches: Mapping[Hashable, Any]) -> dict:
     """One partition's accumulators (on a worker): ``add(create(), batch)`` per combiner whose key is in

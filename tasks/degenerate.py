@@ -56,8 +56,11 @@ def part_summary(path: str, columns: list[str], outputs: list[str], assign, fit_
     n_fit = int(fit.sum())
     for column in columns:
         col = table.column(column)
-        held = pc.and_(pc.is_valid(col), in_fit)
-        present[column] = n_fit if col.null_count == 0 else int(pc.sum(held).as_py() or 0)
+        if col.null_count == 0:  # every fit row holds a value
+            held, present[column] = in_fit, n_fit
+        else:
+            held = pc.and_(pc.is_valid(col), in_fit)
+            present[column] = int(pc.sum(held).as_py() or 0)
         if column in outputs:
             values[column] = _two_values(col, held)
             values_all[column] = _two_values(col, pc.and_(pc.is_valid(col), sampled))

@@ -21,7 +21,7 @@ from tasks import combine, custom_plan, frame
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
 from tasks.context import run_cached
-from tasks.features.base import MissingStatistics, NullCount
+from tasks.features.base import NullCount
 from tasks.statistics import Statistics
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
@@ -82,8 +82,7 @@ class WithNulls(combine.Combiner):
         return self.inner.add(acc, batch)
 
     def needs_values(self) -> bool:
-        """False for a ``MissingStatistics`` that reads no values (any other combiner reads them)."""
-        return not isinstance(self.inner, MissingStatistics) or self.inner.needs_values()
+        return self.inner.needs_values()
 
     def merge(self, a, b):
         return self.inner.merge(a, b)
