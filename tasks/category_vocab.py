@@ -54,7 +54,7 @@ import pyarrow.feather as feather
 from dask import delayed
 
 from storage import vocab_store
-from tasks import frame
+from tasks import fitted_metadata, frame
 from tasks.dask_run import on_cluster
 from tasks.features.category import Candidates, CategoryFeature, as_strings, sum_buckets
 from tasks.ingest_common import write_ipc
@@ -273,7 +273,7 @@ def extract_feature(f: CategoryFeature, index: int, reduced: list[dict], out: st
         rel = f"{VOCAB_DIR}/.feature-{index:05d}.parquet"
         return {"path": rel, **vocab_store.write(Path(out) / rel, values, counts)}
 
-    return f.vocabulary_metadata(cand, store)
+    return fitted_metadata.pack(f.vocabulary_metadata(cand, store))  # the flow writes it without parsing it
 
 
 def extract(features: list[CategoryFeature], reduced: list[dict], out: Path) -> dict[str, dict]:

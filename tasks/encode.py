@@ -97,11 +97,13 @@ def run(ctx, ingest, split, missing, balance, fitted):
     def compute(out: Path) -> Statistics:
         assign = split_mod.load(split)
         states = fill_missing.load(missing)
-        metadata = vocab.load(fitted, resolve_files=True)  # workers read Parquet vocabularies by path
         mult = balance_mod.load(balance)
         parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
         prepared = filled_partitions(parts, ctx.features, assign, states)
-        f, md, m = frame.shared(ctx.features), frame.shared(metadata), frame.shared(mult)
+        # the metadata with its inline vocabularies, read by one task (on a worker of a cluster): the flow
+        # process never parses them (tasks.fitted_metadata); workers read Parquet vocabularies by path
+        md = delayed(vocab.load_full, pure=True)(str(fitted.path), resolve_files=True)
+        f, m = frame.shared(ctx.features), frame.shared(mult)
 
         results = frame.compute([delayed(_encode_partition)(p, i, f, md, m, out) for i, p in enumerate(prepared)])
         stats = Statistics()

@@ -53,7 +53,7 @@ from storage import media, npy
 from storage.fs import write_at
 from storage.hashing import stable_hash
 from storage.remote import is_remote
-from tasks import frame, progress, vocab
+from tasks import fitted_metadata, frame, progress, vocab
 from tasks.context import StageResult, run_cached
 from tasks.dask_run import on_cluster
 from tasks.encode import split_parts, to_arrow
@@ -308,7 +308,7 @@ def _slots(parts: list[Part], src: Sources, split_id: int) -> SplitSlots:
 
 def _compute(ctx, out: Path, fitted, parts: list[Part], all_sources: list[Sources], content: str,
              fit_on: str) -> Statistics:
-    metadata = vocab.load(fitted)
+    metadata = vocab.load_full(fitted.path)  # rewritten below, inline vocabularies included
     stats = Statistics()
     codecs = {}
     for src in all_sources:
@@ -338,7 +338,7 @@ def _compute(ctx, out: Path, fitted, parts: list[Part], all_sources: list[Source
             w.abort()
         slots.clear()
         shutil.rmtree(scratch, ignore_errors=True)
-    (out / vocab.METADATA_FILE).write_text(json.dumps(metadata, sort_keys=True, ensure_ascii=False))
+    fitted_metadata.write(out, metadata)
     vocab.copy_files(fitted, metadata, out, link=True)  # Parquet vocabularies: publish reads them from this entry
     (out / "encode.json").write_text(json.dumps({"rows": counts, "parts": len(parts)}))
     (out / STATE_FILE).write_text(json.dumps({"content": content, "code_version": CODE_VERSION,

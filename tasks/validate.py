@@ -62,7 +62,7 @@ from storage import npy
 from storage.cache import StageCache
 from storage.hashing import stable_hash
 from tasks import balance as balance_mod
-from tasks import custom_plan, frame, infer_types, ingest, vocab
+from tasks import custom_plan, fitted_metadata, frame, infer_types, ingest, vocab
 from tasks import encode as encode_mod
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
@@ -173,7 +173,7 @@ def id_range(feature, column, metadata: dict) -> tuple[int, int] | None:
     ranges = getattr(feature, "id_ranges", None)
     if callable(ranges):
         return ranges(metadata).get(column.name)
-    if not column.dtype.startswith("int") or "idx2str" not in metadata:
+    if not column.dtype.startswith("int") or not fitted_metadata.has_vocabulary(metadata):
         return None
     if getattr(feature, "type_name", "") in ("set", "bag"):  # multi-hot counts, not ids
         return None

@@ -5,12 +5,12 @@ per Dask partition ``create`` + ``add`` of its filled fit values (``combine.accu
 task as the category counts), then ``merge`` (exact, so the order does not matter) and ``extract``
 into JSON metadata (``combine.merge_extract``). Category vocabularies are counted by
 ``tasks.category_vocab`` (a shuffle, for vocabularies no process holds). Output: ``training_set_metadata.json`` with Ludwig's
-keys per feature plus ``type``, ``column`` and ``preprocessing`` (with ``computed_fill_value``).
+keys per feature plus ``type``, ``column`` and ``preprocessing`` (with ``computed_fill_value``), and its
+summary without the inline vocabularies, which is what the flow process reads (``tasks.fitted_metadata``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
@@ -18,7 +18,7 @@ from pathlib import Path
 from core.code_version import module_version
 from core.errors import DataError
 from storage import vocab_store
-from tasks import category_vocab, combine, custom_stages, fill_missing, frame
+from tasks import category_vocab, combine, custom_stages, fill_missing, fitted_metadata, frame
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod
 from tasks.context import run_cached
@@ -26,7 +26,7 @@ from tasks.prepared import filled_partitions
 from tasks.statistics import Statistics
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
-METADATA_FILE = "training_set_metadata.json"
+METADATA_FILE = fitted_metadata.METADATA_FILE
 
 
 def _accumulate(prepared, combiners, fit_on):
@@ -66,26 +66,33 @@ def run(ctx, ingest, split, missing):
                 stats.counter(f"vocab.size.{f.name}", meta["vocab_size"])
             metadata[f.name] = meta
         custom_stages.annotate_metadata(metadata, states)  # features custom stages make carry the plan (serving)
-        (out / METADATA_FILE).write_text(json.dumps(metadata, sort_keys=True, ensure_ascii=False))
+        fitted_metadata.write(out, metadata)  # category vocabularies arrive serialized (fitted_metadata.Raw)
         return stats
 
     return run_cached(ctx, "vocab", CODE_VERSION, [ingest.key, split.key, missing.key], config_slice, compute)
 
 
-def load(result, resolve_files: bool = False) -> dict:
-    """The fitted metadata; ``resolve_files``: with the absolute ``vocab_path`` of each Parquet
-    vocabulary (for encoding; never for publishing)."""
-    metadata = json.loads((Path(result.path) / METADATA_FILE).read_text())
+def load(result) -> dict:
+    """The fitted metadata without its inline vocabularies (``fitted_metadata.summary``): what the flow
+    process needs (vocabulary sizes, Parquet vocabulary references, sequence lengths)."""
+    return fitted_metadata.read_summary(result.path)
+
+
+def load_full(path: str | Path, resolve_files: bool = False) -> dict:
+    """The fitted metadata of the entry at ``path``, inline vocabularies included (for encoding, on the
+    workers); ``resolve_files``: with the absolute ``vocab_path`` of each Parquet vocabulary (never for
+    publishing)."""
+    metadata = fitted_metadata.read_full(path)
     if resolve_files:
-        metadata = vocab_store.resolve(metadata, result.path)
+        metadata = vocab_store.resolve(metadata, str(path))
     return metadata
 
 
 def copy_metadata(result, dest: Path) -> None:
     """Copy the entry's ``training_set_metadata.json`` into ``dest``. Its writers (this stage and
-    media_cache) write ``json.dumps(metadata, sort_keys=True, ensure_ascii=False)``, so the copy is what
-    dumping the loaded metadata again would give, without the encoding (~10 MB, the larger part of
-    publish's own CPU at 1M Criteo-like rows, whose vocabularies of up to 100,000 ids are inline)."""
+    media_cache, through ``fitted_metadata.write``) write the bytes of ``json.dumps(metadata, sort_keys=True,
+    ensure_ascii=False)``, so the copy is what dumping the loaded metadata again would give, without the
+    parse and the encoding (inline vocabularies of up to 100,000 ids each: ~5.5 MB at 2M Criteo-like rows)."""
 
     shutil.copyfile(Path(result.path) / METADATA_FILE, dest / METADATA_FILE)
 
