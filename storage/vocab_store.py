@@ -128,6 +128,8 @@ class _HashIndex:
         self.rows = order
         repeated = self.hashes[1:] == self.hashes[:-1]
         self.shared = np.unique(self.hashes[1:][repeated])
+        in_group = np.isin(self.hashes, self.shared)  # the rows of the values that share a hash (rarely any)
+        self.shared_rows = self.rows[in_group]
 
     def positions(self, values: pa.Array, query: pa.Array) -> np.ndarray:
         if query.type != values.type:
@@ -144,9 +146,7 @@ class _HashIndex:
         if len(self.shared):
             ambiguous = np.flatnonzero(np.isin(qh, self.shared))
             if len(ambiguous):
-                lo = np.searchsorted(self.hashes, self.shared, "left")
-                hi = np.searchsorted(self.hashes, self.shared, "right")
-                group = np.concatenate([self.rows[a:b] for a, b in zip(lo, hi, strict=True)])
+                group = self.shared_rows
                 at_group = pc.index_in(query.take(pa.array(ambiguous)), value_set=values.take(pa.array(group)))
                 found = at_group.is_valid().to_numpy(zero_copy_only=False)
                 out[ambiguous] = np.where(found, group[at_group.fill_null(0).to_numpy(zero_copy_only=False)], -1)

@@ -43,6 +43,7 @@ from storage.fs import filesystem
 from storage.media import open_media_columns
 from storage.split_binary import prepflow_view
 from storage.tmpdirs import TempFile, sweep
+from tasks import fitted_metadata
 from tasks.constants import SPLIT_NAMES
 from tasks.statistics import summary_rows
 
@@ -377,8 +378,7 @@ def features_section(view: ArtifactView, features: list[tuple[str, bool]], ids: 
     return "".join(feature_block(view, name, is_output, ids[name]) for name, is_output in features)
 
 
-SKIP_META = {"idx2str", "str2idx", "str2freq", "char_idx2str", "char_str2idx", "char_str2freq", "str2idf",
-             "preprocessing", "type", "column", "codec", "str2bool"}
+SKIP_META = fitted_metadata.VOCABULARY_KEYS | {"preprocessing", "type", "column", "codec", "str2bool"}
 
 
 def fitted_values(meta: dict) -> list[list[Any]]:
