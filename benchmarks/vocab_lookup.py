@@ -6,11 +6,13 @@ partitions (the pipeline's default is one per 256k rows). Each pass does what
 ``CategoryFeature._encode_with_file`` does for one column: builds the lookup once, then per partition
 ``pc.dictionary_encode`` and ``VocabLookup.positions`` of the distinct values. Also timed:
 ``pc.index_in(rows, value_set=vocabulary)`` per partition (the vocabulary's hash table rebuilt each
-time). ``--code DIR`` imports ``storage.vocab_store`` from another checkout (e.g. a ``git worktree``
+time). ``--stored-index``: also the lookup with the hash index the vocab stage stores beside a large
+vocabulary (``vocab_store.write_index``, written once and timed apart) memory-mapped instead of built, as
+each worker process does. ``--code DIR`` imports ``storage.vocab_store`` from another checkout (e.g. a ``git worktree``
 of an older commit) to compare implementations; both must give the same positions.
 
 Usage: ``.venv/bin/python benchmarks/vocab_lookup.py [--vocab 1000000] [--rows 2048000] [--partitions 8]
-[--zipf 1.1] [--repeat 5] [--code DIR]``
+[--zipf 1.1] [--repeat 5] [--stored-index] [--code DIR]``
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ def main() -> None:
     parser.add_argument("--zipf", type=float, default=1.1)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--code", default=None, help="import storage.vocab_store from this checkout")
+    parser.add_argument("--stored-index", action="store_true", help="also time a lookup that maps a stored index")
     args = parser.parse_args()
     store = load_vocab_store(args.code)
     rng = np.random.default_rng(0)
@@ -64,8 +67,18 @@ def main() -> None:
     size = args.rows // args.partitions
     parts = [rows.slice(i * size, size if i < args.partitions - 1 else None) for i in range(args.partitions)]
 
-    def join() -> np.ndarray:
-        lookup = store.VocabLookup(vocab)
+    index_file = None
+    if args.stored_index:
+        import tempfile
+
+        folder = tempfile.TemporaryDirectory()
+        start = cpu()
+        index_file = store.write_index(Path(folder.name) / "vocab.parquet", vocab, 0)
+        print(f"write_index (once per column, in the vocab stage): {cpu() - start:.3f} CPU s, "
+              f"{index_file.stat().st_size / 2**20:.0f} MiB")
+
+    def join(index=None) -> np.ndarray:
+        lookup = store.VocabLookup(vocab) if index is None else store.VocabLookup(vocab, 0, index)
         out = []
         for part in parts:
             encoded = pc.dictionary_encode(part)
@@ -75,9 +88,12 @@ def main() -> None:
     def index_in_rows() -> np.ndarray:
         return np.concatenate([pc.index_in(p, value_set=vocab).fill_null(-1).to_numpy() for p in parts])
 
-    times: dict[str, list[float]] = {"VocabLookup": [], "index_in per partition": []}
+    variants = [("VocabLookup", join), ("index_in per partition", index_in_rows)]
+    if index_file is not None:
+        variants.insert(1, ("VocabLookup, stored index mapped", lambda: join(index_file)))
+    times: dict[str, list[float]] = {name: [] for name, _fn in variants}
     for r in range(args.repeat):
-        for name, fn in (("VocabLookup", join), ("index_in per partition", index_in_rows)):
+        for name, fn in variants:
             start = cpu()
             out = fn()
             times[name].append(cpu() - start)

@@ -251,10 +251,11 @@ def _empty_candidates() -> pa.Table:
     return pa.table({VALUE: pa.array([], pa.string()), COUNT: pa.array([], pa.int64()), FIRST: pa.array([], pa.int64())})
 
 
-def extract_feature(f: CategoryFeature, index: int, reduced: list[dict], out: str) -> dict:
+def extract_feature(f: CategoryFeature, index: int, reduced: list[dict], out: str, index_min: int | None = None) -> dict:
     """One feature's metadata from its slices of the reducers' candidate files (a Dask task): the global
     order and top ``most_common``; a large vocabulary is written to ``out/vocab/.feature-<index>.parquet``
-    (``extract`` gives it its name)."""
+    (``extract`` gives it its name), with its hash index (``vocab_store.write_index``) when it holds more than
+    ``index_min`` values that encoding looks up."""
 
 
     tables = []
@@ -271,25 +272,36 @@ def extract_feature(f: CategoryFeature, index: int, reduced: list[dict], out: st
 
     def store(values, counts):
         rel = f"{VOCAB_DIR}/.feature-{index:05d}.parquet"
-        return {"path": rel, **vocab_store.write(Path(out) / rel, values, counts)}
+        stored = vocab_store.write(Path(out) / rel, values, counts)
+        first = f.vocab_file_first()
+        if index_min is not None and len(values) - first > index_min:
+            vocab_store.write_index(Path(out) / rel, values, first)
+        return {"path": rel, **stored}
 
     return fitted_metadata.pack(f.vocabulary_metadata(cand, store))  # the flow writes it without parsing it
 
 
-def extract(features: list[CategoryFeature], reduced: list[dict], out: Path) -> dict[str, dict]:
+def extract(features: list[CategoryFeature], reduced: list[dict], out: Path,
+            index_min: int | None = None) -> dict[str, dict]:
     """Feature name -> metadata, one ``extract_feature`` task per feature; large vocabularies go to
-    ``out/vocab/`` (named here, in feature order). The candidate files are deleted afterwards."""
+    ``out/vocab/`` (named here, in feature order), with their hash index above ``index_min`` values. The
+    candidate files are deleted afterwards."""
 
     if not features:
         return {}
     r = frame.shared(reduced)
-    metas = frame.compute([delayed(extract_feature, pure=False)(f, i, r, str(out)) for i, f in enumerate(features)])
+    metas = frame.compute([delayed(extract_feature, pure=False)(f, i, r, str(out), index_min)
+                           for i, f in enumerate(features)])
     taken: set[str] = set()
     metadata = {}
     for f, meta in zip(features, metas, strict=True):
         if "vocab_file" in meta:  # the file's name: a slug of the feature's, unique (in feature order)
             rel = file_name(f.name, taken)
             (out / meta["vocab_file"]["path"]).replace(out / rel)
+            first = f.vocab_file_first()
+            if vocab_store.index_path(out / meta["vocab_file"]["path"], first).is_file():
+                vocab_store.index_path(out / meta["vocab_file"]["path"], first).replace(
+                    vocab_store.index_path(out / rel, first))
             meta["vocab_file"] = {**meta["vocab_file"], "path": rel}
         metadata[f.name] = meta
     for r in reduced:

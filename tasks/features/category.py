@@ -230,6 +230,11 @@ class CategoryFeature(FeatureType):
     def ludwig(self) -> bool:
         return self.options.symbols == "ludwig"
 
+    def vocab_file_first(self) -> int:
+        """The reserved rows of this feature's vocabulary file that encoding does not look values up in:
+        ``<UNK>`` and the OOV buckets (``_encode_with_file``), none with ``symbols: ludwig``."""
+        return 0 if self.ludwig else 1 + self.options.num_oov_buckets
+
     def reads_missing_as_fill(self) -> bool:
         """An input filled with ``<UNK>`` (the default): a missing value counts as ``<UNK>`` in the fit (``add``)
         and encodes to its id 0, as a written ``<UNK>`` does. Not with ``symbols: ludwig`` (a filled ``<UNK>``

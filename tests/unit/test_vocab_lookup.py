@@ -1,16 +1,24 @@
 """The lookup of a partition's values in a large (Parquet) vocabulary (storage/vocab_store.py): the scan
 (``index_in`` of the vocabulary into the query's values) and the hash index (sorted string hashes,
-``searchsorted``, the strings compared) find the same rows, also when vocabulary values share a hash."""
+``searchsorted``, the strings compared) find the same rows, also when vocabulary values share a hash; the
+index the vocab stage stores beside a large vocabulary is mapped instead of built, refused when damaged,
+and changes no published byte."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage import string_hash, vocab_store
+from core.errors import IntegrityError
+from storage import Artifact, string_hash, vocab_store
+from tasks.features import category
+from tests.helpers import artifact_files, run, without_created_at, write_csv
 
 WORDS = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=5)
 
@@ -28,7 +36,7 @@ def test_scan_and_hash_index_find_the_same_rows(vocab, query, first):
     want = expected(vocab, first, query)
     if len(lookup) and len(query):
         assert lookup._scan(q).tolist() == want
-        index = vocab_store._HashIndex(lookup.values)
+        index = vocab_store._HashIndex.build(lookup.values)
         assert index.positions(lookup.values, q).tolist() == want
     assert lookup.positions(q).tolist() == want
 
@@ -43,7 +51,7 @@ def _weak_hash(values) -> np.ndarray:
 def test_values_that_share_a_hash_are_told_apart_by_their_strings(vocab, query):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(string_hash, "hash_strings", _weak_hash)
-        index = vocab_store._HashIndex(pa.array(vocab, pa.string()))
+        index = vocab_store._HashIndex.build(pa.array(vocab, pa.string()))
         got = index.positions(pa.array(vocab, pa.string()), pa.array(query, pa.string()))
     assert got.tolist() == expected(vocab, 0, query)
 
@@ -58,3 +66,89 @@ def test_a_query_much_smaller_than_the_vocabulary_takes_the_hash_index():
     assert lookup._index is not None  # built once, kept for the next partitions
     large = pa.array([f"w{int(i)}" for i in rng.choice(6000, 1000, replace=False)])
     assert lookup.positions(large).tolist() == expected(words, 0, large.to_pylist())
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(WORDS, unique=True, max_size=60), st.lists(WORDS, unique=True, min_size=1, max_size=30),
+       st.integers(0, 3))
+def test_a_stored_index_finds_the_rows_the_built_one_finds(tmp_path_factory, vocab, query, first):
+    values = pa.array(vocab, pa.string())
+    path = tmp_path_factory.mktemp("index") / "v.parquet"
+    stored = vocab_store.write_index(path, values, first)
+    assert stored == vocab_store.index_path(path, first)
+    index = vocab_store._HashIndex.load(stored, max(len(vocab) - first, 0))
+    if len(vocab) > first:  # (VocabLookup answers a query of an empty vocabulary itself)
+        got = index.positions(values.slice(first), pa.array(query, pa.string()))
+        assert got.tolist() == expected(vocab, first, query)
+
+
+def _words(n: int, seed: int) -> list[str]:
+    return [f"w{int(i)}" for i in np.random.default_rng(seed).permutation(n)]
+
+
+def test_lookup_maps_the_stored_index_instead_of_building_it(tmp_path, monkeypatch):
+    words = ["<UNK>", *_words(5000, 4)]
+    path = tmp_path / "vocab.parquet"
+    ref = vocab_store.write(path, pa.array(words), np.ones(len(words), np.int64))
+    vocab_store.write_index(path, pa.array(words), 1)
+    monkeypatch.setattr(vocab_store, "_CACHE", {})
+
+    def no_build(values):
+        raise AssertionError("the stored index should have been mapped")
+
+    monkeypatch.setattr(vocab_store._HashIndex, "build", staticmethod(no_build))
+    lookup = vocab_store.lookup(str(path), ref["sha256"], 1)
+    query = pa.array(["w17", "<UNK>", "nope", words[-1], words[1]])
+    assert lookup.positions(query).tolist() == expected(words, 1, query.to_pylist())
+    assert isinstance(lookup._index.hashes, np.memmap)
+    with pytest.raises(AssertionError, match="mapped"):  # another ``first``: no stored index, built
+        vocab_store.lookup(str(path), ref["sha256"], 0).positions(query)
+
+
+def test_a_damaged_index_is_refused_naming_its_file(tmp_path):
+    values = pa.array(_words(300, 5))
+    stored = vocab_store.write_index(tmp_path / "v.parquet", values, 0)
+    with pytest.raises(IntegrityError, match=r"v\.parquet\.hash-index-0\.npy.*expected \(2, 301\)"):
+        vocab_store._HashIndex.load(stored, 301)
+    arr = np.load(stored)
+    np.save(stored, arr[:, ::-1].copy())  # hashes out of order
+    with pytest.raises(IntegrityError, match=r"hash-index-0\.npy: .*damaged"):
+        vocab_store._HashIndex.load(stored, 300)
+    arr[1, 7] = 300  # a row past the vocabulary
+    np.save(stored, arr)
+    with pytest.raises(IntegrityError, match="damaged"):
+        vocab_store._HashIndex.load(stored, 300)
+    stored.write_bytes(b"not an npy file")
+    with pytest.raises(IntegrityError, match="unreadable"):
+        vocab_store._HashIndex.load(stored, 300)
+
+
+def test_the_vocab_stage_stores_the_index_of_a_vocabulary_every_partition_is_small_against(tmp_path, monkeypatch):
+    """1,000 distinct values in 2,000 rows: in 40 partitions (50 rows each, 16 x 50 < 1,000) the vocab stage
+    stores the index and encode maps it; in one partition it stores none. Same published bytes."""
+    monkeypatch.setattr(category, "INLINE_MAX", 5)  # a Parquet vocabulary
+    rng = np.random.default_rng(6)
+    df = pd.DataFrame({"tag": [f"t{int(i)}" for i in rng.permutation(np.arange(2000) % 1000)],
+                       "y": rng.choice([0, 1], 2000)})
+    data = write_csv(df, tmp_path / "data.csv")
+    config = {"input_features": [{"name": "tag", "type": "category"}],
+              "output_features": [{"name": "y", "type": "binary"}],
+              "preprocessing": {"split": {"type": "random", "probabilities": [0.8, 0.1, 0.1]}}}
+    built = []
+    original = vocab_store._HashIndex.build.__func__
+    monkeypatch.setattr(vocab_store._HashIndex, "build",
+                        classmethod(lambda cls, values: built.append(len(values)) or original(cls, values)))
+    files = {}
+    for n in (40, 1):
+        monkeypatch.setattr(vocab_store, "_CACHE", {})
+        result = run(config, data, tmp_path / f"n{n}", npartitions=n)
+        entry = Path(next(s for s in result.stages if s.stage == "vocab").path)
+        indexes = sorted(p.name for p in (entry / "vocab").glob("*.npy"))
+        assert indexes == (["tag.parquet.hash-index-1.npy"] if n == 40 else []), n
+        art = Artifact.open(result.artifact["artifact_path"], verify=True)
+        assert not any(name.endswith(".npy") and "hash-index" in name for name in art.manifest["files"])
+        files[n] = without_created_at(artifact_files(art.path))
+        kept = art.metadata["tag"]["vocab_size"] - 1  # the values of the training rows, less <UNK>
+    # once, by the vocab stage (n=40), over the kept values; in 1 partition every query is scanned
+    assert built == [kept] and kept > 16 * 50
+    assert files[40] == files[1]
