@@ -11,9 +11,10 @@ the stage's other per-partition work (each partition is prepared once):
    ``LOCAL_REDUCE_PARTS`` partitions (one process, which holds each feature's whole vocabulary in step 4
    anyway), and on a distributed cluster when all partitions' counts take at most ``TREE_MEMORY_SHARE``
    of the smallest worker's memory limit (measured on the workers, which hold the counts meanwhile).
-   Otherwise a shuffle by ``value`` into S output partitions (``DataFrame.shuffle``: p2p, disk-backed, or
-   Dask's local disk shuffle). S = the number of input partitions, so a reducer holds about what one
-   partition's counts hold and each owns a disjoint set of values. At 2M Criteo-like rows (8 partitions)
+   Otherwise a shuffle by ``value`` (on its string hash: ``with_bucket``) into S output partitions
+   (``DataFrame.shuffle``: p2p, disk-backed, or Dask's local disk shuffle). S = the number of input
+   partitions, so a reducer holds about what one partition's counts hold and each owns a disjoint set of
+   values. At 2M Criteo-like rows (8 partitions)
    the shuffle cost about as much as the counting itself (hashing every value in pandas, splitting,
    spilling), locally and on a 2-worker cluster;
 3. per output partition (a reducer): exact sums per ``(feature, value)`` (Arrow's hash ``group_by``), then
@@ -53,7 +54,7 @@ import pyarrow as pa
 import pyarrow.feather as feather
 from dask import delayed
 
-from storage import vocab_store
+from storage import string_hash, vocab_store
 from tasks import fitted_metadata, frame
 from tasks.dask_run import on_cluster
 from tasks.features.category import Candidates, CategoryFeature, as_strings, sum_buckets
@@ -61,6 +62,7 @@ from tasks.ingest_common import write_ipc
 
 VOCAB_DIR = "vocab"
 FEATURE, VALUE, COUNT, FIRST = "feature", "value", "count", "first"
+BUCKET = "bucket"  # the shuffle's key: the value's string hash (``with_bucket``)
 
 
 def counted_features(features: list) -> list[CategoryFeature]:
@@ -192,6 +194,20 @@ def _probe(partials: list, counts: list) -> tuple[list, list, bool]:
     return partials, counts, use_tree
 
 
+def with_bucket(counts: pd.DataFrame) -> pd.DataFrame:
+    """The counts with ``BUCKET``, each value's 64-bit ``string_hash`` (as int64), which the shuffle partitions
+    on: the same value gets the same bucket in every partition. Dask hashes the column it shuffles on with
+    pandas, which hashes a string column as Python objects (~280 ns a value, ~6 % of a 20M-row run's worker
+    CPU); an int64 column costs it ~11 ns, the xxh3 hash ~80 ns (benchmarks/RESULTS.md, issue 19 eighth pass)."""
+    values = pa.array(counts[VALUE].array)
+    return counts.assign(**{BUCKET: string_hash.hash_strings(values).view(np.int64) if len(values)
+                            else np.zeros(0, np.int64)})
+
+
+def _bucket_meta() -> pd.DataFrame:
+    return _meta().assign(**{BUCKET: np.zeros(0, np.int64)})
+
+
 def split_out(npartitions: int) -> int:
     """Shuffle output partitions: as many as input partitions, so that a reducer holds about what one
     partition's counts hold."""
@@ -231,10 +247,10 @@ def fit_tasks(prepared: list, features: list[CategoryFeature], fit_on: str, fold
         return partials, [delayed(reduce_partition)(level[0], f, str(folder), 0, merged=True)]
     import dask.dataframe as dd  # heavy (~0.65 s import): only for the shuffle of many partitions
 
-    ddf = dd.from_delayed(counts, meta=_meta(), verify_meta=False)
+    ddf = dd.from_delayed(counts, meta=_meta(), verify_meta=False).map_partitions(with_bucket, meta=_bucket_meta())
     # without a Client Dask picks its "disk" shuffle, after importing distributed to look for one
     method = "disk" if frame.local_only() and dask.config.get("dataframe.shuffle.method", None) is None else None
-    shuffled = ddf.shuffle(on=VALUE, npartitions=split_out(len(prepared)), ignore_index=True, shuffle_method=method)
+    shuffled = ddf.shuffle(on=BUCKET, npartitions=split_out(len(prepared)), ignore_index=True, shuffle_method=method)
     reducers = [delayed(reduce_partition)(part, f, str(folder), i) for i, part in enumerate(shuffled.to_delayed())]
     return partials, reducers
 

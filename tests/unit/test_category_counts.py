@@ -1,5 +1,6 @@
 """The category counts' merge (tasks.category_vocab.merge_counts): exact per (feature, value) sums and first
-rows, whatever the grouping of the partitions' tables, pandas (a shuffle's output) or Arrow."""
+rows, whatever the grouping of the partitions' tables, pandas (a shuffle's output) or Arrow; the shuffle's
+key (``with_bucket``) and the vocabularies it gives, the tree's."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.category_vocab import COUNT, FEATURE, FIRST, VALUE, merge_counts
+from storage import string_hash
+from tasks import category_vocab
+from tasks.category_vocab import BUCKET, COUNT, FEATURE, FIRST, VALUE, merge_counts, with_bucket
+from tests.helpers import artifact_files, run, without_created_at, write_csv
 
 rows = st.lists(st.tuples(st.integers(0, 2), st.sampled_from(["a", "b", "", "ü", "a b", "<UNK>"]),
                           st.integers(1, 2**40), st.integers(0, 10**6)), max_size=30)
@@ -49,3 +53,35 @@ def test_merging_in_any_grouping_gives_the_exact_sums_and_first_rows(parts, fan_
     merged = merge_counts(level)
     assert _as_dict(merged) == {k: (counts[k], firsts[k]) for k in counts}
     assert merged.column(COUNT).type == pa.int64() and np.issubdtype(merged.column(FEATURE).to_numpy().dtype, np.integer)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows, rows)
+def test_the_shuffle_key_is_the_values_string_hash_in_every_partition(a, b):
+    keyed = [with_bucket(_table(part, as_pandas=True)) for part in (a, b)]
+    for part, frame in zip((a, b), keyed, strict=True):
+        assert frame.drop(columns=BUCKET).equals(_table(part, as_pandas=True))  # the counts, unchanged
+        want = [int(np.uint64(string_hash.reference_hash(r[1])).view(np.int64)) for r in part]
+        assert frame[BUCKET].tolist() == want and frame[BUCKET].dtype == np.int64
+
+
+def test_the_shuffled_vocabularies_are_the_trees(tmp_path, monkeypatch):
+    """Seven partitions shuffled to seven reducers (as on a cluster whose counts are large) publish the bytes
+    one partition's tree publishes: OOV buckets, a min_frequency and a most_common cut, nulls."""
+    rng = np.random.default_rng(8)
+    n = 3000
+    df = pd.DataFrame({"a": [f"v{int(i)}" for i in rng.zipf(1.3, n) % 500],
+                       "b": [f"w{int(i)}" for i in rng.integers(0, 40, n)], "y": rng.choice([0, 1], n)})
+    df.loc[::13, "a"] = None
+    data = write_csv(df, tmp_path / "data.csv")
+    config = {"input_features": [
+        {"name": "a", "type": "category", "preprocessing": {"num_oov_buckets": 3, "min_frequency": 2}},
+        {"name": "b", "type": "category", "preprocessing": {"most_common": 25}}],
+        "output_features": [{"name": "y", "type": "binary"}],
+        "preprocessing": {"split": {"type": "random", "probabilities": [0.7, 0.2, 0.1]}}}
+    files = {}
+    for n_parts, reduce_parts in ((1, 64), (7, 4)):
+        monkeypatch.setattr(category_vocab, "LOCAL_REDUCE_PARTS", reduce_parts)  # 7 > 4: the shuffle
+        result = run(config, data, tmp_path / f"n{n_parts}", npartitions=n_parts)
+        files[n_parts] = without_created_at(artifact_files(result.artifact["artifact_path"]))
+    assert files[7] == files[1]
