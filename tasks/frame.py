@@ -101,28 +101,20 @@ def partitions(ingest_dir: str, npartitions: int | None) -> list:
     as many as ingest's cached parts) near-equal row ranges. Built from ``dask.delayed`` alone: Dask's DataFrame layer
     (0.4 s to import, graph building per call) adds nothing for a list of partitions."""
 
-    files, sizes, ranges = _plan(ingest_dir, npartitions)
-    if ranges is None:
-        return [delayed(_read_ipc, pure=True)(f) for f in files]
-    return [delayed(_read_rows, pure=True)([(files[i], a, b) for i, a, b in r] or [(files[0], 0, 0)]) for r in ranges]
-
-
-def largest_partition_rows(ingest_dir: str, npartitions: int | None) -> int:
-    """Rows of the largest of ``partitions(ingest_dir, npartitions)`` (from the parts' footers)."""
-    _files, sizes, ranges = _plan(ingest_dir, npartitions)
-    if ranges is None:
-        return max(sizes, default=0)
-    return max((sum(b - a for _i, a, b in r) for r in ranges), default=0)
-
-
-def _plan(ingest_dir: str, npartitions: int | None) -> tuple[list[str], list[int], list | None]:
-    """The cached parts, their rows, and the row ranges of ``partitions`` (None: one partition per part)."""
     files = _part_files(ingest_dir)
     sizes = [ipc_num_rows(f) for f in files]
     n = npartitions or len(files)
     if n == len(files) and max(sizes) - min(sizes) <= 1:
-        return files, sizes, None
-    return files, sizes, row_ranges(sizes, n)  # also by default: ingest's last part is short, and threads idle on it
+        return [delayed(_read_ipc, pure=True)(f) for f in files]
+    ranges = row_ranges(sizes, n)  # also by default: ingest's last part is short, and threads idle on it
+    return [delayed(_read_rows, pure=True)([(files[i], a, b) for i, a, b in r] or [(files[0], 0, 0)]) for r in ranges]
+
+
+def largest_partition_rows(ingest_dir: str, rows: int, npartitions: int | None) -> int:
+    """Rows of the largest of ``partitions(ingest_dir, npartitions)`` for an ingested table of ``rows``: its
+    partitions differ by at most one row (ingest's equal parts, or ``row_ranges``). Reads no footer."""
+    n = npartitions or len(_part_files(ingest_dir))
+    return -(-rows // max(n, 1))
 
 
 def column_dtypes(ingest_dir: str) -> dict[str, str]:

@@ -51,8 +51,8 @@ def run(ctx, ingest, split, missing):
                                                    (frame.shared(combiners), fit_on))  # one task per partition
         results = frame.compute(tasks + reducers)
         # a vocabulary this large is looked up by hash from every partition: its index is stored once
-        index_min = vocab_store.SCAN_RATIO * frame.largest_partition_rows(ingest_mod.data_dir(ingest.path),
-                                                                          ctx.npartitions)
+        index_min = vocab_store.SCAN_RATIO * frame.largest_partition_rows(
+            ingest_mod.data_dir(ingest.path), ingest_mod.num_rows(ingest.path), ctx.npartitions)
         fitted = {**combine.merge_extract(combiners, results[:len(tasks)]),
                   **category_vocab.extract(counted, results[len(tasks):], out, index_min)}
         metadata = {}

@@ -40,6 +40,7 @@ def test_partitions_cover_every_row_once_in_order(tmp_path_factory, sizes, n):
     assert str(parts[0]["s"].dtype) == str(pd.StringDtype("pyarrow"))
     sizes_out = [len(p) for p in parts]
     assert max(sizes_out) - min(sizes_out) <= 1  # near-equal ranges (by default too: ingest's last part is short)
+    assert frame.largest_partition_rows(str(folder), sum(sizes), n) == max(sizes_out)  # the vocab stage's bound
 
 
 def test_column_dtypes_reads_the_schema(tmp_path):
