@@ -14,9 +14,8 @@ the stage's other per-partition work (each partition is prepared once):
    Otherwise a shuffle by ``value`` (on its string hash: ``with_bucket``) into S output partitions
    (``DataFrame.shuffle``: p2p, disk-backed, or Dask's local disk shuffle). S = the number of input
    partitions, so a reducer holds about what one partition's counts hold and each owns a disjoint set of
-   values. At 2M Criteo-like rows (8 partitions)
-   the shuffle cost about as much as the counting itself (hashing every value in pandas, splitting,
-   spilling), locally and on a 2-worker cluster;
+   values. At 2M Criteo-like rows (8 partitions) the shuffle cost about as much as the counting itself
+   (hashing every value, splitting, spilling), locally and on a 2-worker cluster;
 3. per output partition (a reducer): exact sums per ``(feature, value)`` (Arrow's hash ``group_by``), then
    ``Candidates.reduce``: values under ``min_frequency`` are dropped (counted into their OOV bucket
    when asked), at most the local top ``most_common`` are kept; the survivors are written to an
@@ -267,7 +266,8 @@ def _empty_candidates() -> pa.Table:
     return pa.table({VALUE: pa.array([], pa.string()), COUNT: pa.array([], pa.int64()), FIRST: pa.array([], pa.int64())})
 
 
-def extract_feature(f: CategoryFeature, index: int, reduced: list[dict], out: str, index_min: int | None = None) -> dict:
+def extract_feature(f: CategoryFeature, index: int, reduced: list[dict], out: str,
+                    index_min: int | None = None) -> dict:
     """One feature's metadata from its slices of the reducers' candidate files (a Dask task): the global
     order and top ``most_common``; a large vocabulary is written to ``out/vocab/.feature-<index>.parquet``
     (``extract`` gives it its name), with its hash index (``vocab_store.write_index``) when it holds more than
@@ -313,11 +313,11 @@ def extract(features: list[CategoryFeature], reduced: list[dict], out: Path,
     for f, meta in zip(features, metas, strict=True):
         if "vocab_file" in meta:  # the file's name: a slug of the feature's, unique (in feature order)
             rel = file_name(f.name, taken)
-            (out / meta["vocab_file"]["path"]).replace(out / rel)
-            first = f.vocab_file_first()
-            if vocab_store.index_path(out / meta["vocab_file"]["path"], first).is_file():
-                vocab_store.index_path(out / meta["vocab_file"]["path"], first).replace(
-                    vocab_store.index_path(out / rel, first))
+            written = out / meta["vocab_file"]["path"]
+            written.replace(out / rel)
+            index = vocab_store.index_path(written, f.vocab_file_first())
+            if index.is_file():  # its hash index goes along
+                index.replace(vocab_store.index_path(out / rel, f.vocab_file_first()))
             meta["vocab_file"] = {**meta["vocab_file"], "path": rel}
         metadata[f.name] = meta
     for r in reduced:
