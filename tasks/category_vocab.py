@@ -198,9 +198,7 @@ def with_bucket(counts: pd.DataFrame) -> pd.DataFrame:
     on: the same value gets the same bucket in every partition. Dask hashes the column it shuffles on with
     pandas, which hashes a string column as Python objects (~280 ns a value, ~6 % of a 20M-row run's worker
     CPU); an int64 column costs it ~11 ns, the xxh3 hash ~80 ns (benchmarks/RESULTS.md, issue 19 eighth pass)."""
-    values = pa.array(counts[VALUE].array)
-    return counts.assign(**{BUCKET: string_hash.hash_strings(values).view(np.int64) if len(values)
-                            else np.zeros(0, np.int64)})
+    return counts.assign(**{BUCKET: string_hash.hash_strings(pa.array(counts[VALUE].array)).view(np.int64)})
 
 
 def _bucket_meta() -> pd.DataFrame:
