@@ -185,10 +185,11 @@ def _split_tasks(split_name: str, parts: list[Path], folder: Path, columns: dict
     if "parquet" in pub.formats:
         plan = shards.shard_plan(n_rows, pub.shard_rows, pub.row_group_rows)
         names = [f"part-{k:05d}.parquet" for k in range(max(len(plan), 1))]
+        dictionary = shards.dictionary_columns(columns)
         for name, groups in zip(names, plan, strict=False):
             tasks.append(delayed(shards.write_parquet_shard, pure=False)(
                 [shards.pieces(parts, sizes, lo, hi) for lo, hi in groups], target(name),
-                f"{split_name}/{name}"))
+                f"{split_name}/{name}", dictionary))
         if not plan:  # an empty split: one empty shard that still carries the schema
             tasks.append(delayed(shards.write_empty_shard, pure=False)(
                 str(parts[0]), target(names[0]), f"{split_name}/{names[0]}"))

@@ -110,3 +110,43 @@ def test_plan_cuts_row_groups_at_block_multiples_and_shard_ends():
 def test_pieces_cover_a_range_across_parts(tmp_path):
     parts = [Path("a"), Path("b"), Path("c")]
     assert shards.pieces(parts, [3, 0, 5], 2, 6) == [("a", 2, 3), ("c", 0, 3)]
+
+
+def _encodings(path: Path) -> dict[str, set[str]]:
+    meta = pq.ParquetFile(path).metadata
+    out: dict[str, set[str]] = {}
+    for g in range(meta.num_row_groups):
+        for c in range(meta.num_columns):
+            col = meta.row_group(g).column(c)
+            out.setdefault(col.path_in_schema, set()).update(col.encodings)
+    return out
+
+
+def test_wide_id_columns_and_row_numbers_are_written_without_a_dictionary(tmp_path):
+    """Ids whose cardinality cannot fit one dictionary page, and ``__row__``, are written plain; the other
+    columns keep their dictionary; the values read back are the parts' values."""
+    wide = shards.DICTIONARY_PAGE_BYTES // 4 + 1  # int32 ids: one more than a dictionary page holds
+    n = 3000
+    rows = np.arange(n, dtype=np.int64)
+    table = pa.table({"small": pa.array(rows % 7, pa.int32()), "wide": pa.array(rows * 97 % wide, pa.int32())})
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    write_ipc(table, folder / "part-00000.arrow")
+    np.save(folder / "rows-00000.npy", rows)
+    columns = {"small": {"dtype": "torch.int32", "shape": [], "feature": "small", "cardinality": 7},
+               "wide": {"dtype": "torch.int32", "shape": [], "feature": "wide", "cardinality": wide},
+               "__row__": {"dtype": "torch.int64", "shape": [], "feature": "__row__"}}
+    dictionary = shards.dictionary_columns(columns)
+    assert dictionary == ["small"]
+    parts = [folder / "part-00000.arrow"]
+    path = tmp_path / "shard.parquet"
+    shards.write_parquet_shard([shards.pieces(parts, [n], 0, n)], str(path), "shard.parquet", dictionary)
+    encodings = _encodings(path)
+    assert any("DICTIONARY" in e for e in encodings["small"]), encodings
+    assert not any("DICTIONARY" in e for e in encodings["wide"] | encodings["__row__"]), encodings
+    back = pq.read_table(path)
+    assert back.column("wide").to_pylist() == table.column("wide").to_pylist()
+    assert back.column("__row__").to_numpy().tolist() == rows.tolist()
+    # without the list every column is dictionary-encoded (what the writer did before)
+    shards.write_parquet_shard([shards.pieces(parts, [n], 0, n)], str(tmp_path / "all.parquet"), "all.parquet")
+    assert all(any("DICTIONARY" in e for e in v) for v in _encodings(tmp_path / "all.parquet").values())
