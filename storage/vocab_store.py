@@ -22,9 +22,11 @@ by construction, in one of two ways:
   ``benchmarks/vocab_lookup.py`` (10.5M rows in 40 partitions, CPU s per column, the index's build
   included): 2.1M values 2.8 vs 3.6 s for the scan alone, 8M values 6.5 vs 10.9 s; 1M values in 8
   partitions 0.56 vs 0.55 s (``benchmarks/RESULTS.md``). The index holds 16 bytes per value. For a
-  vocabulary that every partition's query is small against (more than ``SCAN_RATIO`` times a partition's
-  rows), the vocab stage stores the index beside the file once (``write_index``, ``<file>.hash-index-<first>.npy``)
-  and ``lookup`` memory-maps it: no process builds it again, and the processes of one machine share its pages.
+  vocabulary that a partition's query is expected to be small against (``index_pays``: more than
+  ``SCAN_RATIO`` times the distinct values a partition of random rows would hold, from the vocabulary's
+  counts), the vocab stage stores the index beside the file once (``write_index``,
+  ``<file>.hash-index-<first>.npy``) and ``lookup`` memory-maps it: no process builds it again, and the
+  processes of one machine share its pages.
 
 ``index_in(query, value_set=vocabulary)`` would rebuild the vocabulary's table for every partition.
 """
@@ -188,6 +190,28 @@ def index_path(path: str | Path, first: int) -> Path:
     """Where ``write_index`` stores the hash index of a vocabulary file's rows from ``first`` on."""
     path = Path(path)
     return path.with_name(f"{path.name}.hash-index-{first}.npy")
+
+
+def expected_distinct(counts: np.ndarray, rows: int) -> float:
+    """The expected number of distinct values in ``rows`` rows drawn at random from a table in which value ``i``
+    has frequency ``counts[i] / counts.sum()``: the sum over values of ``1 - (1 - f) ** rows``, as
+    ``1 - exp(-rows * f)`` (at most ``rows`` and at most the number of values)."""
+    counts = np.asarray(counts, dtype=np.float64)
+    total = counts.sum()
+    if total <= 0 or rows <= 0:
+        return 0.0
+    return float(-np.expm1(-rows * (counts / total)).sum())
+
+
+def index_pays(counts: np.ndarray, first: int, partition_rows: int) -> bool:
+    """Whether encoding looks a partition of ``partition_rows`` rows up in a vocabulary's hash index rather than
+    scanning it (``VocabLookup.positions``), for a vocabulary whose rows have these fit ``counts`` (rows from
+    ``first`` on are looked up): when the vocabulary holds more than ``SCAN_RATIO`` times the distinct values
+    such a partition is expected to hold, drawn at random (``expected_distinct``). The vocab stage stores the
+    index of such a vocabulary (``write_index``). Rows in another order change only where the lookup's cost
+    goes, never its result."""
+    values = len(counts) - first
+    return values > 0 and values > SCAN_RATIO * expected_distinct(counts, partition_rows)
 
 
 def write_index(path: str | Path, values: pa.Array, first: int) -> Path:

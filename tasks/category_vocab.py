@@ -265,11 +265,11 @@ def _empty_candidates() -> pa.Table:
 
 
 def extract_feature(f: CategoryFeature, index: int, reduced: list[dict], out: str,
-                    index_min: int | None = None) -> dict:
+                    partition_rows: int | None = None) -> dict:
     """One feature's metadata from its slices of the reducers' candidate files (a Dask task): the global
     order and top ``most_common``; a large vocabulary is written to ``out/vocab/.feature-<index>.parquet``
-    (``extract`` gives it its name), with its hash index (``vocab_store.write_index``) when it holds more than
-    ``index_min`` values that encoding looks up."""
+    (``extract`` gives it its name), with its hash index (``vocab_store.write_index``) when encoding
+    partitions of ``partition_rows`` rows is expected to look values up in it (``vocab_store.index_pays``)."""
 
 
     tables = []
@@ -288,7 +288,7 @@ def extract_feature(f: CategoryFeature, index: int, reduced: list[dict], out: st
         rel = f"{VOCAB_DIR}/.feature-{index:05d}.parquet"
         stored = vocab_store.write(Path(out) / rel, values, counts)
         first = f.vocab_file_first()
-        if index_min is not None and len(values) - first > index_min:
+        if partition_rows is not None and vocab_store.index_pays(counts, first, partition_rows):
             vocab_store.write_index(Path(out) / rel, values, first)
         return {"path": rel, **stored}
 
@@ -296,15 +296,15 @@ def extract_feature(f: CategoryFeature, index: int, reduced: list[dict], out: st
 
 
 def extract(features: list[CategoryFeature], reduced: list[dict], out: Path,
-            index_min: int | None = None) -> dict[str, dict]:
+            partition_rows: int | None = None) -> dict[str, dict]:
     """Feature name -> metadata, one ``extract_feature`` task per feature; large vocabularies go to
-    ``out/vocab/`` (named here, in feature order), with their hash index above ``index_min`` values. The
-    candidate files are deleted afterwards."""
+    ``out/vocab/`` (named here, in feature order), with their hash index where encoding partitions of
+    ``partition_rows`` rows looks values up in it. The candidate files are deleted afterwards."""
 
     if not features:
         return {}
     r = frame.shared(reduced)
-    metas = frame.compute([delayed(extract_feature, pure=False)(f, i, r, str(out), index_min)
+    metas = frame.compute([delayed(extract_feature, pure=False)(f, i, r, str(out), partition_rows)
                            for i, f in enumerate(features)])
     taken: set[str] = set()
     metadata = {}

@@ -50,11 +50,11 @@ def run(ctx, ingest, split, missing):
         tasks, reducers = category_vocab.fit_tasks(prepared, counted, fit_on, out / "_candidates", _accumulate,
                                                    (frame.shared(combiners), fit_on))  # one task per partition
         results = frame.compute(tasks + reducers)
-        # a vocabulary this large is looked up by hash from every partition: its index is stored once
-        index_min = vocab_store.SCAN_RATIO * frame.largest_partition_rows(
-            ingest_mod.data_dir(ingest.path), ingest_mod.num_rows(ingest.path), ctx.npartitions)
+        # a vocabulary that encoding looks partitions of this size up in by hash gets its index stored once
+        partition_rows = frame.largest_partition_rows(ingest_mod.data_dir(ingest.path),
+                                                      ingest_mod.num_rows(ingest.path), ctx.npartitions)
         fitted = {**combine.merge_extract(combiners, results[:len(tasks)]),
-                  **category_vocab.extract(counted, results[len(tasks):], out, index_min)}
+                  **category_vocab.extract(counted, results[len(tasks):], out, partition_rows)}
         metadata = {}
         stats = Statistics()
         for f in ctx.features:
