@@ -9,6 +9,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -85,3 +86,21 @@ def test_the_shuffled_vocabularies_are_the_trees(tmp_path, monkeypatch):
         result = run(config, data, tmp_path / f"n{n_parts}", npartitions=n_parts)
         files[n_parts] = without_created_at(artifact_files(result.artifact["artifact_path"]))
     assert files[7] == files[1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(entries=st.dictionaries(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=4),
+                               st.integers(1, 4), max_size=60),
+       tie=st.sampled_from(["value", "first"]))
+def test_the_vocabulary_order_is_count_descending_then_the_tie_key_ascending(entries, tie):
+    """``Candidates.top``'s order (``_by_count_then``) is Arrow's two-key sort: count descending, then the value
+    (UTF-8 bytes) or, for Ludwig, the first row ascending; few distinct counts, so most rows are ties."""
+    from tasks.features.category import _by_count_then
+
+    firsts = list(range(len(entries)))  # distinct first rows, as a feature's values have
+    np.random.default_rng(len(entries)).shuffle(firsts)
+    table = pa.table({"value": pa.array(list(entries), pa.string()),
+                      "count": pa.array(list(entries.values()), pa.int64()),
+                      "first": pa.array(firsts, pa.int64())})
+    arrow = pc.sort_indices(table, sort_keys=[("count", "descending"), (tie, "ascending")]).to_numpy()
+    assert _by_count_then(table, tie).tolist() == arrow.tolist()
