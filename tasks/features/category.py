@@ -339,7 +339,9 @@ class CategoryFeature(FeatureType):
             batch = pa.table({"value": grouped["value"], "count": grouped["row_count"].cast(pa.int64()),
                               "first": grouped["row_min"]})
         else:
-            vc = pc.value_counts(arr.drop_null())
+            vc = pc.value_counts(arr)  # nulls counted as one entry, dropped here (not the strings copied without them)
+            if arr.null_count:
+                vc = vc.filter(vc.field("values").is_valid())
             values, counts = vc.field("values").cast(pa.string()), vc.field("counts").cast(pa.int64()).to_numpy().copy()
             if arr.null_count and self.reads_missing_as_fill():  # left missing by the preparation: each is a <UNK>
                 at = pc.index(values, UNK).as_py()

@@ -104,3 +104,18 @@ def test_the_vocabulary_order_is_count_descending_then_the_tie_key_ascending(ent
                       "first": pa.array(firsts, pa.int64())})
     arrow = pc.sort_indices(table, sort_keys=[("count", "descending"), (tie, "ascending")]).to_numpy()
     assert _by_count_then(table, tie).tolist() == arrow.tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.sampled_from(["a", "b", "", "é", "c d", "<UNK>"])), max_size=40))
+def test_a_partitions_counts_are_its_values_counted_with_each_missing_one_as_unk(values):
+    """``CategoryFeature.add`` (the vocab stage's per-partition count): each distinct value once with its count,
+    a value left missing by the preparation counted as ``<UNK>`` (the category's default fill)."""
+    from tests.unit.feature_helpers import feature
+
+    f = feature("category")
+    assert f.reads_missing_as_fill()
+    acc = f.add(f.create(), pd.Series(values, dtype="string"))
+    got = list(zip(acc["value"].to_pylist(), acc["count"].to_pylist(), strict=True))
+    assert len({v for v, _ in got}) == len(got)
+    assert dict(got) == Counter("<UNK>" if v is None else v for v in values)
