@@ -96,8 +96,9 @@ DICTIONARY_PAGE_BYTES = 1 << 20
 def dictionary_columns(columns: dict[str, dict]) -> list[str]:
     """The published columns (``tasks.publish.column_specs``) written with Parquet's dictionary encoding: all
     but ``__row__`` (a distinct value per row) and the ids whose ``cardinality`` times their width exceeds
-    ``DICTIONARY_PAGE_BYTES``, which are written plain from the start. At 2M Criteo-like rows this cut the
-    shards' write 1.08-1.54 -> 0.90-1.01 CPU s per 800k rows and their bytes 5 % (benchmarks/RESULTS.md)."""
+    ``DICTIONARY_PAGE_BYTES``, which are written plain from the start. On one 2^20-row group of a Criteo-shaped
+    encoded table this cut the write 1.43 -> 1.07 CPU s and the bytes 61.1 -> 58.1 MiB
+    (``benchmarks/parquet_dictionary.py``, benchmarks/RESULTS.md)."""
 
     def wide(name: str, spec: dict) -> bool:
         if name == ROW:

@@ -180,7 +180,8 @@ def _by_count_then(table: pa.Table, tie: str) -> np.ndarray:
     """Row order by ``count`` descending, equal counts by ``tie`` ascending (distinct per row): a stable sort by
     count of the rows sorted by ``tie`` (Arrow's one-key string sort, then NumPy's radix sort of the counts),
     the same order as Arrow's two-key ``sort_indices``, which compares strings inside every group of equal
-    counts; that cost 1.4-1.6x as much CPU on 1.9M Criteo-like values (benchmarks/RESULTS.md)."""
+    counts: 1.2-1.3x as much CPU on 2.2M-7.6M Criteo-like values, within 12 ms at 0.4M
+    (``benchmarks/vocab_order.py``, benchmarks/RESULTS.md)."""
     by_tie = pc.sort_indices(table.column(tie)).to_numpy()
     counts = table.column("count").to_numpy()[by_tie]
     return by_tie[np.argsort(-counts, kind="stable")]
