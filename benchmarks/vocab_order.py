@@ -1,5 +1,5 @@
 """The vocabulary's global order (``Candidates.top``: count descending, equal counts by value ascending) over a
-Criteo-like column: Arrow's two-key ``sort_indices`` (before) against ``category._by_count_then`` (a one-key sort
+Criteo-like column: Arrow's two-key ``sort_indices`` (before) against ``features.base.by_count_then`` (a one-key sort
 of the values, then a stable sort of the counts). CPU seconds, alternated; both must give the same order.
 
 The column: ``--rows`` draws from a Zipf law over ``--card`` values (``criteo_like``'s generator: 8-hex-digit
@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from criteo_like import _hex8, _mix32, _zipf_ranks  # noqa: E402
 
-from tasks.features.category import _by_count_then  # noqa: E402
+from tasks.features.base import by_count_then  # noqa: E402
 
 
 def cpu() -> float:
@@ -49,14 +49,14 @@ def main() -> None:
                       "count": pa.array(counts[seen][order].astype(np.int64))})
     print(f"{table.num_rows} distinct values from {args.rows} rows; {int((table['count'].to_numpy() <= 2).sum())} "
           "seen once or twice")
-    times: dict[str, list[float]] = {"Arrow two-key sort_indices (before)": [], "_by_count_then": []}
+    times: dict[str, list[float]] = {"Arrow two-key sort_indices (before)": [], "by_count_then": []}
     for _ in range(args.repeat):
         start = cpu()
         arrow = pc.sort_indices(table, sort_keys=[("count", "descending"), ("value", "ascending")]).to_numpy()
         times["Arrow two-key sort_indices (before)"].append(cpu() - start)
         start = cpu()
-        ours = _by_count_then(table, "value")
-        times["_by_count_then"].append(cpu() - start)
+        ours = by_count_then(table, "value")
+        times["by_count_then"].append(cpu() - start)
         assert np.array_equal(arrow, ours), "the two orders differ"
     for name, t in times.items():
         print(f"{name:38s} CPU s median {statistics.median(t):.3f} (min {min(t):.3f}, max {max(t):.3f})")

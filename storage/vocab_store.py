@@ -211,7 +211,7 @@ def index_pays(counts: np.ndarray, first: int, partition_rows: int) -> bool:
     index of such a vocabulary (``write_index``). Rows in another order change only where the lookup's cost
     goes, never its result."""
     values = len(counts) - first
-    return values > 0 and values > SCAN_RATIO * expected_distinct(counts, partition_rows)
+    return values > SCAN_RATIO * expected_distinct(counts, partition_rows)  # (never with no values: E >= 0)
 
 
 def write_index(path: str | Path, values: pa.Array, first: int) -> Path:

@@ -54,7 +54,14 @@ from pydantic import Field, model_validator
 
 from core.errors import ConfigError, DataError, NotFittedError
 from storage import string_hash, vocab_store
-from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, as_strings, first_bad
+from tasks.features.base import (
+    BasePreprocessing,
+    ColumnSpec,
+    FeatureType,
+    as_strings,
+    by_count_then,
+    first_bad,
+)
 
 UNK = "<UNK>"
 INLINE_MAX = 100_000  # ids; a larger vocabulary is stored as Parquet (vocab stage); changing it: bump vocab.CODE_VERSION
@@ -158,7 +165,7 @@ class Candidates:
         keep = min(options.most_common, table.num_rows)
         tie = "first" if options.symbols == "ludwig" else "value"  # Ludwig: equal counts in first-occurrence order
         if ordered or keep < table.num_rows:
-            table = table.take(pa.array(_by_count_then(table, tie)))
+            table = table.take(pa.array(by_count_then(table, tie)))
         dropped = table.slice(keep)
         if oov is not None and dropped.num_rows:
             oov = oov + _bucket_counts(dropped.column("value"), dropped.column("count").to_numpy(), len(oov))
@@ -174,17 +181,6 @@ class Candidates:
         return cls.top(pa.table({"value": values, "count": counts, "first": first}), sum(p.total for p in parts),
                        sum(p.unk for p in parts), sum_buckets([p.oov for p in parts], options.num_oov_buckets), options,
                        cut=any(p.cut for p in parts))
-
-
-def _by_count_then(table: pa.Table, tie: str) -> np.ndarray:
-    """Row order by ``count`` descending, equal counts by ``tie`` ascending (distinct per row): a stable sort by
-    count of the rows sorted by ``tie`` (Arrow's one-key string sort, then NumPy's radix sort of the counts),
-    the same order as Arrow's two-key ``sort_indices``, which compares strings inside every group of equal
-    counts: 1.2-1.3x as much CPU on 2.2M-7.6M Criteo-like values, within 12 ms at 0.4M
-    (``benchmarks/vocab_order.py``, benchmarks/RESULTS.md)."""
-    by_tie = pc.sort_indices(table.column(tie)).to_numpy()
-    counts = table.column("count").to_numpy()[by_tie]
-    return by_tie[np.argsort(-counts, kind="stable")]
 
 
 def sum_buckets(parts: list[np.ndarray | None], buckets: int) -> np.ndarray | None:

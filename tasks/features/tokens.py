@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, field_validator, model_validator
 
-from tasks.features.base import BasePreprocessing, FeatureType, merge_counts
+from tasks.features.base import BasePreprocessing, FeatureType, by_count_then, merge_counts
 
 PAD, UNK, START, STOP = "<PAD>", "<UNK>", "<START>", "<STOP>"
 PAD_ID, UNK_ID, START_ID, STOP_ID = 0, 1, 2, 3
@@ -425,8 +425,7 @@ def build_vocab(counts: pa.Table | dict[str, int], specials: list[str], most_com
         candidates = all_counts if ludwig else counts
         frequent = candidates.filter(pc.greater_equal(candidates["count"], min_frequency))
         tie = "first" if "first" in frequent.column_names else "token"
-        order = pc.sort_indices(frequent, sort_keys=[("count", "descending"), (tie, "ascending")])
-        top = frequent.take(order[:most_common])
+        top = frequent.take(pa.array(by_count_then(frequent, tie)[:most_common]))
         if ludwig:
             top = top.filter(pc.invert(pc.is_in(top["token"], pa.array(specials, pa.large_string()))))
         kept, kept_freq = top["token"].to_pylist(), top["count"].to_pylist()

@@ -93,9 +93,9 @@ def test_the_shuffled_vocabularies_are_the_trees(tmp_path, monkeypatch):
                                st.integers(1, 4), max_size=60),
        tie=st.sampled_from(["value", "first"]))
 def test_the_vocabulary_order_is_count_descending_then_the_tie_key_ascending(entries, tie):
-    """``Candidates.top``'s order (``_by_count_then``) is Arrow's two-key sort: count descending, then the value
+    """``Candidates.top``'s order (``base.by_count_then``) is Arrow's two-key sort: count descending, then the value
     (UTF-8 bytes) or, for Ludwig, the first row ascending; few distinct counts, so most rows are ties."""
-    from tasks.features.category import _by_count_then
+    from tasks.features.base import by_count_then
 
     firsts = list(range(len(entries)))  # distinct first rows, as a feature's values have
     np.random.default_rng(len(entries)).shuffle(firsts)
@@ -103,7 +103,7 @@ def test_the_vocabulary_order_is_count_descending_then_the_tie_key_ascending(ent
                       "count": pa.array(list(entries.values()), pa.int64()),
                       "first": pa.array(firsts, pa.int64())})
     arrow = pc.sort_indices(table, sort_keys=[("count", "descending"), (tie, "ascending")]).to_numpy()
-    assert _by_count_then(table, tie).tolist() == arrow.tolist()
+    assert by_count_then(table, tie).tolist() == arrow.tolist()
 
 
 @settings(max_examples=60, deadline=None)
