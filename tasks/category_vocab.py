@@ -7,16 +7,19 @@ the stage's other per-partition work (each partition is prepared once):
 1. per partition, Arrow ``value_counts`` of each feature's fit rows -> a long table
    ``(feature, value, count)``;
 2. the counts merged in a tree (``MERGE_FAN_IN`` tables per task: exact sums; each merged table holds
-   at most every distinct value once), S = 1 output partition, one reducer: locally up to
-   ``LOCAL_REDUCE_PARTS`` partitions (one process, which holds each feature's whole vocabulary in step 4
-   anyway), and on a distributed cluster when all partitions' counts take at most ``TREE_MEMORY_SHARE``
-   of the smallest worker's memory limit (measured on the workers, which hold the counts meanwhile).
-   Otherwise a shuffle by ``value`` (on its string hash: ``with_bucket``) into S output partitions
-   (``DataFrame.shuffle``: p2p, disk-backed, or Dask's local disk shuffle). S = the number of input
-   partitions, so a reducer holds about what one partition's counts hold and each owns a disjoint set of
-   values. At 2M Criteo-like rows (8 partitions) the shuffle cost about as much as the counting itself
-   (hashing every value, splitting, spilling), locally and on a 2-worker cluster;
-3. per output partition (a reducer): exact sums per ``(feature, value)`` (Arrow's hash ``group_by``), then
+   at most every distinct value once), one reducer: locally up to ``LOCAL_REDUCE_PARTS`` partitions (one
+   process, which holds each feature's whole vocabulary in step 4 anyway), and on a distributed cluster
+   when all partitions' counts take at most ``TREE_MEMORY_SHARE`` of the smallest worker's memory limit
+   (measured on the workers, which hold the counts meanwhile). Otherwise the counts are exchanged through
+   the stage's folder (``write_buckets``): each partition's task writes its counts to one Arrow file, its
+   rows grouped by ``bucket(value)`` (the value's string hash modulo the reducers), and reducer ``j`` reads
+   slice ``j`` of every file (memory-mapped); each reducer owns a disjoint set of values. On a cluster
+   ``reducer_count`` gives each reducer at most ``REDUCER_MEMORY_SHARE`` of a worker's memory of counts;
+   locally there is one reducer per ``MERGE_FAN_IN`` partitions, what one merge of the tree holds.
+   Only the files' paths and slice bounds travel through Dask (Dask's p2p shuffle, used before, cost
+   ~8-10 % of a 20M-row run's worker samples in its transfers and event loop, and its DataFrame layer
+   0.65 s to import);
+3. per reducer: exact sums per ``(feature, value)`` (Arrow's hash ``group_by``), then
    ``Candidates.reduce``: values under ``min_frequency`` are dropped (counted into their OOV bucket
    when asked), at most the local top ``most_common`` are kept; the survivors are written to an
    Arrow file in the stage's folder, so they leave the worker's memory, and only small totals
@@ -43,12 +46,11 @@ already is.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import Path
 
-import dask
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.feather as feather
 from dask import delayed
@@ -56,12 +58,11 @@ from dask import delayed
 from storage import string_hash, vocab_store
 from tasks import fitted_metadata, frame
 from tasks.dask_run import on_cluster
-from tasks.features.category import Candidates, CategoryFeature, as_strings, sum_buckets
+from tasks.features.category import Candidates, CategoryFeature, sum_buckets
 from tasks.ingest_common import write_ipc
 
 VOCAB_DIR = "vocab"
 FEATURE, VALUE, COUNT, FIRST = "feature", "value", "count", "first"
-BUCKET = "bucket"  # the shuffle's key: the value's string hash (``with_bucket``)
 
 
 def counted_features(features: list) -> list[CategoryFeature]:
@@ -69,12 +70,12 @@ def counted_features(features: list) -> list[CategoryFeature]:
     return [f for f in features if isinstance(f, CategoryFeature) and f.needs_vocabulary]
 
 
-def _meta() -> pd.DataFrame:
-    return pd.DataFrame({FEATURE: np.zeros(0, np.int32), VALUE: pd.array([], dtype=pd.StringDtype("pyarrow")),
-                         COUNT: np.zeros(0, np.int64), FIRST: np.zeros(0, np.int64)})
+def _empty_counts() -> pa.Table:
+    return pa.table({FEATURE: pa.array([], pa.int32()), VALUE: pa.array([], pa.string()),
+                     COUNT: pa.array([], pa.int64()), FIRST: pa.array([], pa.int64())})
 
 
-def partition_counts(prepared, features: list[CategoryFeature], fit_on: str) -> pd.DataFrame:
+def partition_counts(prepared, features: list[CategoryFeature], fit_on: str) -> pa.Table:
     """``(feature index, value, count, first)`` of every feature's non-null fit values in one partition: each
     feature's combiner ``add(create(), values)``, the values indexed by input row position (``first``: a
     value's first row, for ``symbols: ludwig``)."""
@@ -85,26 +86,13 @@ def partition_counts(prepared, features: list[CategoryFeature], fit_on: str) -> 
         acc = f.add(f.create(), fit[f.name].set_axis(rows))
         pieces.append(pa.table({FEATURE: pa.array(np.full(acc.num_rows, i, np.int32)), VALUE: acc["value"],
                                 COUNT: acc["count"], FIRST: acc["first"]}))
-    if not pieces:
-        return _meta()
-    table = pa.concat_tables(pieces)
-    return pd.DataFrame({FEATURE: table.column(FEATURE).to_numpy(),
-                         VALUE: pd.array(table.column(VALUE), dtype=pd.StringDtype("pyarrow")),
-                         COUNT: table.column(COUNT).to_numpy(), FIRST: table.column(FIRST).to_numpy()})
+    return pa.concat_tables(pieces).combine_chunks() if pieces else _empty_counts()
 
 
-def _table(counts) -> pa.Table:
-    """Counts as an Arrow table (a shuffle's output partition arrives as a pandas frame)."""
-    if isinstance(counts, pa.Table):
-        return counts
-    return pa.table({FEATURE: pa.array(counts[FEATURE].to_numpy(np.int32)), VALUE: as_strings(counts[VALUE]),
-                     COUNT: pa.array(counts[COUNT].to_numpy(np.int64)), FIRST: pa.array(counts[FIRST].to_numpy(np.int64))})
-
-
-def merge_counts(parts: list) -> pa.Table:
+def merge_counts(parts: list[pa.Table]) -> pa.Table:
     """Counts of several partitions as one table: per distinct ``(feature, value)`` the exact sum of its
     counts and the min of its first rows (any row order: a reducer's ``Candidates`` order them)."""
-    table = pa.concat_tables([_table(p) for p in parts])
+    table = pa.concat_tables(parts)
     if table.num_rows == 0:
         return table
     merged = table.group_by([FEATURE, VALUE], use_threads=False).aggregate([(COUNT, "sum"), (FIRST, "min")])
@@ -114,13 +102,14 @@ def merge_counts(parts: list) -> pa.Table:
                      FIRST: merged[f"{FIRST}_min"]}).combine_chunks()
 
 
-def reduce_partition(counts, features: list[CategoryFeature], folder: str, index: int, merged: bool = False) -> dict:
-    """One shuffle output partition (or, locally, every partition's merged counts: ``merged``, one row per
-    ``(feature, value)`` already) -> its candidates, written to ``folder`` (Arrow IPC) so that they leave
+def reduce_partition(counts: pa.Table, features: list[CategoryFeature], folder: str, index: int,
+                     merged: bool = False) -> dict:
+    """One reducer's counts (or the tree's merged counts: ``merged``, one row per ``(feature, value)``
+    already) -> its candidates, written to ``folder`` (Arrow IPC) so that they leave
     the worker's memory; returns the path and, per feature, ``(total, unk, oov, cut)`` and its rows'
     ``(start, length)`` in the file."""
 
-    table = _table(counts) if merged else merge_counts([counts])
+    table = counts if merged else merge_counts([counts])
     feature_ids = table.column(FEATURE).to_numpy()
     order = np.argsort(feature_ids, kind="stable")  # each feature's rows together
     bounds = np.searchsorted(feature_ids[order], np.arange(len(features) + 1))
@@ -142,7 +131,8 @@ def reduce_partition(counts, features: list[CategoryFeature], folder: str, index
 
 
 # Up to this many partitions (~16M rows of ingest's parts) a local run merges the counts in a tree; more are
-# shuffled by value (steps 2-3 above; a distributed cluster decides by the counts' size, TREE_MEMORY_SHARE).
+# exchanged by value through files (steps 2-3 above; a distributed cluster decides by the counts' size,
+# TREE_MEMORY_SHARE).
 LOCAL_REDUCE_PARTS = 64
 MERGE_FAN_IN = 8
 
@@ -151,31 +141,36 @@ MERGE_FAN_IN = 8
 # this share of the smallest worker's memory limit: the tree's last merge holds them (and Arrow's group_by
 # about as much again); Dask's own reductions make the same choice (a tree, ``split_out=1``, for small results).
 TREE_MEMORY_SHARE = 1 / 8
+# Otherwise each reducer of the exchange gets at most this share of it: a reducer's peak is ~5x its counts (the
+# mapped slices, group_by's keys and output, the feature order's copy, the candidates), so 1/32 keeps it near
+# 1/6 of the worker (tests/integration/test_category_scale.py: 500 MB workers failed with 1/8).
+REDUCER_MEMORY_SHARE = 1 / 32
 
 
-def _nbytes(counts: pd.DataFrame) -> int:
-    return int(counts.memory_usage(index=False, deep=True).sum())
+def _nbytes(counts: pa.Table) -> int:
+    return int(counts.nbytes)
 
 
 def _same(value):
     return value
 
 
-def tree_budget(workers: list[dict]) -> int:
-    """Bytes of counts the cluster merges in a tree: ``TREE_MEMORY_SHARE`` of the smallest worker memory
-    limit (a worker without one: this machine's memory, an assumption that holds on one machine)."""
+def memory_budget(workers: list[dict], share: float) -> int:
+    """``share`` of the smallest worker memory limit in bytes (a worker without one: this machine's memory, an
+    assumption that holds on one machine)."""
 
     import psutil
 
     limits = [w.get("memory_limit") or psutil.virtual_memory().total for w in workers]
-    return int(min(limits, default=0) * TREE_MEMORY_SHARE)
+    return int(min(limits, default=0) * share)
 
 
-def _probe(partials: list, counts: list) -> tuple[list, list, bool]:
+def _probe(partials: list, counts: list) -> tuple[list, list, int]:
     """On a cluster: the counts of the first partitions (one per worker), computed and held by the workers,
-    estimate all partitions' counts (their mean size times the partitions); the tree is chosen when that is
-    within ``tree_budget``. The other partitions are not counted yet, so memory stays as bounded as the
-    shuffle keeps it. Returns the lists with the probed partitions as (Futures wrapped in) delayed values."""
+    estimate all partitions' counts (their mean size times the partitions), and ``reducer_count`` sizes the
+    reduction by it (1: the tree). The other partitions are not counted yet, so memory stays as bounded as
+    the exchange keeps it. Returns the lists with the probed partitions as (Futures wrapped in) delayed
+    values, and the reducers."""
 
     from distributed import get_client
 
@@ -186,29 +181,59 @@ def _probe(partials: list, counts: list) -> tuple[list, list, bool]:
     futures = client.compute(head + counts[:k])  # one _partition task per probed partition
     probed_partials, probed_counts = futures[:len(head)], futures[len(head):]
     sizes = client.gather(client.map(_nbytes, probed_counts))
-    use_tree = sum(sizes) / k * len(counts) <= tree_budget(workers)
+    reducers = reducer_count(int(sum(sizes) / k * len(counts)), memory_budget(workers, TREE_MEMORY_SHARE),
+                             memory_budget(workers, REDUCER_MEMORY_SHARE), len(counts))
     # a graph built on Futures holds them (one built on persisted Delayed values does not)
     partials = [delayed(_same)(p) for p in probed_partials] + partials[k:]
-    counts = (probed_counts if use_tree else [delayed(_same)(c) for c in probed_counts]) + counts[k:]
-    return partials, counts, use_tree
+    counts = (probed_counts if reducers == 1 else [delayed(_same)(c) for c in probed_counts]) + counts[k:]
+    return partials, counts, reducers
 
 
-def with_bucket(counts: pd.DataFrame) -> pd.DataFrame:
-    """The counts with ``BUCKET``, each value's 64-bit ``string_hash`` (as int64), which the shuffle partitions
-    on: the same value gets the same bucket in every partition. Dask hashes the column it shuffles on with
-    pandas, which hashes a string column as Python objects (~280 ns a value, ~6 % of a 20M-row run's worker
-    CPU); an int64 column costs it ~11 ns, the xxh3 hash ~80 ns (benchmarks/RESULTS.md, issue 19 eighth pass)."""
-    return counts.assign(**{BUCKET: string_hash.hash_strings(pa.array(counts[VALUE].array)).view(np.int64)})
+def reducer_count(estimate: int, tree: int, per_reducer: int, npartitions: int) -> int:
+    """Reducers for counts of ``estimate`` bytes in all: 1 (the tree) when they fit ``tree`` bytes (the tree's
+    last merge holds them all); otherwise enough that each reducer of the exchange holds at most
+    ``per_reducer`` bytes, and at most one per partition. Not one per partition always: each reducer reads a
+    slice of every partition's file, N x R reads, ~2.8e8 at Criteo 1TB's ~16,800 partitions with R = N,
+    ~2.3e7 with the ~1,350 reducers of 250 MB that 8 GB workers and ~20 MB of counts per partition give
+    (**derived**)."""
+    if estimate <= tree:
+        return 1
+    return max(1, min(npartitions, -(-estimate // max(per_reducer, 1))))
 
 
-def _bucket_meta() -> pd.DataFrame:
-    return _meta().assign(**{BUCKET: np.zeros(0, np.int64)})
+def bucket_of(values: pa.Array, reducers: int) -> np.ndarray:
+    """Each value's reducer: its 64-bit ``string_hash`` modulo ``reducers``, the same in every partition."""
+    return (string_hash.hash_strings(values) % np.uint64(reducers)).astype(np.int64)
 
 
-def split_out(npartitions: int) -> int:
-    """Shuffle output partitions: as many as input partitions, so that a reducer holds about what one
-    partition's counts hold."""
-    return max(1, npartitions)
+def write_buckets(counts: pa.Table, folder: str, index: int, reducers: int) -> dict:
+    """The exchange's map side: one partition's counts written to ``folder/counts-<index>.arrow`` with their
+    rows grouped by ``bucket_of`` (stable within a bucket); returns the path and the ``reducers + 1`` row
+    bounds of the buckets. The file is written under a temporary name and renamed, so a reducer never reads
+    a partial one (a retried task writes the same bytes)."""
+
+    bucket = bucket_of(counts.column(VALUE).combine_chunks(), reducers)
+    order = np.argsort(bucket, kind="stable")
+    bounds = np.searchsorted(bucket[order], np.arange(reducers + 1))
+    path = Path(folder) / f"counts-{index:05d}.arrow"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    write_ipc(counts.take(pa.array(order)), tmp)
+    tmp.replace(path)
+    return {"path": str(path), "bounds": bounds.tolist()}
+
+
+def read_bucket(written: list[dict], bucket: int) -> pa.Table:
+    """The exchange's reduce side: slice ``bucket`` of every partition's file (memory-mapped), in partition
+    order."""
+    tables = [feather.read_table(w["path"], memory_map=True).slice(w["bounds"][bucket],
+                                                                   w["bounds"][bucket + 1] - w["bounds"][bucket])
+              for w in written]
+    return pa.concat_tables(tables) if tables else _empty_counts()
+
+
+def _reduce_bucket(written: list[dict], bucket: int, features: list[CategoryFeature], folder: str) -> dict:
+    return reduce_partition(read_bucket(written, bucket), features, folder, bucket)
 
 
 def _partition(prepared, features: list[CategoryFeature], fit_on: str, partial, partial_args: tuple):
@@ -221,8 +246,8 @@ def _partition(prepared, features: list[CategoryFeature], fit_on: str, partial, 
 def fit_tasks(prepared: list, features: list[CategoryFeature], fit_on: str, folder: Path, partial=None,
               partial_args: tuple = ()) -> tuple[list, list]:
     """``(partials, reducers)``: per partition, the delayed ``partial(prepared, *partial_args)`` (the
-    stage's fit of its other features), and one delayed reducer result per shuffle output partition
-    (candidates written under ``folder``, a folder the workers and this process share). Compute both
+    stage's fit of its other features), and one delayed result per reducer (candidates written under
+    ``folder``, a folder the workers and this process share). Compute both
     lists together: each partition is prepared once and dropped right after its one task."""
 
     if not features or not prepared:
@@ -231,25 +256,20 @@ def fit_tasks(prepared: list, features: list[CategoryFeature], fit_on: str, fold
     both = [delayed(_partition, nout=2)(p, f, fit_on, partial, partial_args) for p in prepared]
     partials = [b[0] for b in both] if partial is not None else []
     counts = [b[1] for b in both]
-    if on_cluster():  # the first partitions counted first, the tree or the shuffle chosen by their size
-        partials, counts, use_tree = _probe(partials, counts)
+    if on_cluster():  # the first partitions counted first, the tree or the exchange chosen by their size
+        partials, counts, reducers = _probe(partials, counts)
     else:  # Dask's threads, or the synchronous scheduler, in this one process
-        use_tree = len(prepared) <= LOCAL_REDUCE_PARTS
-    if use_tree:  # the counts merged in a tree, one reducer, no shuffle (whose graph, hashing, disk files and
-        # DataFrame import cost more than these counts); the same vocabulary (see above)
+        reducers = 1 if len(prepared) <= LOCAL_REDUCE_PARTS else -(-len(prepared) // MERGE_FAN_IN)
+    if reducers == 1:  # the counts merged in a tree, one reducer, no exchange (whose hashing and files cost more
+        # than these counts); the same vocabulary (see above)
         level = counts
         while len(level) > 1:
             level = [delayed(merge_counts)(level[i:i + MERGE_FAN_IN]) for i in range(0, len(level), MERGE_FAN_IN)]
         # one partition's counts are distinct per (feature, value) too (a value_counts per feature)
         return partials, [delayed(reduce_partition)(level[0], f, str(folder), 0, merged=True)]
-    import dask.dataframe as dd  # heavy (~0.65 s import): only for the shuffle of many partitions
-
-    ddf = dd.from_delayed(counts, meta=_meta(), verify_meta=False).map_partitions(with_bucket, meta=_bucket_meta())
-    # without a Client Dask picks its "disk" shuffle, after importing distributed to look for one
-    method = "disk" if frame.local_only() and dask.config.get("dataframe.shuffle.method", None) is None else None
-    shuffled = ddf.shuffle(on=BUCKET, npartitions=split_out(len(prepared)), ignore_index=True, shuffle_method=method)
-    reducers = [delayed(reduce_partition)(part, f, str(folder), i) for i, part in enumerate(shuffled.to_delayed())]
-    return partials, reducers
+    # the counts exchanged through files in ``folder`` (see the module's doc); only small dicts travel
+    written = delayed([delayed(write_buckets)(c, str(folder), i, reducers) for i, c in enumerate(counts)])
+    return partials, [delayed(_reduce_bucket)(written, j, f, str(folder)) for j in range(reducers)]
 
 
 def file_name(feature: str, taken: set[str]) -> str:
@@ -321,6 +341,8 @@ def extract(features: list[CategoryFeature], reduced: list[dict], out: Path,
     for r in reduced:
         Path(r["path"]).unlink(missing_ok=True)
     for folder in {Path(r["path"]).parent for r in reduced}:
+        for written in folder.glob("counts-*.arrow"):  # the exchange's files (``write_buckets``)
+            written.unlink()
         try:
             folder.rmdir()  # only when empty
         except OSError:

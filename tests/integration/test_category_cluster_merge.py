@@ -1,12 +1,13 @@
 """On a distributed cluster the category counts are merged in a tree when they are small next to the workers'
-memory, and shuffled by value (p2p) otherwise (``tasks.category_vocab.fit_tasks``): both give the vocabulary a
-local run gives, for every feature, with ties cut by ``most_common``, OOV buckets and ``symbols: ludwig``.
+memory, and exchanged by value through files otherwise (``tasks.category_vocab.fit_tasks``): both give the
+vocabulary a local run gives, for every feature, with ties cut by ``most_common``, OOV buckets and
+``symbols: ludwig``.
 
-``test_category_scale`` covers the shuffle under a memory limit the tree could not meet; here the same small
-counts take each path in turn (``TREE_MEMORY_SHARE`` 0 forces the shuffle), and the number of reducers shows
-which one ran: one for the tree, one per partition for the shuffle. The workers are threads of this process
-(``processes=False``), so that the patched ``INLINE_MAX`` reaches them; the tasks still go through the
-scheduler, the Futures and the p2p shuffle.
+``test_category_scale`` covers the exchange under a memory limit the tree could not meet; here the same small
+counts take each path in turn (``TREE_MEMORY_SHARE`` 0 forces the exchange), and the number of reducers shows
+which one ran: one for the tree, one per partition for the exchange (``REDUCER_MEMORY_SHARE`` 0). The workers
+are threads of this process (``processes=False``), so that the patched ``INLINE_MAX`` reaches them; the tasks
+still go through the scheduler and the Futures.
 """
 
 from __future__ import annotations
@@ -83,11 +84,11 @@ def test_tree_and_shuffle_on_a_cluster_give_the_local_vocabulary(tmp_path, monke
 
     with dask.config.set(scheduler="threads"):
         local = _fit(features, data, tmp_path / "local")
-    with dask.config.set({"dataframe.shuffle.method": "p2p"}), \
-            LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None,
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None,
                          worker_dashboard_address=None) as cluster, Client(cluster):
         tree = _fit(features, data, tmp_path / "tree")
         monkeypatch.setattr(category_vocab, "TREE_MEMORY_SHARE", 0)
+        monkeypatch.setattr(category_vocab, "REDUCER_MEMORY_SHARE", 0)
         shuffled = _fit(features, data, tmp_path / "shuffle")
 
     assert local[0] == 1 and tree[0] == 1 and shuffled[0] == PARTS

@@ -1,6 +1,6 @@
 """The category counts' merge (tasks.category_vocab.merge_counts): exact per (feature, value) sums and first
-rows, whatever the grouping of the partitions' tables, pandas (a shuffle's output) or Arrow; the shuffle's
-key (``with_bucket``) and the vocabularies it gives, the tree's."""
+rows, whatever the grouping of the partitions' tables; the exchange through files (``write_buckets``,
+``read_bucket``) and the vocabularies it gives, the tree's."""
 
 from __future__ import annotations
 
@@ -15,21 +15,16 @@ from hypothesis import strategies as st
 
 from storage import string_hash
 from tasks import category_vocab
-from tasks.category_vocab import BUCKET, COUNT, FEATURE, FIRST, VALUE, merge_counts, with_bucket
+from tasks.category_vocab import COUNT, FEATURE, FIRST, VALUE, merge_counts, read_bucket, write_buckets
 from tests.helpers import artifact_files, run, without_created_at, write_csv
 
 rows = st.lists(st.tuples(st.integers(0, 2), st.sampled_from(["a", "b", "", "ü", "a b", "<UNK>"]),
                           st.integers(1, 2**40), st.integers(0, 10**6)), max_size=30)
 
 
-def _table(part: list[tuple], as_pandas: bool):
-    table = pa.table({FEATURE: pa.array([r[0] for r in part], pa.int32()), VALUE: pa.array([r[1] for r in part], pa.string()),
-                      COUNT: pa.array([r[2] for r in part], pa.int64()), FIRST: pa.array([r[3] for r in part], pa.int64())})
-    if not as_pandas:
-        return table
-    return pd.DataFrame({FEATURE: table.column(FEATURE).to_numpy(), COUNT: table.column(COUNT).to_numpy(),
-                         VALUE: pd.array(table.column(VALUE), dtype=pd.StringDtype("pyarrow")),
-                         FIRST: table.column(FIRST).to_numpy()})
+def _table(part: list[tuple]) -> pa.Table:
+    return pa.table({FEATURE: pa.array([r[0] for r in part], pa.int32()), VALUE: pa.array([r[1] for r in part], pa.string()),
+                     COUNT: pa.array([r[2] for r in part], pa.int64()), FIRST: pa.array([r[3] for r in part], pa.int64())})
 
 
 def _as_dict(table: pa.Table) -> dict:
@@ -41,14 +36,14 @@ def _as_dict(table: pa.Table) -> dict:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(rows, min_size=1, max_size=6), st.integers(2, 4), st.booleans())
-def test_merging_in_any_grouping_gives_the_exact_sums_and_first_rows(parts, fan_in, as_pandas):
+@given(st.lists(rows, min_size=1, max_size=6), st.integers(2, 4))
+def test_merging_in_any_grouping_gives_the_exact_sums_and_first_rows(parts, fan_in):
     counts, firsts = Counter(), {}
     for part in parts:
         for f, v, c, first in part:
             counts[(f, v)] += c
             firsts[(f, v)] = min(firsts.get((f, v), first), first)
-    level = [_table(p, as_pandas) for p in parts]
+    level = [_table(p) for p in parts]
     while len(level) > 1:  # a tree of fan_in-table merges, as a local run does
         level = [merge_counts(level[i:i + fan_in]) for i in range(0, len(level), fan_in)]
     merged = merge_counts(level)
@@ -56,19 +51,30 @@ def test_merging_in_any_grouping_gives_the_exact_sums_and_first_rows(parts, fan_
     assert merged.column(COUNT).type == pa.int64() and np.issubdtype(merged.column(FEATURE).to_numpy().dtype, np.integer)
 
 
-@settings(max_examples=60, deadline=None)
-@given(rows, rows)
-def test_the_shuffle_key_is_the_values_string_hash_in_every_partition(a, b):
-    keyed = [with_bucket(_table(part, as_pandas=True)) for part in (a, b)]
-    for part, frame in zip((a, b), keyed, strict=True):
-        assert frame.drop(columns=BUCKET).equals(_table(part, as_pandas=True))  # the counts, unchanged
-        want = [int(np.uint64(string_hash.reference_hash(r[1])).view(np.int64)) for r in part]
-        assert frame[BUCKET].tolist() == want and frame[BUCKET].dtype == np.int64
+@settings(max_examples=40, deadline=None)
+@given(st.lists(rows, min_size=1, max_size=4), st.integers(1, 5))
+def test_the_exchange_gives_each_reducer_every_row_of_its_values_and_only_those(tmp_path_factory, parts, reducers):
+    """Each partition's rows written by ``write_buckets`` and read back by ``read_bucket``: every row reaches
+    exactly one reducer, unchanged and in partition order, and a value's reducer is its string hash modulo
+    the reducers in every partition."""
+    folder = tmp_path_factory.mktemp("exchange")
+    written = [write_buckets(_table(p), str(folder), i, reducers) for i, p in enumerate(parts)]
+    assert not list(folder.glob(".*"))  # no temporary file left
+    got = []
+    for j in range(reducers):
+        bucket = read_bucket(written, j)
+        rows_j = list(zip(*(bucket.column(k).to_pylist() for k in (FEATURE, VALUE, COUNT, FIRST)), strict=True))
+        assert all(string_hash.reference_hash(r[1]) % reducers == j for r in rows_j)
+        got.append(rows_j)
+    # each reducer's rows: the partitions' rows of its values, partition by partition, each partition's in order
+    want = [[r for p in parts for r in p if string_hash.reference_hash(r[1]) % reducers == j] for j in range(reducers)]
+    assert got == want
 
 
-def test_the_shuffled_vocabularies_are_the_trees(tmp_path, monkeypatch):
-    """Seven partitions shuffled to seven reducers (as on a cluster whose counts are large) publish the bytes
-    one partition's tree publishes: OOV buckets, a min_frequency and a most_common cut, nulls."""
+def test_the_exchanged_vocabularies_are_the_trees(tmp_path, monkeypatch):
+    """Seven partitions exchanged through files to four reducers (as on a cluster whose counts are large)
+    publish the bytes one partition's tree publishes: OOV buckets, a min_frequency and a most_common cut,
+    nulls."""
     rng = np.random.default_rng(8)
     n = 3000
     df = pd.DataFrame({"a": [f"v{int(i)}" for i in rng.zipf(1.3, n) % 500],
@@ -82,8 +88,17 @@ def test_the_shuffled_vocabularies_are_the_trees(tmp_path, monkeypatch):
         "preprocessing": {"split": {"type": "random", "probabilities": [0.7, 0.2, 0.1]}}}
     files = {}
     for n_parts, reduce_parts in ((1, 64), (7, 4)):
-        monkeypatch.setattr(category_vocab, "LOCAL_REDUCE_PARTS", reduce_parts)  # 7 > 4: the shuffle
+        monkeypatch.setattr(category_vocab, "LOCAL_REDUCE_PARTS", reduce_parts)  # 7 > 4: the exchange
+        monkeypatch.setattr(category_vocab, "MERGE_FAN_IN", 2)  # its 7 partitions to 4 reducers
+        written: list[dict] = []
+
+        def counted(*args, written=written):
+            written.append(write_buckets(*args))
+            return written[-1]
+
+        monkeypatch.setattr(category_vocab, "write_buckets", counted)
         result = run(config, data, tmp_path / f"n{n_parts}", npartitions=n_parts)
+        assert [len(w["bounds"]) for w in written] == ([5] * 7 if n_parts == 7 else [])  # 4 reducers' bounds
         files[n_parts] = without_created_at(artifact_files(result.artifact["artifact_path"]))
     assert files[7] == files[1]
 

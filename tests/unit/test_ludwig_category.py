@@ -95,8 +95,8 @@ def test_the_pipeline_gives_ludwigs_ids_for_any_partition_count(tmp_path, inline
     vocab, str2idx, str2freq = ludwig_vocabulary(filled, 4)
     expected = np.asarray(ludwig_ids(filled, str2idx, str2freq))
     arrays = []
-    # one partition; 7 merged in a tree of 2-table merges (3 levels); 7 shuffled to 7 reducers, as on a cluster
-    for n, reduce_parts, fan_in in ((1, 64, 8), (7, 64, 2), (7, 4, 8)):
+    # one partition; 7 merged in a tree of 2-table merges (3 levels); 7 exchanged to 4 reducers, as on a cluster
+    for n, reduce_parts, fan_in in ((1, 64, 8), (7, 64, 2), (7, 4, 2)):
         monkeypatch.setattr(category_vocab, "LOCAL_REDUCE_PARTS", reduce_parts)
         monkeypatch.setattr(category_vocab, "MERGE_FAN_IN", fan_in)
         out = tmp_path / f"n{n}-{reduce_parts}-{fan_in}"
