@@ -347,8 +347,8 @@ def extract(features: list[CategoryFeature], reduced: list[dict], out: Path,
     for r in reduced:
         Path(r["path"]).unlink(missing_ok=True)
     for folder in {Path(r["path"]).parent for r in reduced}:
-        for written in folder.glob("counts-*.arrow"):  # the exchange's files (``write_buckets``)
-            written.unlink()
+        for written in [*folder.glob("counts-*.arrow"), *folder.glob(".counts-*.tmp")]:  # the exchange's files
+            written.unlink()  # (``write_buckets``; a temporary one if a task died while writing it)
         try:
             folder.rmdir()  # only when empty
         except OSError:

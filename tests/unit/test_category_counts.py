@@ -134,3 +134,28 @@ def test_a_partitions_counts_are_its_values_counted_with_each_missing_one_as_unk
     got = list(zip(acc["value"].to_pylist(), acc["count"].to_pylist(), strict=True))
     assert len({v for v, _ in got}) == len(got)
     assert dict(got) == Counter("<UNK>" if v is None else v for v in values)
+
+
+def test_the_exchanges_files_are_removed_once_the_vocabularies_are_extracted(tmp_path, monkeypatch):
+    """After ``extract`` nothing of the exchange is left in the stage's folder: the partitions' files, the
+    reducers' candidates, and a temporary file a map task that died while writing would leave."""
+    from dask import delayed
+
+    from tasks.config_loader import parse_config
+    from tasks.features import build_all
+    from tasks.frame import Prepared
+
+    config = {"input_features": [{"name": "c", "type": "category"}], "output_features": [{"name": "y", "type": "binary"}]}
+    features = category_vocab.counted_features(build_all(parse_config(config)))
+    frames = [pd.DataFrame({"c": pd.array([f"v{(i * 7 + j) % 11}" for j in range(50)], dtype=pd.StringDtype("pyarrow")),
+                            "__row__": np.arange(i * 50, (i + 1) * 50)}) for i in range(5)]
+    prepared = [delayed(Prepared)(f) for f in frames]
+    monkeypatch.setattr(category_vocab, "LOCAL_REDUCE_PARTS", 2)  # 5 > 2: the exchange
+    monkeypatch.setattr(category_vocab, "MERGE_FAN_IN", 2)  # 3 reducers
+    folder = tmp_path / "out" / "_candidates"
+    _, reducers = category_vocab.fit_tasks(prepared, features, "all", folder)
+    reduced = [r.compute(scheduler="sync") for r in reducers]
+    assert len(reduced) == 3 and len(list(folder.glob("counts-*.arrow"))) == 5
+    (folder / ".counts-00001.999.tmp").write_bytes(b"partial")
+    meta = category_vocab.extract(features, reduced, tmp_path / "out")["c"]
+    assert meta["vocab_size"] == 1 + 11 and not folder.exists()
