@@ -13,7 +13,6 @@ distinct value and column). Seeded. Files go to a temporary folder.
 from __future__ import annotations
 
 import argparse
-import resource
 import statistics
 import sys
 import tempfile
@@ -29,14 +28,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from criteo_like import CARDINALITIES, _hex8, _mix32, _zipf_ranks  # noqa: E402
+from vocab_order import cpu  # noqa: E402
 
 from tasks.category_vocab import bucket_of, read_bucket, write_buckets  # noqa: E402
 from tasks.ingest_common import write_ipc  # noqa: E402
-
-
-def cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def partition_counts(rng: np.random.Generator, rows: int) -> pa.Table:
