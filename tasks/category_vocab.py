@@ -13,12 +13,12 @@ the stage's other per-partition work (each partition is prepared once):
    (measured on the workers, which hold the counts meanwhile). Otherwise the counts are exchanged through
    the stage's folder (``write_buckets``): each partition's task writes its counts to one Arrow file, its
    rows grouped by ``bucket(value)`` (the value's string hash modulo the reducers), and reducer ``j`` reads
-   slice ``j`` of every file (memory-mapped); each reducer owns a disjoint set of values. On a cluster
+   batch ``j`` of every file (memory-mapped); each reducer owns a disjoint set of values. On a cluster
    ``reducer_count`` gives each reducer at most ``REDUCER_MEMORY_SHARE`` of a worker's memory of counts;
    locally there is one reducer per ``MERGE_FAN_IN`` partitions, what one merge of the tree holds.
-   Only the files' paths and slice bounds travel through Dask (Dask's p2p shuffle, used before, cost
-   ~8-10 % of a 20M-row run's worker samples in its transfers and event loop, and its DataFrame layer
-   0.65 s to import);
+   Only the files' paths (to one barrier task) and their number (to each reducer) go through Dask. Dask's
+   p2p shuffle, used before, cost ~8-10 % of a 20M-row run's worker samples in its transfers and event
+   loop, and its DataFrame layer 0.65 s to import;
 3. per reducer: exact sums per ``(feature, value)`` (Arrow's hash ``group_by``), then
    ``Candidates.reduce``: values under ``min_frequency`` are dropped (counted into their OOV bucket
    when asked), at most the local top ``most_common`` are kept; the survivors are written to an
@@ -206,40 +206,51 @@ def bucket_of(values: pa.Array, reducers: int) -> np.ndarray:
     return (string_hash.hash_strings(values) % np.uint64(reducers)).astype(np.int64)
 
 
-def write_buckets(counts: pa.Table, folder: str, index: int, reducers: int) -> dict:
-    """The exchange's map side: one partition's counts written to ``folder/counts-<index>.arrow``, one Arrow
+def exchange_path(folder: str, index: int) -> Path:
+    """Where ``write_buckets`` writes partition ``index``'s counts."""
+    return Path(folder) / f"counts-{index:05d}.arrow"
+
+
+def write_buckets(counts: pa.Table, folder: str, index: int, reducers: int) -> str:
+    """The exchange's map side: one partition's counts written to ``exchange_path(folder, index)``, one Arrow
     record batch per reducer (``bucket_of``; rows in their order within a bucket, empty batches included);
-    returns the path and the ``reducers + 1`` row bounds of the buckets. The file is written under a
-    temporary name and renamed, so a reducer never reads a partial one (a retried task writes the same
-    bytes)."""
+    returns the path. The file is written under a temporary name and renamed, so a reducer never reads a
+    partial one (a retried task writes the same bytes)."""
 
     bucket = bucket_of(counts.column(VALUE).combine_chunks(), reducers)
     order = np.argsort(bucket, kind="stable")
     bounds = np.searchsorted(bucket[order], np.arange(reducers + 1))
     grouped = counts.take(pa.array(order)).combine_chunks()
     whole = pa.RecordBatch.from_arrays([c.combine_chunks() for c in grouped.columns], schema=grouped.schema)
-    path = Path(folder) / f"counts-{index:05d}.arrow"
+    path = exchange_path(folder, index)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, whole.schema) as writer:
         for j in range(reducers):
             writer.write_batch(whole.slice(bounds[j], bounds[j + 1] - bounds[j]))
     tmp.replace(path)
-    return {"path": str(path), "bounds": bounds.tolist()}
+    return str(path)
 
 
-def read_bucket(written: list[dict], bucket: int) -> pa.Table:
-    """The exchange's reduce side: record batch ``bucket`` of every partition's file (memory-mapped; an empty
-    one is not read), in partition order. One batch per reducer: reading each file whole to slice it cost
-    2x the CPU at 6 reducers and 5.6x at 100 (``benchmarks/count_exchange.py``: 874 against 447 µs a read,
-    675 against 120), as every read parsed all of the file's batches."""
-    batches = [pa.ipc.open_file(pa.memory_map(w["path"])).get_batch(bucket) for w in written
-               if w["bounds"][bucket + 1] > w["bounds"][bucket]]
+def read_bucket(paths: list[str], bucket: int) -> pa.Table:
+    """The exchange's reduce side: record batch ``bucket`` of every partition's file (memory-mapped), in
+    partition order. One batch per reducer: reading each file whole to slice it cost 2x the CPU at 6 reducers
+    and 5.6x at 100 (``benchmarks/count_exchange.py``: 874 against 447 µs a read, 675 against 120), as every
+    read parsed all of the file's batches."""
+    batches = [pa.ipc.open_file(pa.memory_map(str(p))).get_batch(bucket) for p in paths]
+    batches = [b for b in batches if b.num_rows]
     return pa.Table.from_batches(batches) if batches else _empty_counts()
 
 
-def _reduce_bucket(written: list[dict], bucket: int, features: list[CategoryFeature], folder: str) -> dict:
-    return reduce_partition(read_bucket(written, bucket), features, folder, bucket)
+def _all_written(paths: list[str]) -> int:
+    """The exchange's barrier: the number of partition files, once every one is written. The reducers depend
+    on it alone, so that each gets one small value (not every map task's result: N x R edges in the graph)."""
+    return len(paths)
+
+
+def _reduce_bucket(written: int, bucket: int, features: list[CategoryFeature], folder: str) -> dict:
+    paths = [exchange_path(folder, i) for i in range(written)]
+    return reduce_partition(read_bucket(paths, bucket), features, folder, bucket)
 
 
 def _partition(prepared, features: list[CategoryFeature], fit_on: str, partial, partial_args: tuple):
@@ -274,7 +285,7 @@ def fit_tasks(prepared: list, features: list[CategoryFeature], fit_on: str, fold
         # one partition's counts are distinct per (feature, value) too (a value_counts per feature)
         return partials, [delayed(reduce_partition)(level[0], f, str(folder), 0, merged=True)]
     # the counts exchanged through files in ``folder`` (see the module's doc); only small dicts travel
-    written = delayed([delayed(write_buckets)(c, str(folder), i, reducers) for i, c in enumerate(counts)])
+    written = delayed(_all_written)([delayed(write_buckets)(c, str(folder), i, reducers) for i, c in enumerate(counts)])
     return partials, [delayed(_reduce_bucket)(written, j, f, str(folder)) for j in range(reducers)]
 
 
