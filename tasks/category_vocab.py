@@ -11,8 +11,8 @@ the stage's other per-partition work (each partition is prepared once):
    process, which holds each feature's whole vocabulary in step 4 anyway), and on a distributed cluster
    when all partitions' counts take at most ``TREE_MEMORY_SHARE`` of the smallest worker's memory limit
    (measured on the workers, which hold the counts meanwhile). Otherwise the counts are exchanged through
-   the stage's folder (``write_buckets``): each partition's task writes its counts to one Arrow file, its
-   rows grouped by ``bucket(value)`` (the value's string hash modulo the reducers), and reducer ``j`` reads
+   the stage's folder (``write_buckets``): each partition's task writes its counts to one Arrow file, one
+   record batch per reducer (``bucket_of``: the value's string hash modulo the reducers), and reducer ``j`` reads
    batch ``j`` of every file (memory-mapped); each reducer owns a disjoint set of values. On a cluster
    ``reducer_count`` gives each reducer at most ``REDUCER_MEMORY_SHARE`` of a worker's memory of counts;
    locally there is one reducer per ``MERGE_FAN_IN`` partitions, what one merge of the tree holds.
@@ -141,9 +141,9 @@ MERGE_FAN_IN = 8
 # this share of the smallest worker's memory limit: the tree's last merge holds them (and Arrow's group_by
 # about as much again); Dask's own reductions make the same choice (a tree, ``split_out=1``, for small results).
 TREE_MEMORY_SHARE = 1 / 8
-# Otherwise each reducer of the exchange gets at most this share of it: a reducer's peak is ~5x its counts (the
-# mapped slices, group_by's keys and output, the feature order's copy, the candidates), so 1/32 keeps it near
-# 1/6 of the worker (tests/integration/test_category_scale.py: 500 MB workers failed with 1/8).
+# Otherwise each reducer of the exchange gets at most this share of it: a reducer holds its counts several times
+# over (estimated ~5x: the mapped batches, group_by's keys and output, the feature order's copy, the candidates),
+# so 1/32 keeps it near 1/6 of the worker (tests/integration/test_category_scale.py: 500 MB workers died with 1/8).
 REDUCER_MEMORY_SHARE = 1 / 32
 
 
@@ -193,7 +193,7 @@ def reducer_count(estimate: int, tree: int, per_reducer: int, npartitions: int) 
     """Reducers for counts of ``estimate`` bytes in all: 1 (the tree) when they fit ``tree`` bytes (the tree's
     last merge holds them all); otherwise enough that each reducer of the exchange holds at most
     ``per_reducer`` bytes, and at most one per partition. Not one per partition always: each reducer reads a
-    slice of every partition's file, N x R reads, ~2.8e8 at Criteo 1TB's ~16,800 partitions with R = N,
+    batch of every partition's file, N x R reads, ~2.8e8 at Criteo 1TB's ~16,800 partitions with R = N,
     ~2.3e7 with the ~1,350 reducers of 250 MB that 8 GB workers and ~20 MB of counts per partition give
     (**derived**)."""
     if estimate <= tree:
@@ -232,7 +232,7 @@ def write_buckets(counts: pa.Table, folder: str, index: int, reducers: int) -> s
     return str(path)
 
 
-def read_bucket(paths: list[str], bucket: int) -> pa.Table:
+def read_bucket(paths: list[str | Path], bucket: int) -> pa.Table:
     """The exchange's reduce side: record batch ``bucket`` of every partition's file (memory-mapped), in
     partition order. One batch per reducer: reading each file whole to slice it cost 2x the CPU at 6 reducers
     and 5.6x at 100 (``benchmarks/count_exchange.py``: 874 against 447 µs a read, 675 against 120), as every
@@ -284,7 +284,7 @@ def fit_tasks(prepared: list, features: list[CategoryFeature], fit_on: str, fold
             level = [delayed(merge_counts)(level[i:i + MERGE_FAN_IN]) for i in range(0, len(level), MERGE_FAN_IN)]
         # one partition's counts are distinct per (feature, value) too (a value_counts per feature)
         return partials, [delayed(reduce_partition)(level[0], f, str(folder), 0, merged=True)]
-    # the counts exchanged through files in ``folder`` (see the module's doc); only small dicts travel
+    # the counts exchanged through files in ``folder`` (see the module's doc); only paths and their number travel
     written = delayed(_all_written)([delayed(write_buckets)(c, str(folder), i, reducers) for i, c in enumerate(counts)])
     return partials, [delayed(_reduce_bucket)(written, j, f, str(folder)) for j in range(reducers)]
 
