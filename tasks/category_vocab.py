@@ -220,7 +220,7 @@ def write_buckets(counts: pa.Table, folder: str, index: int, reducers: int) -> s
     bucket = bucket_of(counts.column(VALUE).combine_chunks(), reducers)
     order = np.argsort(bucket, kind="stable")
     bounds = np.searchsorted(bucket[order], np.arange(reducers + 1))
-    grouped = counts.take(pa.array(order)).combine_chunks()
+    grouped = counts.take(pa.array(order))  # one batch to slice per reducer (an empty table has no chunk)
     whole = pa.RecordBatch.from_arrays([c.combine_chunks() for c in grouped.columns], schema=grouped.schema)
     path = exchange_path(folder, index)
     path.parent.mkdir(parents=True, exist_ok=True)
