@@ -22,6 +22,7 @@ from pathlib import Path
 from dask import delayed
 from prefect import flow, get_run_logger, task
 from prefect.client.schemas.objects import StateDetails
+from prefect.context import TagsContext
 from prefect.states import Completed, State
 from prefect.utilities.annotations import quote
 
@@ -157,7 +158,9 @@ def preprocess(config: str | dict, dataset: str, output: str = "artifacts", cach
     steps.preflight(ctx, local=not dask_address)  # a bad config, suite or DAG fails before any task
     params = _params(ctx.config, dataset, output, _shared_path(cache_dir), npartitions, dataset_fingerprint)
     results: dict[str, dict] = {}
-    with _dask_client(dask_address):
+    # The flow run carries the run's tags (flows/run_labels.py); its task runs none. Prefect asks its API for
+    # tag concurrency slots before each tagged task run and releases them after, two requests per task.
+    with TagsContext(current_tags=set()), _dask_client(dask_address):
         for node in expand(custom_plan.names(ctx.config)):
             run = stage_task.with_options(name=node.name)
             # params and node: quoted, so Prefect does not walk the config (twice per task) looking for
