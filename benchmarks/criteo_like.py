@@ -22,9 +22,10 @@ data, the run's split and the ingest partitioning. Worker count 0 is a local run
 threads in the prepflow process).
 
 In the same invocation, ``benchmarks/polars_reference.py`` (a hand-written polars pass: the same fit,
-encode, split and zstd Parquet write; ``pip install .[bench]``) runs on the same file, and each run
-prints the flow process's share of all CPU, its peak RSS, the workers' CPU per row and the ratio of
-the run's CPU (flow + workers) to polars' CPU. ``--baseline DIR`` also runs the prepflow of another
+encode, split and zstd Parquet write; ``pip install .[bench]``) runs on the same file once per round of
+``--repeat``, and each run prints the flow process's share of all CPU, its peak RSS, the workers' CPU per
+row and the ratio of the run's CPU (flow + workers) to the CPU of its round's polars pass; a last line
+per variant and worker count gives the median, min and max of those ratios. ``--baseline DIR`` also runs the prepflow of another
 checkout (e.g. ``git worktree add /tmp/h7-base 34adbce``) on the same file, alternating with this one.
 ``--csv``: prepflow reads the same table written as one CSV file (pyarrow's writer, no quotes: no value
 needs one, so the file is read in byte ranges); polars still reads the Parquet file.
@@ -403,22 +404,25 @@ def main() -> None:
             write_csv(parquet, data)
     cfg = work / "config.yaml"
     cfg.write_text(yaml.safe_dump(config()))
-    polars_cpu = None
-    if not args.no_polars:
-        ref = run_polars(parquet, work)
-        polars_cpu = ref["cpu_s"]
-        print(json.dumps({**ref, "us_per_row": round(ref["cpu_s"] / args.rows * 1e6, 2)}), flush=True)
     variants = [("this", ROOT)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
     for _variant, tree in variants:  # bytecode, as an installed package has (PYTHONDONTWRITEBYTECODE may be set)
         subprocess.run([sys.executable, "-m", "compileall", "-q", *(str(tree / d) for d in PACKAGES)], check=True)
     volume = None
+    ratios: dict[tuple[str, int], list[float]] = {}
     for _ in range(args.repeat):
+        polars_cpu = None
+        if not args.no_polars:  # once per round: each run's ratio is to the polars pass next to it in time
+            ref = run_polars(parquet, work)
+            polars_cpu = ref["cpu_s"]
+            print(json.dumps({**ref, "us_per_row": round(ref["cpu_s"] / args.rows * 1e6, 2)}), flush=True)
         for workers in (int(w) for w in args.workers.split(",")):
             for variant, tree in variants:
                 result = run_once(workers, cfg, data, work, args.memory_limit, tree, variant, args.profile,
                                   worker_env[variant])
                 result["cores"] = os.cpu_count()
                 result["per_row"] = per_row(result, args.rows, polars_cpu)
+                if polars_cpu:
+                    ratios.setdefault((variant, workers), []).append(result["per_row"]["ratio_to_polars"])
                 if args.shuffle_volume and volume is None and not args.csv:
                     from tasks.ingest import PART_ROWS
 
@@ -428,9 +432,9 @@ def main() -> None:
                 if not args.keep:
                     shutil.rmtree(work / f"cache_{variant}_w{workers}", ignore_errors=True)
                     shutil.rmtree(work / f"out_{variant}_w{workers}", ignore_errors=True)
-    if not args.no_polars:  # polars again at the end: the machine's load may have changed
-        ref = run_polars(parquet, work)
-        print(json.dumps({**ref, "us_per_row": round(ref["cpu_s"] / args.rows * 1e6, 2)}), flush=True)
+    for (variant, workers), values in ratios.items():  # polars' own CPU varies run to run (its page faults)
+        print(json.dumps({"summary": variant, "workers": workers, "ratio_to_polars": {
+            "median": round(float(np.median(values)), 2), "min": min(values), "max": max(values), "rounds": len(values)}}))
 
 
 if __name__ == "__main__":
