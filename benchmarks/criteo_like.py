@@ -25,8 +25,8 @@ In the same invocation, ``benchmarks/polars_reference.py`` (a hand-written polar
 encode, split and zstd Parquet write; ``pip install .[bench]``) runs on the same file once per round of
 ``--repeat``, and each run prints the flow process's share of all CPU, its peak RSS, the workers' CPU per
 row and the ratio of the run's CPU (flow + workers) to the CPU of its round's polars pass; a last line
-per variant and worker count gives the median, min and max of those ratios. ``--baseline DIR`` also runs the prepflow of another
-checkout (e.g. ``git worktree add /tmp/h7-base 34adbce``) on the same file, alternating with this one.
+per variant and worker count gives the median, min and max of those ratios. ``--baseline DIR`` also runs
+the prepflow of another checkout (e.g. ``git worktree add /tmp/h7-base 34adbce``) on the same file, alternating with this one.
 ``--csv``: prepflow reads the same table written as one CSV file (pyarrow's writer, no quotes: no value
 needs one, so the file is read in byte ranges); polars still reads the Parquet file.
 

@@ -21,6 +21,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import yaml
@@ -40,17 +41,9 @@ def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str)
     cache, out = work / f"cache_w{workers}", work / f"out_w{workers}"
     shutil.rmtree(cache, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
-    saved = {k: os.environ.get(k) for k in criteo_like.WORKER_ENV}
-    os.environ.update(criteo_like.WORKER_ENV)  # the worker processes inherit it
-    try:
+    with mock.patch.dict(os.environ, criteo_like.WORKER_ENV):  # the worker processes inherit it, this one not
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, memory_limit=memory_limit,
                                dashboard_address=None)
-    finally:
-        for k, v in saved.items():  # this process's own environment as it was
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     with cluster, Client(cluster) as client:
         client.wait_for_workers(workers, timeout=300)
         idle = client.run(criteo_like._worker_usage)
