@@ -98,7 +98,9 @@ def run(ctx, ingest, split, missing, balance, fitted):
         assign = split_mod.load(split)
         states = fill_missing.load(missing)
         mult = balance_mod.load(balance)
-        parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
+        # category columns as ingest stored them, dictionaries: each distinct value counted and looked up once
+        parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions,
+                                 frame.dictionary_columns(ctx.features, bool(ctx.config.stages)))
         prepared = filled_partitions(parts, ctx.features, assign, states)
         # the metadata with its inline vocabularies, read by one task (on a worker of a cluster): the flow
         # process never parses them (tasks.fitted_metadata); workers read Parquet vocabularies by path

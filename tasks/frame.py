@@ -42,15 +42,36 @@ def _strings(arrow_type):
     return pd.StringDtype("pyarrow") if arrow_type in (pa.string(), pa.large_string()) else None
 
 
-def _read_ipc(path: str) -> pd.DataFrame:
-    return feather.read_table(path, memory_map=True).to_pandas(types_mapper=_strings)
+def _to_pandas(table: pa.Table, dictionaries: frozenset[str] | tuple = ()) -> pd.DataFrame:
+    """A part (or rows of parts) as pandas: ingest's dictionary-encoded category columns decoded back to
+    strings (each row's value taken from its part's dictionary), but for the ``dictionaries`` named: those
+    stay one Arrow dictionary array each (pandas ``ArrowDtype``), for the stages that count or look up each
+    distinct value once (``tasks.features.category``)."""
+    for i, name in enumerate(table.column_names):
+        col = table.column(i)
+        if not pa.types.is_dictionary(col.type):
+            continue
+        if name in dictionaries:  # one array: concatenating chunks of several dictionaries merges them
+            col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        else:
+            col = pa.chunked_array([c.dictionary.take(c.indices) for c in col.chunks], type=col.type.value_type)
+        table = table.set_column(i, name, col)
+    return table.to_pandas(types_mapper=_pandas_type)
+
+
+def _pandas_type(arrow_type):
+    return pd.ArrowDtype(arrow_type) if pa.types.is_dictionary(arrow_type) else _strings(arrow_type)
+
+
+def _read_ipc(path: str, dictionaries: frozenset[str] | tuple = (), columns: list[str] | None = None) -> pd.DataFrame:
+    return _to_pandas(feather.read_table(path, columns=columns, memory_map=True), dictionaries)
 
 
 def _meta(path: str) -> pd.DataFrame:
-    """The empty frame of a part's schema (reads no rows)."""
+    """The empty frame of a part's schema (reads no rows), dictionary columns as their values' type."""
 
     with ipc.open_file(path) as reader:
-        return reader.schema.empty_table().to_pandas(types_mapper=_strings)
+        return _to_pandas(reader.schema.empty_table())
 
 
 def read_ingested(ingest_dir: str, npartitions: int | None) -> dd.DataFrame:
@@ -76,11 +97,13 @@ def ipc_num_rows(path: str) -> int:
         return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
 
 
-def _read_rows(pieces: list[tuple[str, int, int]]) -> pd.DataFrame:
+def _read_rows(pieces: list[tuple[str, int, int]], dictionaries: frozenset[str] | tuple = (),
+               columns: list[str] | None = None) -> pd.DataFrame:
     """Rows ``[start, stop)`` of each part, in order, as one frame (the parts are memory-mapped)."""
 
-    tables = [feather.read_table(path, memory_map=True).slice(start, stop - start) for path, start, stop in pieces]
-    return pa.concat_tables(tables).to_pandas(types_mapper=_strings)
+    tables = [feather.read_table(path, columns=columns, memory_map=True).slice(start, stop - start)
+              for path, start, stop in pieces]
+    return _to_pandas(pa.concat_tables(tables), dictionaries)
 
 
 def row_ranges(sizes: list[int], n: int) -> list[list[tuple[int, int, int]]]:
@@ -96,23 +119,47 @@ def row_ranges(sizes: list[int], n: int) -> list[list[tuple[int, int, int]]]:
     return out
 
 
-def partitions(ingest_dir: str, npartitions: int | None) -> list:
+def partitions(ingest_dir: str, npartitions: int | None, dictionaries: tuple[str, ...] = (),
+               columns: list[str] | None = None) -> list:
     """The ingested table's partitions as Dask delayed frames in row order: ``npartitions`` (default:
     as many as ingest's cached parts) near-equal row ranges. Built from ``dask.delayed`` alone: Dask's DataFrame layer
-    (0.4 s to import, graph building per call) adds nothing for a list of partitions."""
+    (0.4 s to import, graph building per call) adds nothing for a list of partitions. ``dictionaries``: the
+    dictionary-encoded columns to keep so (``dictionary_columns``); every other column is as ingest read it.
+    ``columns``: only these (default: all)."""
 
     files = _part_files(ingest_dir)
     sizes = [ipc_num_rows(f) for f in files]
     n = npartitions or len(files)
-    if n == len(files) and max(sizes) - min(sizes) <= 1:
-        return [delayed(_read_ipc, pure=True)(f) for f in files]
-    ranges = row_ranges(sizes, n)  # also by default: ingest's last part is short, and threads idle on it
-    return [delayed(_read_rows, pure=True)([(files[i], a, b) for i, a, b in r] or [(files[0], 0, 0)]) for r in ranges]
+    keep = frozenset(dictionaries)
+    # One partition per part when its dictionaries are kept (a range over two parts merges their dictionaries:
+    # ~150 ms per 262k Criteo rows), or when the parts are equal; else near-equal ranges, also by default:
+    # ingest's last part is short, and threads idle on it.
+    if n == len(files) and (keep or max(sizes) - min(sizes) <= 1):
+        return [delayed(_read_ipc, pure=True)(f, keep, columns) for f in files]
+    ranges = row_ranges(sizes, n)
+    return [delayed(_read_rows, pure=True)([(files[i], a, b) for i, a, b in r] or [(files[0], 0, 0)], keep, columns)
+            for r in ranges]
+
+
+def dictionary_columns(features: list[FeatureType], custom_stages: bool,
+                       counted: set[str] | None = None) -> tuple[str, ...]:
+    """The columns a stage's partitions may keep as ingest's dictionaries (``tasks.ingest_spec.category_columns``):
+    those whose every reader takes them so (``FeatureType.keeps_dictionary``; and is in ``counted``, when
+    given), and none when ``custom_stages`` run inside the preparation (a stage reads columns as ingest read
+    them)."""
+    if custom_stages:
+        return ()
+    readers: dict[str, list[FeatureType]] = {}
+    for f in features:
+        readers.setdefault(f.column, []).append(f)
+    return tuple(sorted(c for c, fs in readers.items()
+                        if all(f.keeps_dictionary and (counted is None or f.name in counted) for f in fs)))
 
 
 def largest_partition_rows(ingest_dir: str, rows: int, npartitions: int | None) -> int:
-    """Rows of the largest of ``partitions(ingest_dir, npartitions)`` for an ingested table of ``rows``: its
-    partitions differ by at most one row (ingest's equal parts, or ``row_ranges``). Reads no footer."""
+    """Rows of the largest of ``partitions(ingest_dir, npartitions)`` for an ingested table of ``rows``, as if
+    they differed by at most one row (``row_ranges``; one partition per part when the parts are not equal is
+    an estimate: a short last part leaves the others a little larger). Reads no footer."""
     n = npartitions or len(_part_files(ingest_dir))
     return -(-rows // max(n, 1))
 

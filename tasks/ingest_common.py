@@ -30,24 +30,61 @@ def check_columns(path: str, available: list[str], wanted: dict[str, str]) -> No
                         f"its columns are {available}")
 
 
-def normalize_batch(batch: pa.RecordBatch | pa.Table, spec) -> pa.Table:
-    """Strings stay strings; everything else keeps the type its format gave it (cast later)."""
+DICTIONARY = pa.dictionary(pa.int32(), pa.string())
+
+
+def normalize_batch(batch: pa.RecordBatch | pa.Table, spec, read_dictionaries: bool = False) -> pa.Table:
+    """Strings stay strings; everything else keeps the type its format gave it (cast later).
+
+    ``read_dictionaries``: the table's dictionary columns are as pyarrow's Parquet reader made them
+    (``read_dictionary``), which builds each dictionary in a hash table of the values (each value once):
+    those of the spec's ``dictionary`` columns stay ``DICTIONARY`` arrays. Other dictionaries (a Feather
+    file's, a DataFrame's categoricals) are decoded."""
     table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+    dictionary = set(getattr(spec, "dictionary", ())) if read_dictionaries else set()
     cols = []
     for name in spec.columns:
         col = table.column(name)
-        if pa.types.is_large_string(col.type) or pa.types.is_string_view(col.type):
-            col = col.cast(pa.string())
         if pa.types.is_dictionary(col.type):
-            col = col.cast(col.type.value_type)
+            if name in dictionary and _is_string(col.type.value_type):
+                col = col.cast(DICTIONARY) if col.type != DICTIONARY else col
+            else:
+                col = col.cast(col.type.value_type)
+        if _is_string(col.type) and col.type != pa.string():
+            col = col.cast(pa.string())
         cols.append(col)
     return pa.Table.from_arrays(cols, names=list(spec.columns))
+
+
+def dictionary_encoded(table: pa.Table, spec) -> pa.Table:
+    """A part as ingest stores it: each of the spec's ``dictionary`` columns of strings one ``DICTIONARY``
+    array, its dictionary holding each value once (what the vocab stage's counts rely on). Encoded per part,
+    not per read batch: a CSV reader's ~1 MB batches would each repeat most of a large column's values."""
+    for name in getattr(spec, "dictionary", ()):
+        i = table.schema.get_field_index(name)
+        if i < 0:
+            continue
+        col = table.column(i)
+        if col.type == pa.string():
+            col = pc.dictionary_encode(col.combine_chunks())
+        elif col.type == DICTIONARY and col.num_chunks > 1:  # the reader's per row group dictionaries, merged
+            col = col.combine_chunks()
+        else:
+            continue
+        table = table.set_column(i, name, col)
+    return table
+
+
+def _is_string(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
 
 
 def write_ipc(table: pa.Table, path: Path) -> None:
     """Cache files are uncompressed Arrow IPC: ~10x faster to write and read back than Parquet here
     (measured on the 336k-row flights table), and memory-mappable. Parquet is for artifacts."""
 
+    if any(pa.types.is_dictionary(c.type) and c.num_chunks > 1 for c in table.columns):
+        table = table.unify_dictionaries()  # the IPC file format holds one dictionary per column
     feather.write_feather(table, str(path), compression="uncompressed")
 
 

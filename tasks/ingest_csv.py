@@ -51,7 +51,14 @@ from storage.arrow_blocks import fixed_blocks
 from storage.fs import filesystem, write_at
 from tasks import csv_dialect, ingest_parts, ingest_spec
 from tasks.dask_run import compute
-from tasks.ingest_common import ROW, check_columns, first_infinity, normalize_batch, write_ipc
+from tasks.ingest_common import (
+    ROW,
+    check_columns,
+    dictionary_encoded,
+    first_infinity,
+    normalize_batch,
+    write_ipc,
+)
 
 RANGE_BYTES = 64 << 20  # bytes per range task (a range's bytes and its parsed table are in memory at once)
 NULL_VALUES = ["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"]
@@ -274,7 +281,7 @@ def read_unit(unit: Unit, spec, out_dir: str, read_whole) -> dict:
             infinity = (rows + found[0], found[1], found[2])
         name = f"unit-{unit.file:05d}-{unit.start:015d}-{k:05d}.arrow"
         numbers = pa.array(np.arange(rows, rows + block.num_rows, dtype=np.int64))
-        write_ipc(block.append_column(ROW, numbers), Path(out_dir) / name)
+        write_ipc(dictionary_encoded(block, spec).append_column(ROW, numbers), Path(out_dir) / name)
         parts.append((name, block.num_rows))
         rows += block.num_rows
     return {"fallback": False, "parts": parts, "rows": rows, "infinity": infinity, "where": where}

@@ -32,7 +32,14 @@ from core.errors import DataError
 from storage.fs import filesystem, is_url, open_input, strip_file_scheme
 from storage.hashing import hash_stream, stable_hash
 from tasks.dask_run import compute
-from tasks.ingest_common import ROW, check_columns, normalize_batch, reject_infinities, write_ipc
+from tasks.ingest_common import (
+    ROW,
+    check_columns,
+    dictionary_encoded,
+    normalize_batch,
+    reject_infinities,
+    write_ipc,
+)
 
 GLOB_CHARS = "*?["
 
@@ -169,7 +176,8 @@ def read_unit(unit: Unit, spec) -> pa.Table:
     """A unit's rows with exactly the spec's columns, checked (infinities named by file and row)."""
     try:
         with open_input(unit.source) as fh:
-            pf = pq.ParquetFile(fh)
+            # category strings straight from the file's dictionary pages (pyarrow skips non-string columns)
+            pf = pq.ParquetFile(fh, read_dictionary=list(getattr(spec, "dictionary", ())) or None)
             table = pf.read_row_groups(list(unit.row_groups), columns=list(spec.columns))
     except (pa.ArrowInvalid, OSError) as exc:
         groups = ", ".join(map(str, unit.row_groups))
@@ -177,7 +185,7 @@ def read_unit(unit: Unit, spec) -> pa.Table:
     if table.num_rows != unit.rows:
         raise DataError(f"{unit.path}: row group {unit.row_groups[0]}: {table.num_rows} rows, its footer says "
                         f"{unit.rows}")
-    table = normalize_batch(table, spec)
+    table = normalize_batch(table, spec, read_dictionaries=True)
     reject_infinities(table, spec, unit.file_row, unit.path)
     return table
 
@@ -185,7 +193,7 @@ def read_unit(unit: Unit, spec) -> pa.Table:
 def write_unit(unit: Unit, spec, part: str) -> int:
     table = read_unit(unit, spec)
     rows = pa.array(np.arange(unit.first_row, unit.first_row + unit.rows, dtype=np.int64))
-    write_ipc(table.append_column(ROW, rows), Path(part))
+    write_ipc(dictionary_encoded(table, spec).append_column(ROW, rows), Path(part))
     return table.num_rows
 
 

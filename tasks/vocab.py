@@ -43,7 +43,9 @@ def run(ctx, ingest, split, missing):
     def compute(out: Path) -> Statistics:
         assign = split_mod.load(split)
         states = fill_missing.load(missing)
-        parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
+        # category columns as ingest stored them, dictionaries: each distinct value counted and looked up once
+        parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions,
+                                 frame.dictionary_columns(ctx.features, bool(ctx.config.stages)))
         prepared = filled_partitions(parts, ctx.features, assign, states)
         counted = category_vocab.counted_features(ctx.features)  # category vocabularies: by a shuffle
         combiners = {f.name: f.fit_combiner(states[f.name]) for f in ctx.features if f not in counted}

@@ -100,6 +100,13 @@ class FeatureType:
         writing the fill into every row: a category's ``<UNK>`` (id 0 either way). No by default."""
         return False
 
+    @property
+    def keeps_dictionary(self) -> bool:
+        """Whether the vocab and encode stages may hand this feature its column as ingest stored it, an Arrow
+        dictionary array (pandas ``ArrowDtype``), unfilled: ``cast``, ``add`` and ``encode`` then read each
+        distinct value once (``tasks.prepared.dictionary_columns``). No by default."""
+        return False
+
     # ---- fit (a combiner over the filled fit rows) / encode ------------------------------------------
     def create(self) -> Any:
         """An empty fit accumulator (the default type fits nothing)."""
@@ -273,6 +280,21 @@ def by_count_then(table: pa.Table, tie: str) -> np.ndarray:
     by_tie = pc.sort_indices(table.column(tie)).to_numpy()
     counts = table.column("count").to_numpy()[by_tie]
     return by_tie[np.argsort(-counts, kind="stable")]
+
+
+def is_dictionary(values: pd.Series) -> bool:
+    """Whether the column is an Arrow dictionary array (pandas ``ArrowDtype``; ``keeps_dictionary``)."""
+    return isinstance(values.dtype, pd.ArrowDtype) and pa.types.is_dictionary(values.dtype.pyarrow_dtype)
+
+
+def dictionary_array(values: pd.Series) -> pa.DictionaryArray | None:
+    """The column as one Arrow dictionary array when it is one (``keeps_dictionary``), else None."""
+    if not is_dictionary(values):
+        return None
+    arr = values.array.__arrow_array__()
+    if isinstance(arr, pa.ChunkedArray):  # (concatenating chunks of several dictionaries merges them)
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    return arr
 
 
 def as_strings(values: pd.Series) -> pa.Array:

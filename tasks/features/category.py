@@ -60,7 +60,9 @@ from tasks.features.base import (
     FeatureType,
     as_strings,
     by_count_then,
+    dictionary_array,
     first_bad,
+    is_dictionary,
 )
 
 UNK = "<UNK>"
@@ -218,7 +220,16 @@ class CategoryFeature(FeatureType):
             return text.mask(np.isnan(x))
         if self.ludwig:  # Ludwig compares stripped values (vocabulary and lookup)
             return values.astype("string").str.strip()
+        if is_dictionary(values):  # kept as ingest stored it (keeps_dictionary): strings already
+            return values
         return values.astype("string")
+
+    @property
+    def keeps_dictionary(self) -> bool:
+        """A category filled with ``<UNK>`` (the default; not Ludwig's symbols, not pre-encoded ids): its fit
+        counts each distinct value of a partition's dictionary by the rows' indices, and encode looks up each
+        distinct value once."""
+        return self.reads_missing_as_fill()
 
     def fill_value_from_config(self, value: Any) -> str | int | None:
         if self.encoded:
@@ -327,8 +338,8 @@ class CategoryFeature(FeatureType):
         each value's first row is kept (a min over partitions), Ludwig's order of equal counts."""
         if not self.needs_vocabulary:
             return acc
-        arr = as_strings(values)
         if self.ludwig:
+            arr = as_strings(values)
             valid = arr.is_valid()
             rows = pa.array(np.asarray(values.index.to_numpy(), dtype=np.int64)).filter(valid)
             grouped = pa.table({"value": arr.filter(valid), "row": rows}).group_by("value").aggregate(
@@ -336,17 +347,14 @@ class CategoryFeature(FeatureType):
             batch = pa.table({"value": grouped["value"], "count": grouped["row_count"].cast(pa.int64()),
                               "first": grouped["row_min"]})
         else:
-            vc = pc.value_counts(arr)  # nulls counted as one entry, dropped here (not the strings copied without them)
-            if arr.null_count:
-                vc = vc.filter(vc.field("values").is_valid())
-            values, counts = vc.field("values").cast(pa.string()), vc.field("counts").cast(pa.int64()).to_numpy().copy()
-            if arr.null_count and self.reads_missing_as_fill():  # left missing by the preparation: each is a <UNK>
+            values, counts, nulls = _value_counts(values)
+            if nulls and self.reads_missing_as_fill():  # left missing by the preparation: each is a <UNK>
                 at = pc.index(values, UNK).as_py()
                 if at >= 0:
-                    counts[at] += arr.null_count
+                    counts[at] += nulls
                 else:
                     values = pa.concat_arrays([values, pa.array([UNK], pa.string())])
-                    counts = np.append(counts, arr.null_count)
+                    counts = np.append(counts, nulls)
             batch = pa.table({"value": values, "count": counts, "first": pa.array(np.zeros(len(counts), np.int64))})
         return batch if acc.num_rows == 0 else self.merge(acc, batch)
 
@@ -426,24 +434,34 @@ class CategoryFeature(FeatureType):
         if metadata.get("encoded"):
             return {self.name: self._encode_ids(values, int(metadata["vocab_size"]))}
         string_hash.check_hash_name(metadata.get("hash"), self.describe())
-        arr = as_strings(values)
         if metadata.get("preprocessing", {}).get("symbols") == "ludwig":
-            return {self.name: self._encode_ludwig(arr, metadata)}
+            return {self.name: self._encode_ludwig(as_strings(values), metadata)}
+        arr = dictionary_array(values)  # a kept dictionary (keeps_dictionary): each distinct value looked up once
+        if arr is None:
+            arr = as_strings(values)
         if "hash_buckets" in metadata:
             ids = _hash_ids(arr, metadata["hash_buckets"], offset=1)
         elif "vocab_file" in metadata:
             ids = self._encode_with_file(arr, metadata)
+        elif pa.types.is_dictionary(arr.type):
+            ids = _ids_by_code(self._encode_inline(arr.dictionary, metadata), arr.indices)
         else:
-            buckets = int(metadata.get("num_oov_buckets", 0))
-            vocab = pa.array(metadata["idx2str"][1 + buckets:], type=pa.string())
-            idx = pc.index_in(arr, value_set=vocab)
-            ids = pc.fill_null(pc.add(idx, 1 + buckets), 0).to_numpy(zero_copy_only=False).astype(np.int32)
-            if buckets:
-                oov = pc.and_(pc.is_null(idx), pc.invert(pc.fill_null(pc.equal(arr, UNK), True)))
-                oov = oov.to_numpy(zero_copy_only=False)
-                if oov.any():
-                    ids[oov] = _hash_ids(arr.filter(pa.array(oov)), buckets, offset=1)
+            ids = self._encode_inline(arr, metadata)
         return {self.name: ids}
+
+    def _encode_inline(self, arr: pa.Array, metadata: dict) -> np.ndarray:
+        """Ids by the metadata's ``idx2str``: 0 for ``<UNK>``, a missing value and (without OOV buckets) a value
+        not in the vocabulary."""
+        buckets = int(metadata.get("num_oov_buckets", 0))
+        vocab = pa.array(metadata["idx2str"][1 + buckets:], type=pa.string())
+        idx = pc.index_in(arr, value_set=vocab)
+        ids = pc.fill_null(pc.add(idx, 1 + buckets), 0).to_numpy(zero_copy_only=False).astype(np.int32)
+        if buckets:
+            oov = pc.and_(pc.is_null(idx), pc.invert(pc.fill_null(pc.equal(arr, UNK), True)))
+            oov = oov.to_numpy(zero_copy_only=False)
+            if oov.any():
+                ids[oov] = _hash_ids(arr.filter(pa.array(oov)), buckets, offset=1)
+        return ids
 
     def _encode_with_file(self, arr: pa.Array, metadata: dict) -> np.ndarray:
         if "vocab_path" not in metadata:
@@ -451,7 +469,7 @@ class CategoryFeature(FeatureType):
                             "metadata with storage.vocab_store.resolve(metadata, folder) to encode")
         buckets = int(metadata.get("num_oov_buckets", 0))
         table = vocab_store.lookup(metadata["vocab_path"], metadata["vocab_file"]["sha256"], 1 + buckets)
-        encoded = pc.dictionary_encode(arr)
+        encoded = arr if pa.types.is_dictionary(arr.type) else pc.dictionary_encode(arr)
         distinct = encoded.dictionary
         pos = table.positions(distinct)
         ids_of = np.where(pos >= 0, pos + 1 + buckets, 0).astype(np.int32)
@@ -459,10 +477,7 @@ class CategoryFeature(FeatureType):
             oov = (pos < 0) & ~pc.equal(distinct, UNK).to_numpy(zero_copy_only=False)
             if oov.any():
                 ids_of[oov] = _hash_ids(distinct.filter(pa.array(oov)), buckets, offset=1)
-        codes = encoded.indices
-        valid = codes.is_valid().to_numpy(zero_copy_only=False)
-        return np.where(valid, ids_of[codes.fill_null(0).to_numpy(zero_copy_only=False)], 0).astype(np.int32) \
-            if len(ids_of) else np.zeros(len(arr), np.int32)
+        return _ids_by_code(ids_of, encoded.indices)
 
     def _encode_ludwig(self, arr: pa.Array, metadata: dict) -> np.ndarray:
         """Ludwig's lookup: ``str2idx`` of the value, else the id of ``<UNK>`` when the vocabulary has one, else
@@ -515,12 +530,34 @@ def _hash_ids(arr: pa.Array, buckets: int, offset: int) -> np.ndarray:
     """``offset + hash mod buckets`` per value; nulls and the literal ``<UNK>`` -> 0 (each distinct value hashed once)."""
     if len(arr) == 0:
         return np.zeros(0, np.int32)
-    encoded = pc.dictionary_encode(arr)
+    encoded = arr if pa.types.is_dictionary(arr.type) else pc.dictionary_encode(arr)
     distinct = encoded.dictionary
     ids_of = (offset + string_hash.buckets(string_hash.hash_strings(distinct), buckets)).astype(np.int32)
     ids_of[pc.equal(distinct, UNK).to_numpy(zero_copy_only=False)] = 0
-    codes = encoded.indices
-    valid = codes.is_valid().to_numpy(zero_copy_only=False)
+    return _ids_by_code(ids_of, encoded.indices)
+
+
+def _ids_by_code(ids_of: np.ndarray, codes: pa.Array) -> np.ndarray:
+    """Each row's id from its distinct value's (``ids_of[code]``); a missing value (null code) -> 0."""
     if not len(ids_of):
-        return np.zeros(len(arr), np.int32)
+        return np.zeros(len(codes), np.int32)
+    valid = codes.is_valid().to_numpy(zero_copy_only=False)
     return np.where(valid, ids_of[codes.fill_null(0).to_numpy(zero_copy_only=False)], 0).astype(np.int32)
+
+
+def _value_counts(values: pd.Series) -> tuple[pa.Array, np.ndarray, int]:
+    """Each distinct non-null value (strings), its count (int64) and the count of nulls. A dictionary column
+    (``keeps_dictionary``; its dictionary holds each value once: ``tasks.ingest_common.dictionary_encoded``) is
+    counted by its rows' indices, not by hashing every row's string."""
+    d = dictionary_array(values)
+    if d is None:
+        arr = as_strings(values)
+        vc = pc.value_counts(arr)  # nulls counted as one entry, dropped here (not the strings copied without them)
+        if arr.null_count:
+            vc = vc.filter(vc.field("values").is_valid())
+        return vc.field("values").cast(pa.string()), vc.field("counts").cast(pa.int64()).to_numpy().copy(), \
+            arr.null_count
+    codes = d.indices if d.null_count == 0 else d.indices.drop_null()
+    counts = np.bincount(codes.to_numpy(zero_copy_only=False), minlength=len(d.dictionary))
+    seen = np.flatnonzero(counts)
+    return d.dictionary.take(pa.array(seen)), counts[seen].astype(np.int64), d.null_count
