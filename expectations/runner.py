@@ -46,6 +46,23 @@ def needs_gx(suite: dict, columns: list[str] | None = None) -> bool:
     return any(kernels.user_kernel(e, columns or []) is None for e in suite["expectations"])
 
 
+def columns_read(named: list[tuple[str, dict]], columns: list[str]) -> list[str] | None:
+    """The columns whose values the suites read, in ``columns`` order: every kernel reads its ``column`` but
+    the existence check, which reads the names only, and the row counts; None (all of them) when GX runs
+    an expectation."""
+    read: set[str] = set()
+    for _src, s in named:
+        if is_generated(s):
+            checks = kernels.kernels(s, columns)
+        else:
+            kernel_run, rest = split_user_suite(s, columns)
+            if rest["expectations"]:
+                return None
+            checks = [c for _k, c in kernel_run]
+        read.update(c.column for c in checks if c.column is not None and not isinstance(c, kernels.ColumnToExist))
+    return [c for c in columns if c in read]
+
+
 def run(named: list[tuple[str, dict]], parts: list, columns: list[str], scheduler=None) -> list[dict]:
     """Run ``(source, suite JSON)`` pairs on ``parts`` (pandas frames or Dask delayed frames, in row
     order, with a global index) whose columns are ``columns``: one suite entry each

@@ -283,19 +283,21 @@ def _encoded_chunk(pieces: list, shaped: dict[str, bool]) -> pd.DataFrame:
     return pd.DataFrame(data, index=pd.RangeIndex(offset, offset + len(first)))
 
 
-def raw_view(ingest_path: str, npartitions: int | None) -> tuple[list, list[str], int]:
+def raw_view(ingest_path: str, npartitions: int | None, read=None) -> tuple[list, list[str], int]:
     """The raw gate's partitions (delayed, indexed by input row; ``VALIDATION_ROWS`` rows each by
-    default), columns and row count."""
-
+    default), columns and row count. ``read(columns)``: the columns whose values the suites read
+    (``expectations.runner.columns_read``; None: all); the partitions hold only those."""
 
     rows = ingest_mod.num_rows(ingest_path)
     data_dir = ingest_mod.data_dir(ingest_path)
-    parts = frame.partitions(data_dir, npartitions or -(-rows // VALIDATION_ROWS))
     columns = [c for c in frame.column_dtypes(data_dir) if c != ingest_mod.ROW]
+    wanted = read(columns) if read is not None else None
+    parts = frame.partitions(data_dir, npartitions or -(-rows // VALIDATION_ROWS),
+                             columns=None if wanted is None else [*wanted, ingest_mod.ROW])
     return [delayed(_raw_view)(p) for p in parts], columns, rows
 
 
-def encoded_view(chunks: list[list], shaped: dict[str, bool]) -> tuple[list, list[str], int]:
+def encoded_view(chunks: list[list], shaped: dict[str, bool], read=None) -> tuple[list, list[str], int]:
     """The encoded gate's partitions (one per chunk of ``_encoded_chunks``), columns and row count;
     ``shaped``: output column -> whether it is a matrix."""
 
@@ -336,7 +338,7 @@ def validate_view(named: list[tuple[str, dict]], view: str, args: list) -> tuple
     """``run_suites`` on ``VIEWS[view](*args)``: ``(suites, rows)``."""
 
 
-    parts, columns, rows = VIEWS[view](*args)
+    parts, columns, rows = VIEWS[view](*args, read=lambda columns: runner.columns_read(named, columns))
     # Dask's local default named, as in frame.compute: asking Dask would import distributed to find no Client
     return run_suites(named, parts, columns, scheduler=dask.threaded.get if frame.local_only() else None), rows
 
