@@ -88,15 +88,18 @@ def ingest_spec(ctx) -> IngestSpec:
     csv_options = ctx.config.preprocessing.csv
     return IngestSpec(columns=columns, format="dataframe" if in_memory else detect_format(ctx.dataset),
                       delimiter=csv_options.delimiter if csv_options else None,
-                      dictionary=category_columns(ctx.features, columns))
+                      dictionary=category_columns(ctx.features, columns, bool(ctx.config.stages)))
 
 
-def category_columns(features, columns: dict[str, str]) -> tuple[str, ...]:
-    """The string columns that only category features read (not pre-encoded ids): their values repeat, so
-    the parts store each once per part (a dictionary) and the vocab and encode stages count and look up
-    the distinct values instead of every row."""
+def category_columns(features, columns: dict[str, str], custom_stages: bool = False) -> tuple[str, ...]:
+    """The string columns that only features keeping a dictionary read (``FeatureType.keeps_dictionary``:
+    ``<UNK>``-filled category inputs): their values repeat, so the parts store each once per part (a
+    dictionary), and the vocab and encode stages count and look up the distinct values instead of every row
+    (``tasks.frame.dictionary_columns``). None with custom stages, which read the columns as strings."""
+    if custom_stages:
+        return ()
     readers: dict[str, list] = {}
     for f in features:
         readers.setdefault(f.column, []).append(f)
-    return tuple(sorted(c for c, fs in readers.items() if columns.get(c) == "string"
-                        and all(f.type_name == "category" and not f.encoded for f in fs)))
+    return tuple(sorted(c for c, fs in readers.items()
+                        if columns.get(c) == "string" and all(f.keeps_dictionary for f in fs)))

@@ -83,18 +83,21 @@ def test_kept_dictionaries_give_the_artifact_of_plain_strings(tmp_path, monkeypa
     assert files == without_created_at(artifact_files(plain.artifact["artifact_path"]))
 
 
-def test_only_columns_that_only_category_features_read_are_stored_as_dictionaries():
+def test_only_columns_that_only_unk_filled_category_inputs_read_are_stored_as_dictionaries():
     config = parse_config({
         "input_features": [{"name": "c", "type": "category"}, {"name": "t", "type": "text"},
                            {"name": "u", "column": "t", "type": "category"},
                            {"name": "e", "type": "category", "preprocessing": {"encoded": True, "cardinality": 5}},
+                           {"name": "l", "type": "category", "preprocessing": {"symbols": "ludwig"}},
+                           {"name": "k", "type": "category", "preprocessing": {"fill_value": "zz"}},
                            {"name": "x", "type": "number"}],
         "output_features": [{"name": "y", "type": "category"}]})
     ctx = RunContext(config, "unused", None)
     columns = {f.column: f.read_as() for f in ctx.features}
-    # t is also read by a text feature, e is pre-encoded ids, x is a number; y is an output category
-    assert ingest_spec.category_columns(ctx.features, columns) == ("c", "y")
-    # the stages keep only those of <UNK>-filled inputs (not an output's, which drops its missing rows)
+    # t is also read by a text feature, e is pre-encoded ids, l ranks Ludwig's way, k fills another value,
+    # x is a number, y an output (its missing rows are dropped): all read as strings, as before
+    assert ingest_spec.category_columns(ctx.features, columns) == ("c",)
+    assert ingest_spec.category_columns(ctx.features, columns, custom_stages=True) == ()
     assert frame.dictionary_columns(ctx.features, custom_stages=False) == ("c",)
     assert frame.dictionary_columns(ctx.features, custom_stages=True) == ()
 
