@@ -7,6 +7,7 @@ inside a task until it is killed. Tests SIGKILL it and check that the run shows 
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -21,8 +22,9 @@ from flows.bookkeeping import RunRecord  # noqa: E402
 
 @task
 def block(marker: str) -> None:
-    with open(marker, "w") as f:
+    with open(marker + ".tmp", "w") as f:  # renamed when written: a test that sees the file reads its text
         f.write(MODE)
+    os.replace(marker + ".tmp", marker)
     time.sleep(900)
 
 
