@@ -29,8 +29,8 @@ class IngestSpec:
     columns: dict[str, str]  # column -> "string" | "float64"
     format: str
     delimiter: str | None = None  # CSV/TSV: the config's preprocessing.csv.delimiter (None: sniffed)
-    # string columns stored dictionary-encoded in the parts (read only by category features): see
-    # ``tasks.ingest_common.normalize_batch``; every reader but vocab's and encode's gets plain strings back
+    # string columns stored dictionary-encoded in the parts (``category_columns``, written by
+    # ``tasks.ingest_common.dictionary_encoded``); every reader but vocab, encode and fill_missing gets strings
     dictionary: tuple[str, ...] = ()
 
     def slice(self) -> dict:
