@@ -46,29 +46,11 @@ def needs_gx(suite: dict, columns: list[str] | None = None) -> bool:
     return any(kernels.user_kernel(e, columns or []) is None for e in suite["expectations"])
 
 
-def columns_read(named: list[tuple[str, dict]], columns: list[str]) -> list[str] | None:
-    """The columns whose values the suites read, in ``columns`` order: every kernel reads its ``column`` but
-    the existence check, which reads the names only, and the row counts; None (all of them) when GX runs
-    an expectation."""
-    read: set[str] = set()
-    for _src, s in named:
-        if is_generated(s):
-            checks = kernels.kernels(s, columns)
-        else:
-            kernel_run, rest = split_user_suite(s, columns)
-            if rest["expectations"]:
-                return None
-            checks = [c for _k, c in kernel_run]
-        read.update(c.column for c in checks if c.column is not None and not isinstance(c, kernels.ColumnToExist))
-    return [c for c in columns if c in read]
-
-
-def run(named: list[tuple[str, dict]], parts: list, columns: list[str], scheduler=None) -> list[dict]:
-    """Run ``(source, suite JSON)`` pairs on ``parts`` (pandas frames or Dask delayed frames, in row
-    order, with a global index) whose columns are ``columns``: one suite entry each
-    (``expectations.results.suite_entry``). ``scheduler``: Dask's (default: the active one)."""
-    groups: list[tuple[int, list[int] | None, list]] = []  # (suite index, positions or None: all, kernels)
-    user: list[tuple[int, dict]] = []  # (suite index, the part GX runs)
+def _plan(named: list[tuple[str, dict]], columns: list[str]) -> tuple[list, list]:
+    """``(groups, user)``: per suite, ``(suite index, positions or None: all, kernels)``; and the parts of user
+    suites that GX runs, ``(suite index, suite)``."""
+    groups: list[tuple[int, list[int] | None, list]] = []
+    user: list[tuple[int, dict]] = []
     for i, (_src, s) in enumerate(named):
         if is_generated(s):
             groups.append((i, None, kernels.kernels(s, columns)))
@@ -77,6 +59,26 @@ def run(named: list[tuple[str, dict]], parts: list, columns: list[str], schedule
             groups.append((i, [k for k, _c in kernel_run], [c for _k, c in kernel_run]))
             if rest["expectations"]:
                 user.append((i, rest))
+    return groups, user
+
+
+def columns_read(named: list[tuple[str, dict]], columns: list[str]) -> list[str] | None:
+    """The columns whose values the suites read, in ``columns`` order: every kernel reads its ``column`` but
+    the existence check, which reads the names only, and the row counts; None (all of them) when GX runs
+    an expectation."""
+    groups, user = _plan(named, columns)
+    if user:
+        return None
+    read = {c.column for _i, _pos, group in groups for c in group
+            if c.column is not None and not isinstance(c, kernels.ColumnToExist)}
+    return [c for c in columns if c in read]
+
+
+def run(named: list[tuple[str, dict]], parts: list, columns: list[str], scheduler=None) -> list[dict]:
+    """Run ``(source, suite JSON)`` pairs on ``parts`` (pandas frames or Dask delayed frames, in row
+    order, with a global index) whose columns are ``columns``: one suite entry each
+    (``expectations.results.suite_entry``). ``scheduler``: Dask's (default: the active one)."""
+    groups, user = _plan(named, columns)
     plans = []
     if user:  # GX is imported (by gx_suites, on first use) only for these
         plans = [gx_suites.Plan(s, columns) for _i, s in user]

@@ -41,7 +41,7 @@ def normalize_batch(batch: pa.RecordBatch | pa.Table, spec, read_dictionaries: b
     those of the spec's ``dictionary`` columns stay ``DICTIONARY`` arrays. Other dictionaries (a Feather
     file's, a DataFrame's categoricals) are decoded."""
     table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
-    dictionary = set(getattr(spec, "dictionary", ())) if read_dictionaries else set()
+    dictionary = set(spec.dictionary) if read_dictionaries else set()
     cols = []
     for name in spec.columns:
         col = table.column(name)
@@ -58,9 +58,10 @@ def normalize_batch(batch: pa.RecordBatch | pa.Table, spec, read_dictionaries: b
 
 def dictionary_encoded(table: pa.Table, spec) -> pa.Table:
     """A part as ingest stores it: each of the spec's ``dictionary`` columns of strings one ``DICTIONARY``
-    array, its dictionary holding each value once (what the vocab stage's counts rely on). Encoded per part,
-    not per read batch: a CSV reader's ~1 MB batches would each repeat most of a large column's values."""
-    for name in getattr(spec, "dictionary", ()):
+    array of one chunk (the IPC file format holds one dictionary per column), its dictionary holding each
+    value once (what the vocab stage's counts rely on). Encoded per part, not per read batch: a CSV
+    reader's ~1 MB batches would each repeat most of a large column's values."""
+    for name in spec.dictionary:
         i = table.schema.get_field_index(name)
         if i < 0:
             continue
@@ -83,8 +84,6 @@ def write_ipc(table: pa.Table, path: Path) -> None:
     """Cache files are uncompressed Arrow IPC: ~10x faster to write and read back than Parquet here
     (measured on the 336k-row flights table), and memory-mappable. Parquet is for artifacts."""
 
-    if any(pa.types.is_dictionary(c.type) and c.num_chunks > 1 for c in table.columns):
-        table = table.unify_dictionaries()  # the IPC file format holds one dictionary per column
     feather.write_feather(table, str(path), compression="uncompressed")
 
 

@@ -177,7 +177,7 @@ def read_unit(unit: Unit, spec) -> pa.Table:
     try:
         with open_input(unit.source) as fh:
             # category strings straight from the file's dictionary pages (pyarrow skips non-string columns)
-            pf = pq.ParquetFile(fh, read_dictionary=list(getattr(spec, "dictionary", ())) or None)
+            pf = pq.ParquetFile(fh, read_dictionary=list(spec.dictionary) or None)
             table = pf.read_row_groups(list(unit.row_groups), columns=list(spec.columns))
     except (pa.ArrowInvalid, OSError) as exc:
         groups = ", ".join(map(str, unit.row_groups))

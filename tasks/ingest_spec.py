@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from core.errors import DataError
 from storage.arrow_blocks import fixed_blocks
-from tasks import custom_plan
+from tasks import custom_plan, frame
 from tasks.dataset_info import dataset_columns, detect_format
 from tasks.ingest_common import ROW, dictionary_encoded, normalize_batch, reject_infinities, write_ipc
 from tasks.user_suites import extra_raw_columns
@@ -92,14 +92,8 @@ def ingest_spec(ctx) -> IngestSpec:
 
 
 def category_columns(features, columns: dict[str, str], custom_stages: bool = False) -> tuple[str, ...]:
-    """The string columns that only features keeping a dictionary read (``FeatureType.keeps_dictionary``:
-    ``<UNK>``-filled category inputs): their values repeat, so the parts store each once per part (a
-    dictionary), and the vocab and encode stages count and look up the distinct values instead of every row
-    (``tasks.frame.dictionary_columns``). None with custom stages, which read the columns as strings."""
-    if custom_stages:
-        return ()
-    readers: dict[str, list] = {}
-    for f in features:
-        readers.setdefault(f.column, []).append(f)
-    return tuple(sorted(c for c, fs in readers.items()
-                        if columns.get(c) == "string" and all(f.keeps_dictionary for f in fs)))
+    """The string columns of ``tasks.frame.dictionary_columns`` (every reader keeps a dictionary:
+    ``<UNK>``-filled category inputs; none with custom stages, which read the columns as strings): their
+    values repeat, so the parts store each once per part, and the vocab and encode stages count and look up
+    the distinct values instead of every row."""
+    return tuple(c for c in frame.dictionary_columns(features, custom_stages) if columns.get(c) == "string")
