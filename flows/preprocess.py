@@ -24,7 +24,7 @@ from prefect import flow, get_run_logger, task
 from prefect.client.schemas.objects import StateDetails
 from prefect.context import TagsContext
 from prefect.states import Completed, State
-from prefect.utilities.annotations import quote
+from prefect.utilities.annotations import opaque, quote
 
 from core.errors import ConfigError
 from flows.reporting import report_artifact, statistics_artifact, validation_artifact
@@ -163,10 +163,12 @@ def preprocess(config: str | dict, dataset: str, output: str = "artifacts", cach
     with TagsContext(current_tags=set()), _dask_client(dask_address):
         for node in expand(custom_plan.names(ctx.config)):
             run = stage_task.with_options(name=node.name)
-            # params and node: quoted, so Prefect does not walk the config (twice per task) looking for
-            # futures; the parents are not: Prefect finds them among its task results (the UI's edges)
+            # Prefect walks every argument twice per task run, looking for futures and upstream results.
+            # params and node: quoted (not walked). The parents: opaque, so Prefect still recognizes each
+            # one as a task's result (the UI's edges) without walking into it (encode's statistics alone
+            # are ~2,300 values)
             results[node.name] = _data(run(quote(params), quote(_node_json(node)),
-                                           *(results[p] for p in node.parents)))
+                                           *(opaque(results[p]) for p in node.parents)))
             if node.retypes:  # later tasks get the typed config, as a value
                 ctx = infer_types.apply(ctx, StageResult.from_json(results[node.name]))
                 params = _params(ctx.config, dataset, output, params["cache_dir"], npartitions, dataset_fingerprint)

@@ -10,6 +10,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from tasks import custom_plan
+from tasks.config_loader import parse_config
 from tasks.graph import STAGES, expand
 from tests.custom_stage_helpers import ensure_example_plugin
 from tests.helpers import artifact_files, run, without_created_at, write_csv
@@ -75,3 +77,20 @@ def test_prefect_flow_and_in_process_runner_publish_the_same_bytes(tmp_path, cli
     assert [s["name"] for s in summary["stages"]] == [s.stage for s in direct.stages]
     assert without_created_at(artifact_files(summary["artifact_path"])) == \
         without_created_at(artifact_files(direct.artifact["artifact_path"]))
+
+    # The UI's graph: each stage's task run names its graph parents' task runs as its inputs, and only them
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterFlowRunId
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows import local_server
+
+    flow_run_id = summary["flow_run_url"].rstrip("/").rsplit("/", 1)[-1]
+    with temporary_settings(updates={PREFECT_API_URL: local_server.ensure_server()}), \
+            get_client(sync_client=True) as client:
+        task_runs = client.read_task_runs(task_run_filter=TaskRunFilter(
+            flow_run_id=TaskRunFilterFlowRunId(any_=[flow_run_id])))
+    stage = {t.id: t.name.split("-")[0] for t in task_runs}
+    inputs = {stage[t.id]: {stage[i.id] for inputs in t.task_inputs.values() for i in inputs} for t in task_runs}
+    assert {name: inputs[name] for name in stage.values() if name != "report"} == \
+        {n.name: set(n.parents) for n in expand(custom_plan.names(parse_config(CONFIG)))}
