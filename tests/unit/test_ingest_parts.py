@@ -142,3 +142,26 @@ def test_relative_paths_are_read_by_tasks_from_another_working_folder(tmp_path, 
     assert all(os.path.isabs(u.source) for u in units)
     monkeypatch.chdir("/")
     assert ingest_parts.read_unit(units[1], SPEC).num_rows == 400
+
+
+FLOATS = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(FLOATS, max_size=30), st.lists(FLOATS, max_size=30), st.integers(0, 3))
+def test_first_infinity_is_the_first_infinite_value_in_column_order_nulls_and_nans_skipped(x, z, cut):
+    """What ingest's infinity check reports (tasks/ingest_common.py ``first_infinity``): the first infinity
+    of the first number column (spec order) that has one, its row counted from the table's start, across
+    chunks; None where there is none."""
+    from tasks.ingest_common import first_infinity
+
+    n = min(len(x), len(z))
+    x, z = x[:n], z[:n]
+    cut = min(cut, n)
+    chunked = {name: pa.chunked_array([pa.array(v[:cut], pa.float64()), pa.array(v[cut:], pa.float64())])
+               for name, v in (("x", x), ("z", z))}
+    table = pa.table({**chunked, "c": pa.array(["a"] * n)})
+    spec = IngestSpec(columns={"z": "float64", "c": "string", "x": "float64"}, format="parquet")
+    expected = next(((i, name, v[i]) for name, v in (("z", z), ("x", x))
+                     for i in range(n) if v[i] is not None and v[i] in (float("inf"), float("-inf"))), None)
+    assert first_infinity(table, spec) == expected
