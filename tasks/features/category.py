@@ -491,12 +491,7 @@ class CategoryFeature(FeatureType):
             encoded = pc.dictionary_encode(arr)
             pos = table.positions(encoded.dictionary)
             ids_of = np.where(pos >= 0, pos, max(int(unk), 0)).astype(np.int32)
-            codes = encoded.indices
-            valid = codes.is_valid().to_numpy(zero_copy_only=False)
-            if not len(ids_of):
-                return np.full(len(arr), max(int(unk), 0), np.int32)
-            return np.where(valid, ids_of[codes.fill_null(0).to_numpy(zero_copy_only=False)],
-                            max(int(unk), 0)).astype(np.int32)
+            return _ids_by_code(ids_of, encoded.indices, missing=max(int(unk), 0))
         str2idx = metadata["str2idx"]
         keys = pa.array(list(str2idx), pa.string())
         ids = np.asarray(list(str2idx.values()), np.int32)
@@ -537,12 +532,20 @@ def _hash_ids(arr: pa.Array, buckets: int, offset: int) -> np.ndarray:
     return _ids_by_code(ids_of, encoded.indices)
 
 
-def _ids_by_code(ids_of: np.ndarray, codes: pa.Array) -> np.ndarray:
-    """Each row's id from its distinct value's (``ids_of[code]``); a missing value (null code) -> 0."""
-    if not len(ids_of):
-        return np.zeros(len(codes), np.int32)
-    valid = codes.is_valid().to_numpy(zero_copy_only=False)
-    return np.where(valid, ids_of[codes.fill_null(0).to_numpy(zero_copy_only=False)], 0).astype(np.int32)
+def _ids_by_code(ids_of: np.ndarray, codes: pa.Array, missing: int = 0) -> np.ndarray:
+    """Each row's id from its distinct value's (``ids_of[code]``); a missing value (null code) -> ``missing``.
+
+    The codes are read from their Arrow buffer as NumPy integers, and a null's slot (its value undefined)
+    is pointed at ``missing``, appended to ``ids_of``: one gather. Arrow's ``fill_null`` of the codes
+    (~2.5 ms per 262k rows here) cost more than the gather itself."""
+    table = np.append(np.asarray(ids_of, np.int32), np.int32(missing))
+    if len(codes) == 0:
+        return np.zeros(0, np.int32)
+    dtype = np.dtype(codes.type.to_pandas_dtype())
+    raw = np.frombuffer(codes.buffers()[1], dtype=dtype, count=codes.offset + len(codes))[codes.offset:]
+    if codes.null_count:
+        raw = np.where(codes.is_valid().to_numpy(zero_copy_only=False), raw, len(ids_of))
+    return table[raw]
 
 
 def _value_counts(values: pd.Series) -> tuple[pa.Array, np.ndarray, int]:

@@ -149,3 +149,22 @@ def test_a_dictionary_encodes_to_the_ids_of_its_strings(chunks, metadata):
     kept = pd.Series(pd.arrays.ArrowExtensionArray(pa.chunked_array(arrays, type=DICTIONARY)))
     assert f.encode(kept, metadata)["c"].tolist() == f.encode(strings, metadata)["c"].tolist()
 
+
+
+@settings(max_examples=200, deadline=None)
+@given(codes=st.lists(st.one_of(st.none(), st.integers(0, 9)), max_size=40), start=st.integers(0, 5),
+       index_type=st.sampled_from([pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8()]),
+       missing=st.integers(0, 3))
+def test_ids_by_code_takes_each_codes_id_and_missing_for_a_null(codes, start, index_type, missing):
+    """The codes' buffer is read directly (a sliced array's offset, any index width); a null's slot, whose
+    value Arrow leaves undefined, gives ``missing``."""
+    ids_of = np.arange(100, 110, dtype=np.int32)
+    dtype = np.dtype(index_type.to_pandas_dtype())
+    garbage = np.iinfo(dtype).max  # what a null's slot holds here: no code of ids_of
+    raw = np.array([garbage if c is None else c for c in codes], dtype)
+    arr = pa.array(raw, type=index_type, mask=np.array([c is None for c in codes], bool))
+    assert arr.to_pylist() == codes
+    arr = arr.slice(min(start, len(codes)))
+    expected = [missing if c is None else int(ids_of[c]) for c in arr.to_pylist()]
+    got = category._ids_by_code(ids_of, arr, missing)
+    assert got.dtype == np.int32 and got.tolist() == expected
