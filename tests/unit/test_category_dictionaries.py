@@ -150,7 +150,6 @@ def test_a_dictionary_encodes_to_the_ids_of_its_strings(chunks, metadata):
     assert f.encode(kept, metadata)["c"].tolist() == f.encode(strings, metadata)["c"].tolist()
 
 
-
 @settings(max_examples=200, deadline=None)
 @given(codes=st.lists(st.one_of(st.none(), st.integers(0, 9)), max_size=40), start=st.integers(0, 5),
        index_type=st.sampled_from([pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8()]),

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from core.errors import DataError
 from tasks import ingest, ingest_parts
 from tasks.ingest import ROW, IngestSpec
+from tasks.ingest_common import first_infinity
 from tests.helpers import artifact_files, run, without_created_at
 
 CONFIG = {
@@ -153,8 +154,6 @@ def test_first_infinity_is_the_first_infinite_value_in_column_order_nulls_and_na
     """What ingest's infinity check reports (tasks/ingest_common.py ``first_infinity``): the first infinity
     of the first number column (spec order) that has one, its row counted from the table's start, across
     chunks; None where there is none."""
-    from tasks.ingest_common import first_infinity
-
     n = min(len(x), len(z))
     x, z = x[:n], z[:n]
     cut = min(cut, n)
