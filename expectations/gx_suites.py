@@ -28,8 +28,7 @@ import os
 import threading
 from typing import Any
 
-import pandas as pd
-
+from core.lazy import pandas as pd
 from expectations import results
 from expectations.suites import GLOBAL, PARTIAL_UNEXPECTED_COUNT, RESULT_FORMAT, ROW_WISE, SCHEMA, SuiteError
 

@@ -35,10 +35,10 @@ import re
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from core.lazy import pandas as pd
 from expectations import gx_suites, results
 from expectations.suites import PARTIAL_UNEXPECTED_COUNT
 

@@ -17,8 +17,8 @@ whole table, and come in row order.
 from __future__ import annotations
 
 import dask
-import pandas as pd
 
+from core.lazy import pandas as pd
 from expectations import gx_suites, kernels, results
 from expectations.suites import is_generated
 

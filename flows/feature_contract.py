@@ -44,9 +44,9 @@ from functools import reduce
 from typing import Any, Sequence
 
 import numpy as np
-import pandas as pd
 
 from core.errors import NotFittedError
+from core.lazy import pandas as pd
 from storage.media import MediaError, read_bytes, resolve
 from storage.preprocessor import Preprocessor
 from storage.preprocessor import _as_ingested as as_ingested  # the column as ingest hands it to cast

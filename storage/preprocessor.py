@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from core.errors import DataError
+from core.lazy import pandas as pd
 from storage.artifact import Artifact
 from storage.vocab_store import resolve
 from tasks.custom_stages import serve, serving_columns, serving_plan

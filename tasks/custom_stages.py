@@ -30,11 +30,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from dask import delayed
 
 from core.code_version import module_version
 from core.errors import DataError, InvalidStatisticsError, InvalidTransformOutputError, TypeMismatchError
+from core.lazy import pandas as pd
 from tasks import combine, fill_missing, frame
 from tasks import ingest as ingest_mod
 from tasks import split as split_mod

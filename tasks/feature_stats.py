@@ -23,8 +23,8 @@ publishes (every split; oversampled training rows counted as published):
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
+from core.lazy import pandas as pd
 from tasks.statistics import Counter, Histogram, Statistic, sequence_lengths
 
 HIST_BUCKETS = 30

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.feather as feather
 import pyarrow.ipc as ipc
 from dask import delayed
 
+from core.lazy import pandas as pd
 from tasks.dask_run import compute, local_only, shared  # noqa: F401  (frame.compute, ... for the stages)
 from tasks.features.base import FeatureType
 from tasks.ingest_common import ROW
@@ -165,7 +165,12 @@ def largest_partition_rows(ingest_dir: str, rows: int, npartitions: int | None) 
 
 
 def column_dtypes(ingest_dir: str) -> dict[str, str]:
-    """The ingested table's columns and pandas dtypes (from the first part's schema, reading no rows)."""
+    """The ingested table's columns and pandas dtypes (from the first part's schema, reading no rows). Read
+    by a Dask task, so on a cluster a worker imports pandas for pandas' names, never the flow process."""
+    return compute([delayed(_column_dtypes, pure=True)(ingest_dir)])[0]
+
+
+def _column_dtypes(ingest_dir: str) -> dict[str, str]:
     return {str(c): str(t) for c, t in _meta(_part_files(ingest_dir)[0]).dtypes.items()}
 
 

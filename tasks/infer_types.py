@@ -61,7 +61,6 @@ from functools import reduce
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.feather as feather
@@ -71,6 +70,7 @@ from dask import delayed
 
 from core.code_version import module_version
 from core.errors import ConfigError, DataError
+from core.lazy import pandas as pd
 from storage import media
 from storage.fs import open_input
 from tasks import csv_dialect, frame, ingest, ingest_frame

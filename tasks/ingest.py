@@ -22,7 +22,6 @@ import itertools
 import json
 from pathlib import Path
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.feather as feather
@@ -30,6 +29,7 @@ import pyarrow.parquet as pq
 
 from core.code_version import module_version
 from core.errors import DataError
+from core.lazy import pandas as pd
 from storage.fs import open_input
 from storage.hashing import hash_stream
 from tasks import csv_dialect, ingest_csv, ingest_frame, ingest_parts

@@ -25,11 +25,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from core.code_version import module_version
 from core.errors import DataError
+from core.lazy import pandas as pd
 from storage import media_audio, media_image
 from storage.media import store_batch
 from tasks.context import run_cached

@@ -29,11 +29,11 @@ import hashlib
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from dask import delayed
 
 from core.code_version import module_version
 from core.errors import ConfigError, DataError
+from core.lazy import pandas as pd
 from storage import npy
 from storage.fs import write_at
 from tasks import degenerate, frame

@@ -23,11 +23,10 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from dask import delayed
-from pandas.tseries.api import guess_datetime_format
 
 from core.errors import DataError
+from core.lazy import pandas as pd
 from storage import npy
 from storage.fs import write_at
 from tasks.dask_run import compute as dask_compute
@@ -81,7 +80,7 @@ def parse_dates(texts: np.ndarray) -> pd.Series:
     parsed = pd.to_datetime(pd.Series(texts), format="ISO8601", errors="coerce", utc=True)
     for _ in range(3):
         retry = parsed.isna().to_numpy()
-        fmt = guess_datetime_format(str(texts[np.flatnonzero(retry)[0]])) if retry.any() else None
+        fmt = pd.tseries.api.guess_datetime_format(str(texts[np.flatnonzero(retry)[0]])) if retry.any() else None
         if fmt is None:
             break
         parsed[retry] = pd.to_datetime(pd.Series(texts[retry]), format=fmt, errors="coerce", utc=True).to_numpy()

@@ -7,9 +7,9 @@ partition or worker computes the same values (``tasks.split``, ``tasks.stratify`
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from core.errors import DataError
+from core.lazy import pandas as pd
 
 
 def mix64(seed: int, rows: np.ndarray) -> np.ndarray:

@@ -58,11 +58,10 @@ import difflib
 import re
 from typing import Any, ClassVar, Mapping
 
-import pandas as pd
-from pandas.api import types as ptypes
 from pydantic import BaseModel
 
 from core.errors import InvalidStatisticsError
+from core.lazy import pandas as pd
 from tasks.combine import Combiner
 from tasks.plugin_loader import FEATURES_GROUP, entry_points
 from tasks.statistics import Statistic, Statistics
@@ -82,13 +81,13 @@ DTYPE_WORDS = ("float64", "float32", "int64", "int32", "bool", "boolean", "strin
 
 
 def dtype_kind(dtype: Any) -> str:
-    if ptypes.is_bool_dtype(dtype):
+    if pd.api.types.is_bool_dtype(dtype):
         return "bool"
-    if ptypes.is_integer_dtype(dtype):
+    if pd.api.types.is_integer_dtype(dtype):
         return "int"
-    if ptypes.is_float_dtype(dtype):
+    if pd.api.types.is_float_dtype(dtype):
         return "float"
-    if ptypes.is_datetime64_any_dtype(dtype):
+    if pd.api.types.is_datetime64_any_dtype(dtype):
         return "datetime"
     if isinstance(dtype, pd.StringDtype):
         return "string"
@@ -97,7 +96,7 @@ def dtype_kind(dtype: Any) -> str:
 
 def series_kind(values: pd.Series) -> str:
     kind = dtype_kind(values.dtype)
-    if kind == "object" and ptypes.infer_dtype(values, skipna=True) in ("string", "empty"):
+    if kind == "object" and pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty"):
         return "string"
     return kind
 
@@ -118,7 +117,7 @@ def spec_kind(spec: Any) -> str:
     if spec in entry_points(FEATURES_GROUP):
         return "object"
     try:
-        return dtype_kind(ptypes.pandas_dtype(spec))
+        return dtype_kind(pd.api.types.pandas_dtype(spec))
     except TypeError:
         close = difflib.get_close_matches(spec, [*DTYPE_WORDS, *FEATURE_KINDS], n=1)
         raise ValueError(f"{spec!r} is not a dtype or a feature type"
@@ -142,7 +141,7 @@ def empty_column(spec: str) -> pd.Series:
     if spec in FEATURE_KINDS or kind in ("object", "string"):
         return pd.Series([], dtype=EMPTY_DTYPES[kind])
     try:
-        return pd.Series([], dtype=ptypes.pandas_dtype(spec))
+        return pd.Series([], dtype=pd.api.types.pandas_dtype(spec))
     except TypeError:
         return pd.Series([], dtype=EMPTY_DTYPES[kind])
 

@@ -19,10 +19,10 @@ import math
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from dask import delayed
 
 from core.errors import DataError
+from core.lazy import pandas as pd
 from storage.fs import write_at
 from tasks.dask_run import compute as dask_compute
 from tasks.dask_run import summed

@@ -37,12 +37,12 @@ import copy
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from dask import delayed
 
 from core.errors import ConfigError, DataError
+from core.lazy import pandas as pd
 from tasks.dask_run import compute, shared
 from tasks.features.base import FeatureType
 from tasks.features.timeseries import TimeseriesFeature, parse_numbers

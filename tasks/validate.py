@@ -42,11 +42,9 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import dask.threaded
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
@@ -54,6 +52,7 @@ from dask import delayed
 
 from core.code_version import module_version
 from core.errors import ConfigError, ValidationFailed
+from core.lazy import pandas as pd
 from expectations import gx_suites, runner
 from expectations.kernels import NUMBER_PATTERN
 from expectations.report import format_gate
@@ -74,9 +73,6 @@ from tasks.ingest import ROW
 from tasks.split import SPLIT_NAMES
 from tasks.statistics import Statistics
 from tasks.user_suites import NUMERIC_EXPECTATIONS, load_suite_file, user_suites
-
-if TYPE_CHECKING:  # pandas is imported where used: a rerun that reuses its artifact never needs it
-    import pandas as pd
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 RESULTS_FILE = "validation.json"

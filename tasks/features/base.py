@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field
 
 from core.errors import DataError, NotFittedError
+from core.lazy import pandas as pd
 from tasks.combine import Combiner
 from tasks.config import StrictModel
 

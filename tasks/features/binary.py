@@ -20,12 +20,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import field_validator
 
 from core.errors import DataError, NotFittedError
+from core.lazy import pandas as pd
 from tasks.features.base import (
     BasePreprocessing,
     ColumnSpec,

@@ -47,12 +47,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, model_validator
 
 from core.errors import ConfigError, DataError, NotFittedError
+from core.lazy import pandas as pd
 from storage import string_hash, vocab_store
 from tasks.features.base import (
     BasePreprocessing,

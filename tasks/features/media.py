@@ -28,10 +28,10 @@ import os
 from typing import Any, Callable, ClassVar, Iterator, Literal, TypeVar
 
 import numpy as np
-import pandas as pd
 from pydantic import Field
 
 from core.errors import DataError, NotFittedError
+from core.lazy import pandas as pd
 from storage.media import MediaError, codec_from_json, decode_source, default_threads, ordered_map, resolve
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType
 

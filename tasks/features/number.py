@@ -30,10 +30,10 @@ from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
-import pandas as pd
 from pydantic import Field, field_validator, model_validator
 
 from core.errors import DataError
+from core.lazy import pandas as pd
 from storage.exact_sum import ExactSum
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType, MissingStatistics, first_bad
 from tasks.features.quantiles import QuantileSketch

@@ -24,9 +24,9 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import pandas as pd
 from pydantic import Field
 
+from core.lazy import pandas as pd
 from tasks.features.base import ColumnSpec
 from tasks.features.tokens import (
     EOS,

@@ -19,9 +19,9 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
+from core.lazy import pandas as pd
 from tasks.features.base import ColumnSpec
 from tasks.features.tokens import UNK, TokenFeature, TokenPreprocessing, bag_matrix, counts_of, lookup
 

@@ -41,10 +41,10 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import pandas as pd
 import pyarrow.compute as pc
 from pydantic import Field, field_validator, model_validator
 
+from core.lazy import pandas as pd
 from tasks.features.base import ColumnSpec
 from tasks.features.sequence import SequenceFeature, SequencePreprocessing, ludwig_symbols
 from tasks.features.tokens import (

@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, field_validator, model_validator
 
+from core.lazy import pandas as pd
 from tasks.features.base import BasePreprocessing, FeatureType, by_count_then, merge_counts
 
 PAD, UNK, START, STOP = "<PAD>", "<UNK>", "<START>", "<STOP>"

@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from pydantic import Field
 
 from core.errors import DataError
+from core.lazy import pandas as pd
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType
 from tasks.features.timeseries import number_strings, numbers_fill_value, parse_numbers
 from tasks.features.tokens import length_histogram, merge_partials

@@ -2,7 +2,8 @@
 
 A 2-worker process cluster (``LocalCluster(processes=True)``) stands in for ``dask scheduler`` +
 ``dask worker``s. Checked: ``prepflow run --dask-address`` puts every stage's Dask work on the
-cluster and publishes an artifact byte-identical to the local scheduler's; a worker process killed
+cluster and publishes an artifact byte-identical to the local scheduler's, and its flow process never
+imports pandas; a worker process killed
 while the encode stage runs does not change the artifact (the scheduler reruns its tasks on the other
 worker).
 """
@@ -71,7 +72,7 @@ def test_run_on_cluster_is_byte_identical_to_local(cluster, local_artifact, tmp_
     work.mkdir()
     env = {**os.environ, "SOURCE_DATE_EPOCH": "0", "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-m", "flows.cli", "run", str(EXAMPLE / "config.yaml"), "--dataset",
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "flows.cli", "run", str(EXAMPLE / "config.yaml"), "--dataset",
                            str(EXAMPLE / "titanic.csv"), "--output", "out", "--cache-dir", "cache",
                            "--npartitions", str(NPARTITIONS), "--dask-address", cluster.scheduler_address,
                            "--json"], capture_output=True, text=True, cwd=work, env=env, timeout=300)
@@ -79,6 +80,10 @@ def test_run_on_cluster_is_byte_identical_to_local(cluster, local_artifact, tmp_
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert not any(stage["cached"] for stage in summary["stages"])
     assert artifact_files(work / "out" / summary["artifact_id"]) == local_artifact
+    # the flow process plans; pandas runs on the workers (core/lazy.py): -X importtime lists every import
+    imported = {line.rpartition("|")[2].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "pyarrow" in imported  # the listing is there
+    assert "pandas" not in imported, "the flow process of a cluster run imported pandas"
     # every stage's partition work went through the cluster's scheduler
     prefixes = _scheduler_prefixes(cluster)
     assert {"partition", "prepare", "encode_partition"} <= prefixes, prefixes
