@@ -45,10 +45,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-import uvicorn
-from starlette.routing import Mount
-from starlette.staticfiles import StaticFiles
-
 from core.errors import PrepflowError
 from flows import run_registry
 
@@ -320,8 +316,11 @@ def _housekeeping(state: Path, api_url: str, idle: float) -> None:
 
 def _serve(port: int, state: Path) -> None:
     """Entry point of the server process: Prefect's API and UI, the reports folder, housekeeping."""
-    # heavy (Prefect's whole server app): imported only in the server process
+    # heavy (Prefect's whole server app, uvicorn, starlette): imported only in the server process
+    import uvicorn
     from prefect.server.api.server import create_app
+    from starlette.routing import Mount
+    from starlette.staticfiles import StaticFiles
 
     reports_dir(state).mkdir(exist_ok=True)
     app = create_app(final=True)
