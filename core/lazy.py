@@ -5,7 +5,7 @@ pandas code in them runs on the Dask workers. Importing pandas costs the flow pr
 ~50 MB on every run (`python -X importtime`; benchmarks/RESULTS.md, fourteenth pass): a tenth of its
 CPU at 2M rows. This is what Python 3.15's ``lazy import pandas as pd`` (PEP 810) will do; until then
 an attribute of the object below imports pandas (once, under Python's import lock, so threads are safe)
-and returns pandas' attribute. ``tests/integration/test_cluster_flow.py`` checks that a cluster run's flow
+and returns pandas' attribute. ``tests/integration/test_dask_cluster.py`` checks that a cluster run's flow
 process never imports pandas.
 """
 
