@@ -11,10 +11,10 @@ and a custom stage's fitted state (``tasks.Stage`` is a combiner). A combiner ha
   not depend on how the rows were partitioned or in which order partitions are merged;
 * ``extract(acc) -> result``: the fitted result, a JSON object.
 
-The runners fit with ``fit`` (per partition on the workers: ``create`` + ``add``; then here:
-``merge`` in partition order and ``extract``), or with its two halves, ``accumulate`` (on a
-worker) and ``merge_extract``, when a partition's task also does other work (the vocab stage's
-category counts, a custom stage's emitted statistics).
+The runners fit with ``fit`` (per partition on the workers: ``create`` + ``add``; ``merge`` in a tree
+of tasks on the workers, ``merged``; then here: ``extract``), or with its parts, ``accumulate`` (on a
+worker), ``merged`` and ``merge_extract``, when a partition's task also does other work (the vocab
+stage's category counts, a custom stage's emitted statistics).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any, Callable, Hashable, Mapping, Sequence
 
 from dask import delayed
 
-from tasks.dask_run import compute, shared
+from tasks.dask_run import compute, shared, tree
 
 
 class Combiner:
@@ -58,12 +58,25 @@ def accumulate(combiners: Mapping[Hashable, Combiner], batches: Mapping[Hashable
 def merge_extract(combiners: Mapping[Hashable, Combiner], accumulators: Sequence[Mapping[Hashable, Any]]) -> dict:
     """Key -> ``extract`` of the partitions' accumulators merged in partition order. A key no partition
     accumulated is left out (the caller decides whether no rows is an error)."""
+    return {key: combiners[key].extract(acc) for key, acc in merge_all(combiners, *accumulators).items()}
+
+
+def merge_all(combiners: Mapping[Hashable, Combiner], *accumulators: Mapping[Hashable, Any]) -> dict:
+    """Several partitions' accumulators as one, key by key, merged in the given order (a key no partition
+    accumulated is left out)."""
     out = {}
     for key, c in combiners.items():
         accs = [a[key] for a in accumulators if key in a]
         if accs:
-            out[key] = c.extract(reduce(c.merge, accs))
+            out[key] = reduce(c.merge, accs)
     return out
+
+
+def merged(combiners, tasks: list) -> list:
+    """The delayed accumulators of ``tasks`` (one per partition) merged on the workers in a tree
+    (``dask_run.tree``; ``merge`` is associative): a list of one delayed accumulator, or none without tasks.
+    ``combiners``: the mapping, or its ``shared`` handle."""
+    return [tree(tasks, merge_all, combiners)] if tasks else []
 
 
 def _partition(part: Any, combiners: Mapping, batches: Callable[..., Mapping], args: tuple) -> dict:
@@ -73,10 +86,11 @@ def _partition(part: Any, combiners: Mapping, batches: Callable[..., Mapping], a
 def fit(combiners: Mapping[Hashable, Combiner], parts: Sequence, batches: Callable[..., Mapping],
         *args: Any) -> dict:
     """Fit ``combiners`` over ``parts`` (delayed partitions): per partition, on a Dask worker,
-    ``batches(part, *args) -> {key: batch}`` and ``accumulate``; then ``merge_extract``."""
+    ``batches(part, *args) -> {key: batch}`` and ``accumulate``; the accumulators merged on the workers
+    (``merged``); then ``extract`` here."""
 
     c, a = shared(dict(combiners)), tuple(shared(x) for x in args)
-    return merge_extract(combiners, compute([delayed(_partition)(p, c, batches, a) for p in parts]))
+    return merge_extract(combiners, compute(merged(c, [delayed(_partition)(p, c, batches, a) for p in parts])))
 
 
 def fit_batches(combiner: Combiner, batches: Sequence[Any]) -> Any:

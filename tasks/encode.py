@@ -91,6 +91,15 @@ def _encode_partition(prepared, index, features, metadata, mult, out_dir):
     return stats, rows_out
 
 
+def _merge_results(*results: tuple[Statistics, dict]) -> tuple[Statistics, dict]:
+    """Partitions' ``(statistics, rows per split)`` as one (counters and histograms add)."""
+    stats, rows = Statistics(), {}
+    for partial, part_rows in results:
+        stats = stats.merge(partial)
+        rows = {s: rows.get(s, 0) + part_rows.get(s, 0) for s in {*rows, *part_rows}}
+    return stats, rows
+
+
 def run(ctx, ingest, split, missing, balance, fitted):
     config_slice = {"features": ctx.features_slice()}
 
@@ -107,12 +116,11 @@ def run(ctx, ingest, split, missing, balance, fitted):
         md = delayed(vocab.load_full, pure=True)(str(fitted.path), resolve_files=True)
         f, m = frame.shared(ctx.features), frame.shared(mult)
 
-        results = frame.compute([delayed(_encode_partition)(p, i, f, md, m, out) for i, p in enumerate(prepared)])
-        stats = Statistics()
-        for partial, _rows in results:
-            stats = stats.merge(partial)
-        counts = {s: sum(r[s] for _st, r in results) for s in SPLIT_NAMES}
-        (out / "encode.json").write_text(json.dumps({"rows": counts, "parts": len(results)}))
+        tasks = [delayed(_encode_partition)(p, i, f, md, m, out) for i, p in enumerate(prepared)]
+        # the partitions' statistics and row counts merged on the workers: this process receives one of each
+        stats, counts = frame.compute([frame.tree(tasks, _merge_results)])[0] if tasks else (Statistics(), {})
+        counts = {s: counts.get(s, 0) for s in SPLIT_NAMES}
+        (out / "encode.json").write_text(json.dumps({"rows": counts, "parts": len(tasks)}))
         return stats
 
     return run_cached(ctx, "encode", CODE_VERSION, [ingest.key, split.key, missing.key, balance.key, fitted.key],

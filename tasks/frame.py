@@ -25,7 +25,7 @@ import pyarrow.ipc as ipc
 from dask import delayed
 
 from core.lazy import pandas as pd
-from tasks.dask_run import compute, local_only, shared  # noqa: F401  (frame.compute, ... for the stages)
+from tasks.dask_run import compute, local_only, shared, tree  # noqa: F401  (frame.compute, ... for the stages)
 from tasks.features.base import FeatureType
 from tasks.ingest_common import ROW
 

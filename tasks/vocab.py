@@ -49,8 +49,10 @@ def run(ctx, ingest, split, missing):
         prepared = filled_partitions(parts, ctx.features, assign, states)
         counted = category_vocab.counted_features(ctx.features)  # category vocabularies: by a shuffle
         combiners = {f.name: f.fit_combiner(states[f.name]) for f in ctx.features if f not in counted}
+        shared = frame.shared(combiners)
         tasks, reducers = category_vocab.fit_tasks(prepared, counted, fit_on, out / "_candidates", _accumulate,
-                                                   (frame.shared(combiners), fit_on))  # one task per partition
+                                                   (shared, fit_on))  # one task per partition
+        tasks = combine.merged(shared, tasks)  # merged on the workers: this process receives one accumulator
         results = frame.compute(tasks + reducers)
         # a vocabulary that encoding looks partitions of this size up in by hash gets its index stored once
         partition_rows = frame.largest_partition_rows(ingest_mod.data_dir(ingest.path),

@@ -7,6 +7,7 @@ import random
 from fractions import Fraction
 from functools import reduce
 
+import dask
 import numpy as np
 import pandas as pd
 import pytest
@@ -14,7 +15,7 @@ from dask import delayed
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks import Stage, combine
+from tasks import Stage, combine, dask_run
 from tasks.combine import Combiner, accumulate, fit_batches, merge_extract
 from tests.unit.feature_helpers import feature
 
@@ -76,6 +77,32 @@ def test_fit_over_dask_partitions_is_the_in_memory_fit():
     assert got == {"missing": state, "fit": fit_batches(f.fit_combiner(state), [x.dropna()])}
     kept = x.dropna().tolist()
     assert got["missing"]["computed_fill_value"] == float(sum(map(Fraction, kept)) / len(kept))  # the exact mean
+
+
+class _Concat(Combiner):
+    """Associative but not commutative: a merge tree that reordered partitions would show."""
+
+    def create(self):
+        return []
+
+    def add(self, acc, batch):
+        return acc + list(batch)
+
+    def merge(self, a, b):
+        return a + b
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 70), st.integers(2, 9))
+def test_the_merge_tree_keeps_partition_order(n, fan_in):
+    parts = [delayed({"k": [i, -i]}) for i in range(n)]
+    root = dask_run.tree(parts, combine.merge_all, {"k": _Concat()}, fan_in=fan_in)
+    if n == 0:
+        assert root is None and combine.merged({"k": _Concat()}, parts) == []
+        return
+    expected = [v for i in range(n) for v in (i, -i)]
+    assert dask.compute(root, scheduler="sync")[0] == {"k": expected}
+    assert dask.compute(*combine.merged({"k": _Concat()}, parts), scheduler="sync")[0] == {"k": expected}
 
 
 def test_a_key_no_partition_accumulated_is_left_out():
