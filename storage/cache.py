@@ -62,6 +62,10 @@ def list_files(root: Path) -> list[str]:
 # more than hashing a few small files (a gate's entry: 0.1 s in a `prepflow run`, where Prefect's
 # threads hold the GIL now and then, against 1 ms).
 PARALLEL_HASH_BYTES = 8 << 20
+# On a cluster, one hashing task per this many bytes of consecutive files, not one per file: the flow process
+# spends ~0.5 ms of CPU per Dask task, and an encode entry holds 6 files per partition (386 tasks at 64
+# partitions of 2M rows; 100,000 at Criteo 1TB's 16,800). 64 MB hash in ~0.05 s.
+HASH_TASK_BYTES = 64 << 20
 
 
 def file_digests(paths: list[str], algorithm: str) -> list[str]:
@@ -75,10 +79,29 @@ def file_digests(paths: list[str], algorithm: str) -> list[str]:
     if _on_cluster():
         import dask  # heavy: only with a distributed Client, which has imported it already
 
-        return list(dask.compute(*[dask.delayed(file_digest, pure=False)(os.path.abspath(p), algorithm)
-                                   for p in paths]))
+        groups = _size_groups([os.path.abspath(p) for p in paths], HASH_TASK_BYTES)
+        done = dask.compute(*[dask.delayed(file_digest_group, pure=False)(g, algorithm) for g in groups])
+        return [digest for group in done for digest in group]
     with ThreadPoolExecutor(max_workers=min(len(paths), os.cpu_count() or 1, 8)) as pool:
         return list(pool.map(file_digest, paths, [algorithm] * len(paths)))
+
+
+def file_digest_group(paths: list[str], algorithm: str) -> list[str]:
+    """``file_digest`` of each file, in order: one Dask task's share of ``file_digests``."""
+    return [file_digest(p, algorithm) for p in paths]
+
+
+def _size_groups(paths: list[str], target: int) -> list[list[str]]:
+    """``paths`` in consecutive groups of at least ``target`` bytes each (the last one may be smaller)."""
+    groups: list[list[str]] = [[]]
+    size = 0
+    for p in paths:
+        if size >= target:
+            groups.append([])
+            size = 0
+        groups[-1].append(p)
+        size += os.path.getsize(p)
+    return groups
 
 
 def sha256_files(paths: list[str]) -> list[str]:

@@ -25,8 +25,10 @@ def test_large_entries_are_hashed_on_the_workers(tmp_path):
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=None, worker_dashboard_address=None) as lc, Client(lc) as client:
         assert cache.sha256_files(paths) == expected
-        prefixes = client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
-        assert "file_digest" in prefixes, prefixes
+        # one task for the 12 MB (HASH_TASK_BYTES per task), not one per file
+        tasks = client.run_on_scheduler(lambda dask_scheduler: {  # tasks that finished, per name
+            name: p.state_counts["memory"] for name, p in dask_scheduler.task_prefixes.items()})
+        assert tasks.get("file_digest_group") == 1, tasks
         assert cache.describe_files(tmp_path) == {  # a cache entry's listing: XXH3-128
             os.path.basename(p): {"xxh3_128": file_digest(p, "xxh3_128"), "bytes": 1 << 22} for p in paths}
     assert cache.sha256_files(paths) == expected  # the Client closed: threads of this process again

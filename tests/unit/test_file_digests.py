@@ -8,6 +8,8 @@ import json
 
 import pytest
 import xxhash
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from storage import cache
 from storage.hashing import file_digest
@@ -66,3 +68,19 @@ def test_many_large_files_hash_on_threads_to_the_same_digests(tmp_path):
     assert cache.describe_files(tmp_path, "sha256")["part-1.bin"] == {
         "sha256": hashlib.sha256(bytes([1]) * (cache.PARALLEL_HASH_BYTES // 2)).hexdigest(),
         "bytes": cache.PARALLEL_HASH_BYTES // 2}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 50), max_size=30), st.integers(1, 120))
+def test_hashing_tasks_take_consecutive_files_of_at_least_the_target_size(tmp_path_factory, sizes, target):
+    folder = tmp_path_factory.mktemp("groups")
+    paths = []
+    for i, size in enumerate(sizes):
+        (folder / f"f{i:02d}").write_bytes(b"x" * size)
+        paths.append(str(folder / f"f{i:02d}"))
+    groups = cache._size_groups(paths, target)
+    assert [p for g in groups for p in g] == paths  # every file once, in order
+    assert all(g for g in groups[1:])  # no empty task (the first is empty only without files)
+    for g in groups[:-1]:  # each full group reaches the target and would not without its last file
+        bytes_ = [sizes[paths.index(p)] for p in g]
+        assert sum(bytes_) >= target > sum(bytes_[:-1])
