@@ -164,6 +164,12 @@ def largest_partition_rows(ingest_dir: str, rows: int, npartitions: int | None) 
     return -(-rows // max(n, 1))
 
 
+def column_names(ingest_dir: str) -> list[str]:
+    """The ingested table's columns, in order (the first part's schema; no rows read, no pandas)."""
+    with ipc.open_file(_part_files(ingest_dir)[0]) as reader:
+        return list(reader.schema.names)
+
+
 def column_dtypes(ingest_dir: str) -> dict[str, str]:
     """The ingested table's columns and pandas dtypes (from the first part's schema, reading no rows). Read
     by a Dask task, so on a cluster a worker imports pandas for pandas' names, never the flow process."""

@@ -286,7 +286,7 @@ def raw_view(ingest_path: str, npartitions: int | None, read=None) -> tuple[list
 
     rows = ingest_mod.num_rows(ingest_path)
     data_dir = ingest_mod.data_dir(ingest_path)
-    columns = [c for c in frame.column_dtypes(data_dir) if c != ingest_mod.ROW]
+    columns = [c for c in frame.column_names(data_dir) if c != ingest_mod.ROW]
     wanted = read(columns) if read is not None else None
     parts = frame.partitions(data_dir, npartitions or -(-rows // VALIDATION_ROWS),
                              columns=None if wanted is None else [*wanted, ingest_mod.ROW])
