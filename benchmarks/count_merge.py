@@ -1,0 +1,66 @@
+"""The category counts' merge (``tasks.category_vocab.merge_counts``): CPU seconds of one merge of several
+partitions' counts, grouped feature by feature on the value (this code) against one Arrow ``group_by`` on the
+two keys ``(feature, value)`` (the code before 2026-11-28, reproduced here as ``two_key_merge``). Both must
+give the same rows.
+
+The counts: ``--partitions`` partitions of ``--rows`` rows, 26 Criteo-like columns (``count_exchange``'s
+generator: ``criteo_like``'s Zipf law over its value-space sizes, one row per distinct value and column).
+Seeded. The two merges alternate, ``--repeat`` rounds.
+
+    .venv/bin/python benchmarks/count_merge.py [--partitions 8] [--rows 262144] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from count_exchange import partition_counts  # noqa: E402
+from vocab_order import cpu  # noqa: E402
+
+from tasks.category_vocab import COUNT, FEATURE, FIRST, VALUE, merge_counts  # noqa: E402
+
+
+def two_key_merge(parts: list[pa.Table]) -> pa.Table:
+    """The previous merge: one hash group_by on (feature, value)."""
+    merged = pa.concat_tables(parts).group_by([FEATURE, VALUE], use_threads=False).aggregate(
+        [(COUNT, "sum"), (FIRST, "min")])
+    return pa.table({FEATURE: merged[FEATURE], VALUE: merged[VALUE], COUNT: merged[f"{COUNT}_sum"],
+                     FIRST: merged[f"{FIRST}_min"]}).combine_chunks()
+
+
+def _sorted(table: pa.Table) -> pa.Table:
+    return table.sort_by([(FEATURE, "ascending"), (VALUE, "ascending")])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--rows", type=int, default=1 << 18)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    parts = [partition_counts(rng, args.rows) for _ in range(args.partitions)]
+    print(f"{args.partitions} partitions of {args.rows} rows: {sum(p.num_rows for p in parts)} count rows")
+    assert _sorted(merge_counts(parts)).equals(_sorted(two_key_merge(parts)))
+    times: dict[str, list[float]] = {"two keys (before)": [], "feature by feature": []}
+    for _ in range(args.repeat):
+        for name, merge in (("two keys (before)", two_key_merge), ("feature by feature", merge_counts)):
+            start = cpu()
+            merge(parts)
+            times[name].append(cpu() - start)
+    for name, t in times.items():
+        print(f"{name:20s} CPU s median {statistics.median(t):.3f} (min {min(t):.3f}, max {max(t):.3f})")
+
+
+if __name__ == "__main__":
+    main()
