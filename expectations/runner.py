@@ -19,6 +19,7 @@ from __future__ import annotations
 import dask
 
 from core.lazy import pandas as pd
+from core.task_fusion import fused
 from expectations import gx_suites, kernels, results
 from expectations.suites import is_generated
 
@@ -88,7 +89,8 @@ def run(named: list[tuple[str, dict]], parts: list, columns: list[str], schedule
     tasks = [dask.delayed(_partition)(p, checks, plans, i == 0) for i, p in enumerate(parts)]
     if any(plan.whole for plan in plans):
         tasks.append(dask.delayed(gx_suites.whole)(plans, *parts))
-    computed = list(dask.compute(*tasks, scheduler=scheduler)) if any(checks) or plans else []
+    with fused():  # each partition's read runs inside its task (core.task_fusion)
+        computed = list(dask.compute(*tasks, scheduler=scheduler)) if any(checks) or plans else []
     scanned = computed[:len(parts)]
     whole = computed[len(parts)] if len(computed) > len(parts) else [[] for _ in plans]
 
@@ -103,8 +105,9 @@ def run(named: list[tuple[str, dict]], parts: list, columns: list[str], schedule
     if rescan:  # exact partials for these kernels only (a uniqueness check that found a repeat, say)
         for _k, _j, check in rescan:
             check.exact = True
-        again = list(dask.compute(*[dask.delayed(kernels.scan)([c for _k, _j, c in rescan], p) for p in parts],
-                                  scheduler=scheduler))
+        with fused():
+            again = list(dask.compute(*[dask.delayed(kernels.scan)([c for _k, _j, c in rescan], p) for p in parts],
+                                      scheduler=scheduler))
         for n, (k, j, check) in enumerate(rescan):
             i, positions = groups[k][0], groups[k][1]
             out[i][positions[j] if positions is not None else j] = check.merge([a[n] for a in again])

@@ -10,6 +10,7 @@ import dask.threaded
 import numpy as np
 from dask import delayed
 
+from core.task_fusion import fused
 from tasks.progress import tracking
 
 
@@ -29,12 +30,13 @@ def on_cluster() -> bool:
 
 
 def compute(tasks: list) -> list:
-    """Run delayed tasks on the active scheduler (a distributed Client if one is set)."""
+    """Run delayed tasks on the active scheduler (a distributed Client if one is set), each task that only
+    one other needs fused into it (``core.task_fusion``)."""
 
     if not tasks:
         return []
     kwargs = {"scheduler": dask.threaded.get} if local_only() else {}  # the default for delayed tasks
-    with tracking(len(tasks)):
+    with tracking(len(tasks)), fused():  # a partition's read and preparation run inside its stage's task
         return list(dask.compute(*tasks, **kwargs))
 
 
