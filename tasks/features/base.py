@@ -272,14 +272,49 @@ def options_field(default: Any, **kwargs: Any) -> Any:
 
 def by_count_then(table: pa.Table, tie: str) -> np.ndarray:
     """Row order of a vocabulary's ``(value, count[, first])`` table (category values, tokens): ``count``
-    descending, equal counts by ``tie`` ascending (distinct per row): a stable sort by
-    count of the rows sorted by ``tie`` (Arrow's one-key string sort, then NumPy's radix sort of the counts),
-    the same order as Arrow's two-key ``sort_indices``, which compares strings inside every group of equal
-    counts: 1.2-1.3x as much CPU on 2.2M-7.6M Criteo-like values, within 12 ms at 0.4M
-    (``benchmarks/vocab_order.py``, benchmarks/RESULTS.md)."""
-    by_tie = pc.sort_indices(table.column(tie)).to_numpy()
+    descending, equal counts by ``tie`` ascending (distinct per row): a stable sort by count of the rows
+    sorted by ``tie``, the same order as Arrow's two-key ``sort_indices`` (which compares strings inside every
+    group of equal counts). Values of at most 8 bytes each (Criteo's) are sorted as integers
+    (``short_string_order``), others by Arrow's string sort. 2.2M Criteo-like values: 0.30 CPU s, against
+    0.81 with Arrow's string sort and 0.96 with its two-key sort (``benchmarks/vocab_order.py``)."""
+    column = table.column(tie)
+    by_tie = short_string_order(column) if pa.types.is_string(column.type) else None
+    if by_tie is None:
+        by_tie = pc.sort_indices(column).to_numpy()
     counts = table.column("count").to_numpy()[by_tie]
     return by_tie[np.argsort(-counts, kind="stable")]
+
+
+SHORT_STRING_BYTES = 8
+
+
+def short_string_order(values) -> np.ndarray | None:
+    """The ascending order of strings (UTF-8 bytes compared as unsigned, as Arrow's ``sort_indices`` compares
+    them; a value before its extensions; ties in row order) when no value is null or longer than 8 bytes;
+    else None. Each value's bytes zero-padded to 8 and read big-endian are an integer whose order is the
+    bytes' order, except that a value and the same value followed by zero bytes tie: the length breaks it.
+    2.2M 8-character values: 0.20-0.21 against 0.58-0.63 CPU s for Arrow's string sort."""
+    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    n = len(arr)
+    if arr.null_count:
+        return None
+    if n == 0:
+        return np.zeros(0, np.int64)
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=n + 1, offset=arr.offset * 4)
+    lengths = np.diff(offsets)
+    longest = int(lengths.max())
+    if longest > SHORT_STRING_BYTES:
+        return None
+    data = np.frombuffer(arr.buffers()[2], dtype=np.uint8) if longest else np.zeros(1, np.uint8)
+    padded = np.zeros((n, SHORT_STRING_BYTES), dtype=np.uint8)
+    if int(lengths.min()) == longest:  # equal lengths (hex ids, codes): the bytes as one block
+        padded[:, :longest] = data[offsets[0]:offsets[0] + n * longest].reshape(n, longest)
+        return np.argsort(padded.view(">u8").ravel(), kind="stable")
+    starts = offsets[:-1]
+    for k in range(longest):
+        has = lengths > k
+        padded[has, k] = data[starts[has] + k]
+    return np.lexsort((lengths, padded.view(">u8").ravel()))
 
 
 def is_dictionary(values: pd.Series) -> bool:

@@ -168,3 +168,23 @@ def test_the_exchanges_files_are_removed_once_the_vocabularies_are_extracted(tmp
     (folder / ".counts-00001.999.tmp").write_bytes(b"partial")
     meta = category_vocab.extract(features, reduced, tmp_path / "out")["c"]
     assert meta["vocab_size"] == 1 + 11 and not folder.exists()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from(["a", "b", "\x00", "\x7f", "é", "ÿ", "€"]), max_size=4), max_size=40),
+       st.integers(0, 3), st.booleans())
+def test_short_strings_sort_as_integers_in_arrows_string_order(values, cut, equal_lengths):
+    """``short_string_order`` (values of at most 8 UTF-8 bytes): the order of Arrow's ``sort_indices`` (bytes compared
+    as unsigned, a value before its extensions, NUL bytes included), on a sliced array too; longer values: None."""
+    from tasks.features.base import short_string_order
+
+    if equal_lengths:  # every value the same byte length: the one-block path
+        values = [v.encode()[:2].ljust(2, b"z").decode("utf-8", "ignore").ljust(2, "z") for v in values]
+        values = [v for v in values if len(v.encode()) == 2]
+    arr = pa.array(["pad"] * cut + values, pa.string()).slice(cut)  # an offset into the buffers
+    got = short_string_order(arr)
+    if any(len(v.encode()) > 8 for v in values):
+        assert got is None
+    else:
+        assert got.tolist() == pc.sort_indices(arr).to_numpy().tolist()
+    assert short_string_order(pa.array(["123456789", "a"], pa.string())) is None
