@@ -237,9 +237,18 @@ class FeatureFit(Combiner):
 # ---- shared helpers ------------------------------------------------------------------------
 
 def value_counts(values: pd.Series) -> dict:
-    """Non-null value -> count, as a plain dict (keys keep their Python type)."""
+    """Non-null value -> count, as a plain dict (keys keep their Python type). A float ``-0.0`` is counted as
+    ``0.0``: the two are one key of a dict and of pandas' counts, and the one kept would otherwise be whichever
+    a partition met first, so a mode's tie-break (``order_vocab`` compares ``str(key)``) and the fill value
+    itself depended on the partitioning."""
     vc = values.dropna().value_counts(sort=False)
-    return {k.item() if hasattr(k, "item") else k: int(v) for k, v in vc.items()}
+    out: dict = {}
+    for k, v in vc.items():
+        k = k.item() if hasattr(k, "item") else k
+        if isinstance(k, float):
+            k += 0.0  # -0.0 + 0.0 == +0.0
+        out[k] = out.get(k, 0) + int(v)
+    return out
 
 
 def merge_counts(a: dict, b: dict) -> dict:

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from dask import delayed
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tasks import Stage, combine, dask_run
@@ -38,6 +38,9 @@ numbers = st.lists(st.one_of(st.none(), st.floats(-1e6, 1e6, allow_nan=False, wi
 @settings(max_examples=60, deadline=None)
 @given(numbers, st.lists(st.integers(0, 40), max_size=5), st.integers(0, 9),
        st.sampled_from(["zscore", "minmax", "iq", "bins"]), st.sampled_from(["fill_with_mean", "fill_with_mode"]))
+# found by Hypothesis: 0.0 and -0.0 tie with -1.0 for the mode, and the key kept (so the fill) depended on the split
+@example(values=[None] * 7 + [0.0, -0.0, -1.0, -1.0], cuts=[8], seed=1, normalization="zscore",
+         strategy="fill_with_mode")
 def test_a_number_fits_the_same_over_any_split(values, cuts, seed, normalization, strategy):
     f = feature("number", normalization=normalization, missing_value_strategy=strategy)
     if all(v is None for v in values):
