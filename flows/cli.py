@@ -264,9 +264,9 @@ def _run(args: argparse.Namespace, config, start: float) -> dict:
     """The run's summary: a published artifact reused, or the flow's (or in-process runner's)."""
     fingerprint = None  # the dataset's sha256, computed once per run and handed to ingest
     if not args.always_run_flow and "://" not in args.output:
-        from tasks import ingest, publish
+        from tasks import publish
 
-        fingerprint = ingest.fingerprint(args.dataset)
+        fingerprint = _fingerprint(args)
         reused = publish.reusable(args.output, fingerprint, config)
         if reused is not None:
             from storage.artifact import Artifact
@@ -280,6 +280,20 @@ def _run(args: argparse.Namespace, config, start: float) -> dict:
             summary["report_path"] = _reused_report(reused["artifact_path"])
             return summary
     return _run_flow(args, config, fingerprint)
+
+
+def _fingerprint(args: argparse.Namespace) -> str:
+    """The dataset's fingerprint (``tasks.fingerprint``). Data larger than one hashing block is hashed by Dask
+    tasks: with ``--dask-address`` on the cluster's workers (a Client of its own, closed before the flow
+    opens the run's), so the flow's process never reads the dataset's bytes."""
+    from tasks import fingerprint
+
+    if args.dask_address and fingerprint.needs_tasks(args.dataset):
+        from tasks import dask_run
+
+        with dask_run.client(args.dask_address):
+            return fingerprint.fingerprint(args.dataset)
+    return fingerprint.fingerprint(args.dataset)
 
 
 def _reused_report(artifact_path: str) -> str | None:

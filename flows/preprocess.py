@@ -14,7 +14,6 @@ cache key is prepflow's. Prefect's own result caching is off: prepflow's keys ha
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from pathlib import Path
@@ -26,7 +25,6 @@ from prefect.context import TagsContext
 from prefect.states import Completed, State
 from prefect.utilities.annotations import opaque, quote
 
-from core.errors import ConfigError
 from flows.reporting import report_artifact, statistics_artifact, validation_artifact
 from flows.resilience import retry_options
 from storage.cache import StageCache
@@ -42,7 +40,6 @@ from tasks.publish import normalized_config
 # Transient I/O (S3, network filesystems) is retried with exponential backoff; prepflow's own errors
 # and other failures are not (flows/resilience.py).
 TASK_OPTS = {"persist_result": False, "cache_policy": None, **retry_options()}
-DASK_CONNECT_TIMEOUT = os.environ.get("PREPFLOW_DASK_CONNECT_TIMEOUT", "30s")
 
 
 def config_value(config: str | os.PathLike | dict | Config) -> Config:
@@ -122,19 +119,6 @@ def _write_report(summary: dict) -> str:
     return dask_run.compute([task])[0]
 
 
-def _dask_client(address: str | None):
-    """A distributed Client, set as the default scheduler: every ``dask.compute`` of the stages
-    (``tasks.frame.compute``) then runs on the cluster. Without an address: Dask's local scheduler."""
-    if not address:
-        return contextlib.nullcontext()
-    from distributed import Client  # heavy (~0.3 s): only with --dask-address
-
-    try:
-        return Client(address, timeout=DASK_CONNECT_TIMEOUT)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"--dask-address {address}: cannot reach the Dask scheduler ({exc})") from None
-
-
 def _shared_path(path: str) -> str:
     """Dask workers resolve paths in their own working directory: pass the cache folder absolute."""
     return path if "://" in str(path) else os.path.abspath(path)
@@ -160,7 +144,7 @@ def preprocess(config: str | dict, dataset: str, output: str = "artifacts", cach
     results: dict[str, dict] = {}
     # The flow run carries the run's tags (flows/run_labels.py); its task runs none. Prefect asks its API for
     # tag concurrency slots before each tagged task run and releases them after, two requests per task.
-    with TagsContext(current_tags=set()), _dask_client(dask_address):
+    with TagsContext(current_tags=set()), dask_run.client(dask_address):
         for node in expand(custom_plan.names(ctx.config)):
             run = stage_task.with_options(name=node.name)
             # Prefect walks every argument twice per task run, looking for futures and upstream results.

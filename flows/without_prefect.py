@@ -8,11 +8,11 @@ stage cache, so nothing is computed twice; the artifact is the one the flow woul
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 
 from storage.cache import StageCache
+from tasks import dask_run
 from tasks.config_loader import load_config
 from tasks.context import RunContext
 from tasks.pipeline import run_pipeline
@@ -24,19 +24,11 @@ def run(config_path: str, dataset: str, output: str, cache_dir: str, npartitions
     """The pipeline in-process, with the data report; returns the run summary (as the flow does)."""
     cache = cache_dir if "://" in cache_dir else os.path.abspath(cache_dir)
     ctx = RunContext(load_config(config_path), dataset, StageCache(cache), npartitions, output)
-    with _dask_client(dask_address):
+    with dask_run.client(dask_address):
         result = run_pipeline(ctx)
     summary = result.summary()
     summary["report_path"] = _report(summary)
     return summary
-
-
-def _dask_client(address: str | None):
-    if not address:
-        return contextlib.nullcontext()
-    from distributed import Client  # optional heavy dependency: only with --dask-address
-
-    return Client(address, timeout=os.environ.get("PREPFLOW_DASK_CONNECT_TIMEOUT", "30s"))
 
 
 def _report(summary: dict) -> str | None:

@@ -6,8 +6,8 @@ columns as float64 and everything else as Arrow strings (so category ids like ``
 spelling). Each part gets ``__row__``, the 0-based position of the row in the input: split
 assignment and the published row order depend on it, never on partitioning.
 
-The dataset fingerprint is the sha256 of the file's bytes (streamed), so a moved or copied
-file keeps its cache entries and a one-byte edit invalidates them.
+The dataset fingerprint hashes the file's bytes (``tasks.fingerprint``: a large file in blocks, on Dask
+tasks), so a moved or copied file keeps its cache entries and a one-byte edit invalidates them.
 
 CSV/TSV (a file, a folder or a glob) is read by Dask tasks, a large file by byte ranges
 (``tasks.ingest_csv``), Parquet by row groups (``tasks.ingest_parts``); the other formats in this process.
@@ -31,10 +31,10 @@ from core.code_version import module_version
 from core.errors import DataError
 from core.lazy import pandas as pd
 from storage.fs import open_input
-from storage.hashing import hash_stream
 from tasks import csv_dialect, ingest_csv, ingest_frame, ingest_parts
 from tasks.context import run_cached
 from tasks.dataset_info import detect_format
+from tasks.fingerprint import fingerprint
 from tasks.ingest_common import ROW
 from tasks.ingest_common import check_columns as _check_columns
 from tasks.ingest_spec import PART_ROWS, IngestSpec, ingest_spec, write_parts
@@ -51,15 +51,6 @@ CODE_VERSION = module_version(__name__)  # this module and what it imports direc
 WHOLE_READ_BYTES = 128 << 20
 FORMATS = ("csv", "tsv", "json", "jsonl", "parquet", "feather", "excel")
 
-
-
-def fingerprint(path: str) -> str:
-    """sha256 of the dataset's bytes (a directory: of its sorted files' names and bytes). A run computes it
-    once (``prepflow run`` to look for a published artifact) and hands it down in ``RunContext.fingerprint``."""
-    if ingest_parts.is_multi(path):  # a folder or glob: each file hashed by a Dask task
-        return ingest_parts.fingerprint(path)
-    with open_input(path) as fh:
-        return hash_stream(fh)
 
 
 # ---- readers: each yields pyarrow RecordBatches with exactly the requested columns -------------

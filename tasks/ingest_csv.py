@@ -181,7 +181,7 @@ def plan(files: list[str], spec, range_bytes: int) -> list[Unit]:
     """Every file's units in dataset order; reads each file's head only (``csv_dialect.SNIFF_BYTES``)."""
     units: list[Unit] = []
     for i, path in enumerate(files):
-        source = ingest_parts._readable(path)
+        source = ingest_parts.readable(path)
         sample = csv_dialect.head(path)
         names, dialect = csv_dialect.header(path, spec.format, spec.delimiter, sample=sample)
         check_columns(path, names, spec.columns)

@@ -8,8 +8,7 @@ single-file reader does, and writes them as an Arrow IPC part whose ``__row__`` 
 offset: the sum of the row counts before it. So the row numbers, and the artifact, do not depend on
 how the files are cut, on the number of tasks or on the workers.
 
-The fingerprint of a folder or glob hashes each file on its own task: ``[relative name, sha256]``
-per file, in name order (the same value a folder had when it was hashed file by file).
+The fingerprint of a folder or glob (``tasks.fingerprint``) hashes each file's blocks on Dask tasks.
 
 A file whose schema differs from the first file's, a file that is not a readable Parquet file
 (truncated: no footer) and a row group that cannot be read are each one ``DataError`` naming the
@@ -30,7 +29,6 @@ from dask import delayed
 
 from core.errors import DataError
 from storage.fs import filesystem, is_url, open_input, strip_file_scheme
-from storage.hashing import hash_stream, stable_hash
 from tasks.dask_run import compute
 from tasks.ingest_common import (
     ROW,
@@ -76,35 +74,18 @@ def dataset_files(path: str) -> list[str]:
     return [path]
 
 
-def _readable(path: str) -> str:
+def readable(path: str) -> str:
     """Where a task opens ``path``: a local path made absolute (a worker's working folder may differ)."""
     return path if is_url(path) and not path.startswith("file://") else os.path.abspath(strip_file_scheme(path))
 
 
 def base_of(path: str) -> str:
     """The folder that names are relative to: the folder itself, or a glob's part before its first wildcard."""
-    path = _readable(str(path))
+    path = readable(str(path))
     if not is_glob(path):
         return path
     head = path[:min(path.index(c) for c in GLOB_CHARS if c in path)]
     return head.rsplit("/", 1)[0] if "/" in head else "."
-
-
-# ---- fingerprint -------------------------------------------------------------------------------------
-
-def _hash_file(path: str) -> str:
-    with open_input(path) as fh:
-        return hash_stream(fh)
-
-
-def fingerprint(path: str) -> str:
-    """sha256 over ``[relative name, sha256 of the bytes]`` of every file, each file hashed by a Dask task."""
-
-    files = dataset_files(path)
-    base = base_of(path)
-    digests = compute([delayed(_hash_file, pure=False)(_readable(f)) for f in files])
-    names = [os.path.relpath(strip_file_scheme(f), base).replace(os.sep, "/") for f in files]
-    return stable_hash([[n, d] for n, d in zip(names, digests, strict=True)], length=64)
 
 
 # ---- plan ----------------------------------------------------------------------------------------------
@@ -114,7 +95,7 @@ class Unit:
     """Consecutive row groups of one file, and where their rows start (in the file, in the dataset)."""
 
     path: str  # as the dataset names it (for messages)
-    source: str  # where a task reads it (``_readable``)
+    source: str  # where a task reads it (``readable``)
     row_groups: tuple[int, ...]
     file_row: int
     first_row: int
@@ -160,12 +141,12 @@ def plan(files: list[str], spec, part_rows: int) -> list[Unit]:
         for rg in range(meta.num_row_groups):
             n = meta.row_group(rg).num_rows
             if groups and rows + n > part_rows:
-                units.append(Unit(path, _readable(path), tuple(groups), file_row, total, rows))
+                units.append(Unit(path, readable(path), tuple(groups), file_row, total, rows))
                 total, file_row, groups, rows = total + rows, file_row + rows, [], 0
             groups.append(rg)
             rows += n
         if groups:
-            units.append(Unit(path, _readable(path), tuple(groups), file_row, total, rows))
+            units.append(Unit(path, readable(path), tuple(groups), file_row, total, rows))
             total += rows
     return units
 

@@ -31,15 +31,15 @@ def test_a_run_reads_the_dataset_once_for_its_fingerprint(tmp_path, monkeypatch)
     """``prepflow run`` hashes the dataset to look for a published artifact and hands the fingerprint down
     (``RunContext.fingerprint``): ingest does not read the file again for it."""
     from storage.cache import StageCache
-    from tasks import ingest
+    from tasks import fingerprint, ingest
     from tasks.config_loader import parse_config
     from tasks.context import RunContext
 
     path = tmp_path / "d.csv"
     path.write_bytes(b"a,b\n1,2\n3,4\n")
     reads = []
-    real = ingest.hash_stream
-    monkeypatch.setattr(ingest, "hash_stream", lambda fh: reads.append(1) or real(fh))
+    real = fingerprint.hash_stream
+    monkeypatch.setattr(fingerprint, "hash_stream", lambda fh: reads.append(1) or real(fh))
     config = parse_config({"input_features": [{"name": "a", "type": "number"}, {"name": "b", "type": "number"}]})
 
     fp = ingest.fingerprint(str(path))
