@@ -19,7 +19,10 @@ prepflow process (VmHWM polled every second; CPU from ``wait4``), and the load a
 during (sampled every 10 s) and after. ``--shuffle-volume``: the shuffle volume of the vocabulary fit
 (rows and bytes of the per-partition ``(feature, value, count)`` tables), computed afterwards from the
 data, the run's split and the ingest partitioning. Worker count 0 is a local run (no cluster: Dask's
-threads in the prepflow process).
+threads in the prepflow process). After each cluster run, ``benchmarks/flow_floor.py`` runs on the same
+cluster and Prefect server (``--no-floor`` skips it): a flow with as many task runs and Dask computes that
+does nothing. Its CPU (``floor_cpu_s``) is the part of the flow process's CPU no change to prepflow can
+remove, and ``floor_share`` the flow's share of the run's CPU if prepflow cost nothing above it.
 
 In the same invocation, ``benchmarks/polars_reference.py`` (a hand-written polars pass: the same fit,
 encode, split and zstd Parquet write; ``pip install .[bench]``) runs on the same file once per round of
@@ -217,7 +220,8 @@ def run_polars(data: Path, work: Path) -> dict:
 
 
 def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str, tree: Path = ROOT,
-             variant: str = "this", profile: Path | None = None, worker_env: dict[str, str] | None = None) -> dict:
+             variant: str = "this", profile: Path | None = None, worker_env: dict[str, str] | None = None,
+             floor: bool = True) -> dict:
     """One cold ``prepflow run`` of the checkout ``tree`` (its code in the flow process and the workers);
     ``workers`` 0: without a cluster."""
     import contextlib
@@ -248,8 +252,9 @@ def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str,
             idle = client.run(_worker_usage)
         flow_cpu, wall, flow_peak, samples = _run_child(cmd, tree, env, work)
         used = client.run(_worker_usage) if client is not None else {}
+        summary = json.loads((work / "stdout.txt").read_text().strip().splitlines()[-1])
+        floor_cpu = _floor(address, len(summary["stages"]) + 1, env, work) if workers and floor else None
     load_after = os.getloadavg()
-    summary = json.loads((work / "stdout.txt").read_text().strip().splitlines()[-1])
     stages = {s["name"]: round(s["seconds"], 1) for s in summary["stages"]}
     meta = json.loads((Path(summary["artifact_path"]) / "training_set_metadata.json").read_text())
     worker_cpu = sum(v["cpu_s"] for v in used.values()) - sum(v["cpu_s"] for v in idle.values()) if used else 0.0
@@ -269,9 +274,26 @@ def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str,
                                  if p.is_file()) / 2**20),
         "artifact_sha256": _artifact_digest(Path(summary["artifact_path"])),
     }
+    if floor_cpu is not None:  # benchmarks/flow_floor.py: a flow of as many task runs and computes, no work
+        result["floor_cpu_s"] = round(floor_cpu, 2)
+        result["floor_share"] = round(floor_cpu / (floor_cpu + worker_cpu), 3)
     result["split_path"] = str(next((cache / "split").glob("*/split.npy")))
     result["ingest_parts"] = len(list((cache / "ingest").glob("*/data/part-*.arrow")))
     return result
+
+
+def _floor(address: str, tasks: int, env: dict, work: Path) -> float:
+    """CPU seconds of ``benchmarks/flow_floor.py`` on the same cluster and Prefect server as the run before it:
+    a flow with as many task runs and computes as prepflow's, doing nothing (the part no change to prepflow
+    removes)."""
+    env = dict(env)
+    if "PREFECT_API_URL" not in env:  # the server the run used (started by this checkout's first run)
+        env["PREFECT_API_URL"] = json.loads(sorted((work / "home_this").glob("servers/*/server.json"))[0]
+                                            .read_text())["url"]
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "flow_floor.py"), "--dask-address", address, "--tasks",
+           str(tasks)]
+    cpu, _wall, _peak, _load = _run_child(cmd, ROOT, env, work)
+    return cpu
 
 
 def _cluster(workers: int, memory_limit: str, tree: Path, work: Path, worker_env: dict[str, str]):
@@ -378,6 +400,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs of each variant and worker count")
     parser.add_argument("--no-polars", action="store_true")
     parser.add_argument("--shuffle-volume", action="store_true")
+    parser.add_argument("--no-floor", action="store_true", help="skip benchmarks/flow_floor.py after each "
+                        "cluster run (a Prefect flow of as many task runs, doing nothing: the flow's floor)")
     parser.add_argument("--keep", action="store_true", help="keep caches and artifacts")
     parser.add_argument("--csv", action="store_true", help="prepflow reads the table as one CSV file")
     parser.add_argument("--profile", type=Path, help="run the flow process under cProfile, writing "
@@ -418,7 +442,7 @@ def main() -> None:
         for workers in (int(w) for w in args.workers.split(",")):
             for variant, tree in variants:
                 result = run_once(workers, cfg, data, work, args.memory_limit, tree, variant, args.profile,
-                                  worker_env[variant])
+                                  worker_env[variant], floor=not args.no_floor)
                 result["cores"] = os.cpu_count()
                 result["per_row"] = per_row(result, args.rows, polars_cpu)
                 if polars_cpu:
