@@ -306,6 +306,10 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
                                                f"{art_url}/{split_name}" if art_url else None)
             source_spec[split_name] = chunks
             tasks.extend(split_tasks)
+        # the Parquet vocabularies beside the metadata (in the manifest), copied by Dask tasks too
+        tasks.extend(delayed(shards.copy_file, pure=False)(src, f"{art_url}/{rel}" if art_url else
+                                                           str(staging.absolute() / rel), rel)
+                     for src, rel in vocab.file_sources(fitted, metadata))
         described: dict[str, dict] = {}
         for files in frame.compute(tasks):
             described.update(files)
@@ -313,7 +317,6 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
             source_spec[split_name].extend(media_cache.publish_split(encoded, split_name, staging / split_name))
         vocab.copy_metadata(fitted, staging)  # the same bytes as json.dumps(metadata, sort_keys=True, ...)
         published_rows.add_to_metadata(staging / vocab.METADATA_FILE)  # + the __row__ column's entry
-        vocab.copy_files(fitted, metadata, staging)  # Parquet vocabularies beside the metadata (in the manifest)
         feature_spec = {
             "feature_spec": {name: {k: v for k, v in spec.items() if k != "feature"} for name, spec in columns.items()},
             "source_spec": source_spec,

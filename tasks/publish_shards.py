@@ -15,6 +15,9 @@ only on data + config, never on the number of encode partitions, tasks or worker
   one task per encoded part writes that part's rows of every column at their offset
   (``write_npy_rows``), then one task per file hashes it (``hash_file``).
 
+* The Parquet vocabularies of the vocab stage's entry: one task per file copies it into the artifact
+  (``copy_file``), so a large vocabulary (Criteo's ~40M-id columns) is not copied by the flow process.
+
 Each writer is a function of one shard's pieces (or one part), so another output format can add
 its own per-shard writer beside these.
 
@@ -31,6 +34,7 @@ The bytes equal a local run's: the same header and the same rows in the same ord
 from __future__ import annotations
 
 import hashlib
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +95,7 @@ def describe(path: Path, rel: str) -> dict[str, dict]:
 # ``dictionary_pagesize_limit``), then falls back to plain encoding: a column with more distinct values than
 # that builds a dictionary and drops it, in every row group.
 DICTIONARY_PAGE_BYTES = 1 << 20
+COPY_CHUNK = 1 << 20  # read and write size of ``copy_file``
 
 
 def dictionary_columns(columns: dict[str, dict]) -> list[str]:
@@ -107,6 +112,24 @@ def dictionary_columns(columns: dict[str, dict]) -> list[str]:
         return cardinality is not None and cardinality * npy_dtype(spec).itemsize > DICTIONARY_PAGE_BYTES
 
     return [name for name, spec in columns.items() if not wide(name, spec)]
+
+
+def copy_file(source: str, path: str, rel: str) -> dict[str, dict]:
+    """Copy ``source`` (a file of a cache entry: a Parquet vocabulary) to ``path``, a local path or a store
+    URL, hashing the bytes as they are written (one read); the copy's description."""
+    with open(source, "rb") as src:
+        if is_url(path):
+            with open_output(path) as sink:
+                shutil.copyfileobj(src, sink, COPY_CHUNK)
+            return {rel: sink.description()}
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        digest, size = hashlib.sha256(), 0
+        with open(path, "wb") as dst:
+            while chunk := src.read(COPY_CHUNK):
+                digest.update(chunk)
+                dst.write(chunk)
+                size += len(chunk)
+    return {rel: {"sha256": digest.hexdigest(), "bytes": size}}
 
 
 def write_parquet_shard(groups: list[list[Piece]], path: str, rel: str,

@@ -104,15 +104,22 @@ def copy_metadata(result, dest: Path) -> None:
     shutil.copyfile(Path(result.path) / METADATA_FILE, dest / METADATA_FILE)
 
 
+def file_sources(result, metadata: dict) -> list[tuple[str, str]]:
+    """``(absolute path in the stage entry, path in the artifact)`` of each Parquet vocabulary ``metadata``
+    references; a DataError names one that is missing."""
+    sources = []
+    for rel in vocab_store.files(metadata):
+        src = Path(result.path).absolute() / rel
+        if not src.is_file():
+            raise DataError(f"{src}: vocabulary file referenced by {METADATA_FILE} is missing")
+        sources.append((str(src), rel))
+    return sources
+
+
 def copy_files(result, metadata: dict, dest: Path, link: bool = False) -> None:
     """Copy the Parquet vocabularies ``metadata`` references from the stage entry into ``dest``;
     ``link``: hard-link them where the file system allows (cache entries are never changed in place)."""
-
-
-    for rel in vocab_store.files(metadata):
-        src = Path(result.path) / rel
-        if not src.is_file():
-            raise DataError(f"{src}: vocabulary file referenced by {METADATA_FILE} is missing")
+    for src, rel in file_sources(result, metadata):
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         if link:
             try:

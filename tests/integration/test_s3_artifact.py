@@ -119,3 +119,33 @@ def test_run_publishes_to_s3_and_the_artifact_opens_verified(cli, in_env, titani
                 "--json", env=env)
     assert again.returncode == 0, again.stderr
     assert again.json()["artifact_id"] == art_id  # the published artifact is reused, never rewritten
+
+
+def test_a_parquet_vocabulary_is_copied_to_the_store_by_its_task(in_env, tmp_path, monkeypatch):
+    """A vocabulary over ``INLINE_MAX`` ids is a Parquet file of the vocab stage's entry; publish's copy task
+    writes it to the store (tasks.publish_shards.copy_file) with the description the manifest records."""
+    import boto3
+
+    from storage import Artifact
+    from storage.cache import StageCache
+    from tasks.config_loader import parse_config
+    from tasks.context import RunContext
+    from tasks.features import category
+    from tasks.pipeline import run_pipeline
+
+    monkeypatch.setattr(category, "INLINE_MAX", 10)
+    data = tmp_path / "d.csv"
+    data.write_text("city,x,y\n" + "".join(f"c{i % 40},{i},{i % 2}\n" for i in range(400)))
+    config = parse_config({"input_features": [{"name": "city", "type": "category"}, {"name": "x", "type": "number"}],
+                           "output_features": [{"name": "y", "type": "binary"}]})
+    url = f"s3://{BUCKET}/runs/vocab"
+    result = run_pipeline(RunContext(config, str(data), StageCache(tmp_path / "cache"), None, url))
+
+    art = Artifact.open(result.artifact["artifact_path"], verify=True)  # every object's sha256 and size checked
+    vocab_files = [rel for rel in art.manifest["files"] if rel.endswith(".parquet") and rel.startswith("vocab")]
+    assert len(vocab_files) == 1, sorted(art.manifest["files"])
+    entry = next(p for p in (tmp_path / "cache" / "vocab").rglob(Path(vocab_files[0]).name))
+    s3 = boto3.client("s3", endpoint_url=in_env["S3_ENDPOINT_URL"], aws_access_key_id="testing",
+                      aws_secret_access_key="testing", region_name="us-east-1")
+    key = f"runs/vocab/{art.artifact_id}/{vocab_files[0]}"
+    assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == entry.read_bytes()
