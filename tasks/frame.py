@@ -13,6 +13,8 @@ It is pure pandas/numpy, so it is unit-testable without Dask or Prefect.
 
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -90,11 +92,20 @@ def _part_files(ingest_dir: str) -> list[str]:
 
 
 def ipc_num_rows(path: str) -> int:
-    """Rows of an Arrow IPC file, from its footer and batch headers (memory-mapped, no data read)."""
+    """Rows of an Arrow IPC file, from its footer and batch headers (memory-mapped, no data read); read once
+    per file in a process (``_rows``)."""
+    stat = os.stat(path)
+    return _rows(str(path), stat.st_size, stat.st_mtime_ns)
 
-    with pa.memory_map(str(path)) as source:
-        reader = pa.ipc.open_file(source)
-        return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+
+@functools.lru_cache(maxsize=1 << 17)
+def _rows(path: str, size: int, mtime_ns: int) -> int:
+    """The flow's stages plan from the same parts' row counts (ingest's parts: fill_missing, validate_raw,
+    split, vocab, encode), ~0.6 ms a part to read from the footer and the batches' headers: ~10 CPU s a stage
+    at Criteo 1TB's 16,800 parts (derived). Cache entries are written once and renamed into place, never
+    changed in place: a file of the same path, size and mtime is the same file."""
+    with pa.memory_map(path) as source:
+        return pa.ipc.open_file(source).count_rows()
 
 
 def _read_rows(pieces: list[tuple[str, int, int]], dictionaries: frozenset[str] | tuple = (),

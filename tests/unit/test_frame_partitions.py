@@ -57,3 +57,22 @@ def test_fill_constant_of_an_arrow_string_column_equals_fillna(values, fill):
     expected = col.fillna(fill)
     assert got.dtype == expected.dtype and type(got.array) is type(expected.array)
     pd.testing.assert_series_equal(got, expected)
+
+
+def test_a_parts_row_count_is_read_once_and_a_replaced_part_again(tmp_path, monkeypatch):
+    """The stages plan from the same parts' row counts: each file's footer is read once per process, and a
+    file renamed over it (a new cache entry) is read again."""
+    import os
+
+    import pyarrow.feather as feather
+
+    path = tmp_path / "part-00000.arrow"
+    feather.write_feather(pa.table({"a": list(range(5))}), path)
+    opened = []
+    real = pa.memory_map
+    monkeypatch.setattr(pa, "memory_map", lambda p, *a: opened.append(p) or real(p, *a))
+    assert [frame.ipc_num_rows(str(path)) for _ in range(3)] == [5, 5, 5]
+    assert len(opened) == 1
+    feather.write_feather(pa.table({"a": list(range(7))}), tmp_path / "new.arrow")
+    os.replace(tmp_path / "new.arrow", path)
+    assert frame.ipc_num_rows(str(path)) == 7 and len(opened) == 2
