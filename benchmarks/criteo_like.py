@@ -233,9 +233,9 @@ def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str,
     shutil.rmtree(out, ignore_errors=True)
     # this checkout starts and keeps its own local Prefect server
     env = {**os.environ, "PYTHONPATH": str(tree), "PREPFLOW_HOME": str(work / f"home_{variant}")}
-    started = sorted((work / "home_this").glob("servers/*/server.json"))
+    started = _live_server(work)
     if variant != "this" and started:  # another checkout uses this one's server (a start can take > 60 s here)
-        env["PREFECT_API_URL"] = json.loads(started[0].read_text())["url"]
+        env["PREFECT_API_URL"] = started
     load_before = os.getloadavg()
     with contextlib.ExitStack() as stack:
         cmd = [sys.executable, "-m", "flows.cli", "run", str(cfg), "--dataset", str(data), "--output", str(out),
@@ -253,7 +253,7 @@ def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str,
         flow_cpu, wall, flow_peak, samples = _run_child(cmd, tree, env, work)
         used = client.run(_worker_usage) if client is not None else {}
         summary = json.loads((work / "stdout.txt").read_text().strip().splitlines()[-1])
-        floor_cpu = _floor(address, len(summary["stages"]) + 1, env, work) if workers and floor else None
+        floor_cpu = _floor(address, len(summary["stages"]) + 1, env, work, tree) if workers and floor else None
     load_after = os.getloadavg()
     stages = {s["name"]: round(s["seconds"], 1) for s in summary["stages"]}
     meta = json.loads((Path(summary["artifact_path"]) / "training_set_metadata.json").read_text())
@@ -282,14 +282,27 @@ def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str,
     return result
 
 
-def _floor(address: str, tasks: int, env: dict, work: Path) -> float:
+def _live_server(work: Path, tree: Path = ROOT) -> str | None:
+    """The API URL of a running local Prefect server that this checkout's runs started (``home_this``),
+    ``tree``'s own first (each checkout starts its own; one exits after 30 idle minutes)."""
+    live = []
+    for path in sorted((work / "home_this").glob("servers/*/server.json")):
+        info = json.loads(path.read_text())
+        try:
+            os.kill(info["pid"], 0)
+        except (OSError, KeyError):
+            continue
+        live.append((info.get("checkout") != str(tree), info["url"]))
+    return min(live)[1] if live else None
+
+
+def _floor(address: str, tasks: int, env: dict, work: Path, tree: Path) -> float:
     """CPU seconds of ``benchmarks/flow_floor.py`` on the same cluster and Prefect server as the run before it:
     a flow with as many task runs and computes as prepflow's, doing nothing (the part no change to prepflow
     removes)."""
     env = dict(env)
-    if "PREFECT_API_URL" not in env:  # the server the run used (started by this checkout's first run)
-        env["PREFECT_API_URL"] = json.loads(sorted((work / "home_this").glob("servers/*/server.json"))[0]
-                                            .read_text())["url"]
+    if "PREFECT_API_URL" not in env:  # the server the run used (this checkout's, which it started)
+        env["PREFECT_API_URL"] = _live_server(work, tree)
     cmd = [sys.executable, str(ROOT / "benchmarks" / "flow_floor.py"), "--dask-address", address, "--tasks",
            str(tasks)]
     cpu, _wall, _peak, _load = _run_child(cmd, ROOT, env, work)
