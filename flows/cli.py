@@ -288,7 +288,7 @@ def _fingerprint(args: argparse.Namespace) -> str:
     opens the run's), so the flow's process never reads the dataset's bytes."""
     from tasks import fingerprint
 
-    if args.dask_address and fingerprint.needs_tasks(args.dataset):
+    if args.dask_address and fingerprint.needs_tasks(args.dataset) and fingerprint.read_by_workers(args.dataset):
         from tasks import dask_run
 
         with dask_run.client(args.dask_address):

@@ -46,13 +46,14 @@ def client(address: str | None):
         raise ConfigError(f"--dask-address {address}: cannot reach the Dask scheduler ({exc})") from None
 
 
-def compute(tasks: list) -> list:
+def compute(tasks: list, here: bool = False) -> list:
     """Run delayed tasks on the active scheduler (a distributed Client if one is set), each task that only
-    one other needs fused into it (``core.task_fusion``)."""
+    one other needs fused into it (``core.task_fusion``). ``here``: on this process's threads even when a
+    Client is set (tasks that read files only this process may see)."""
 
     if not tasks:
         return []
-    kwargs = {"scheduler": dask.threaded.get} if local_only() else {}  # the default for delayed tasks
+    kwargs = {"scheduler": dask.threaded.get} if here or local_only() else {}  # the default for delayed tasks
     with tracking(len(tasks)), fused():  # a partition's read and preparation run inside its stage's task
         return list(dask.compute(*tasks, **kwargs))
 

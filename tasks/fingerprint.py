@@ -11,6 +11,10 @@ where it was computed.
   sha256 was ~1 GB/s: ~1,000 CPU s in the flow's process for a 1 TB file).
 * A folder or glob: the hash of ``[relative name, file fingerprint]`` for every file, in name order.
 
+The blocks go to a cluster's workers only for the formats the workers read anyway (Parquet, CSV/TSV); a
+JSON, Feather or Excel file is read by the flow's process, may be on its own disk, and is hashed on its
+threads.
+
 The block size is part of the definition: changing it changes every large dataset's fingerprint.
 """
 
@@ -25,11 +29,13 @@ from core.errors import DataError
 from storage.fs import filesystem, is_url, open_input, strip_file_scheme
 from storage.hashing import hash_stream, stable_hash
 from tasks.dask_run import compute
+from tasks.dataset_info import detect_format
 from tasks.ingest_parts import base_of, dataset_files, is_multi, readable
 
 BLOCK = 64 << 20  # bytes per hashing task; the CSV reader's byte ranges are this size too
 BLOCK_TAG = b"prepflow-sha256-blocks-64MiB\n"
 CHUNK = 1 << 20  # read size inside a block
+WORKER_FORMATS = ("parquet", "csv", "tsv")  # what ingest's Dask tasks read (``read_by_workers``)
 
 
 def size_of(path: str) -> int:
@@ -77,24 +83,37 @@ def needs_tasks(path: str) -> bool:
     return is_multi(path) or size_of(str(path)) > BLOCK
 
 
+def read_by_workers(path: str) -> bool:
+    """Whether ingest's Dask tasks read the dataset (Parquet, CSV/TSV: ``tasks.ingest_parts``,
+    ``tasks.ingest_csv``), so that a cluster's workers see its files. The other formats are read by the flow's
+    process and may sit on its own disk."""
+    try:
+        return detect_format(path) in WORKER_FORMATS
+    except DataError:  # an unknown extension: ingest names it
+        return False
+
+
 def fingerprint(path: str) -> str:
     """The dataset's fingerprint (module doc). A single file of one block is hashed in this process; anything
-    larger by Dask tasks, on the cluster's workers when a distributed Client is active."""
+    larger by Dask tasks: on the cluster's workers when a distributed Client is active and the workers read
+    the dataset (``read_by_workers``), else on this process's threads."""
     path = str(path)
     if not is_multi(path):
         if size_of(path) <= BLOCK:
             with open_input(path) as fh:
                 return hash_stream(fh)
-        return _file_digests([path])[0]
+        return _file_digests([path], read_by_workers(path))[0]
     files = dataset_files(path)
     base = base_of(path)
     names = [os.path.relpath(strip_file_scheme(f), base).replace(os.sep, "/") for f in files]
-    return stable_hash([[n, d] for n, d in zip(names, _file_digests(files), strict=True)], length=64)
+    digests = _file_digests(files, read_by_workers(path))
+    return stable_hash([[n, d] for n, d in zip(names, digests, strict=True)], length=64)
 
 
-def _file_digests(files: list[str]) -> list[str]:
-    """Each file's fingerprint, every block of every file hashed by one Dask task."""
+def _file_digests(files: list[str], on_workers: bool) -> list[str]:
+    """Each file's fingerprint, every block of every file hashed by one Dask task (``on_workers``: on the
+    active scheduler, else on this process's threads)."""
     plan = [(f, blocks(size_of(f))) for f in files]
     tasks = [delayed(hash_block, pure=False)(readable(f), start, end) for f, ranges in plan for start, end in ranges]
-    digests = iter(compute(tasks))
+    digests = iter(compute(tasks, here=not on_workers))
     return [combine([next(digests) for _ in ranges]) for _, ranges in plan]

@@ -97,29 +97,31 @@ def test_run_on_cluster_is_byte_identical_to_local(cluster, local_artifact, tmp_
     assert "<html" in report.read_text()[:2000].lower()
 
 
-def test_a_large_dataset_is_fingerprinted_by_the_workers(cluster, tmp_path, monkeypatch):
-    """``prepflow run --dask-address`` hashes a dataset larger than one block on the cluster (tasks/fingerprint.py):
-    the flow's process plans the blocks and never reads the bytes."""
+@pytest.mark.parametrize("suffix,on_workers", [(".csv", True), (".jsonl", False)])
+def test_a_large_dataset_is_fingerprinted_by_the_workers_that_read_it(cluster, tmp_path, monkeypatch, suffix,
+                                                                      on_workers):
+    """``prepflow run --dask-address`` hashes a dataset larger than one block on the cluster (tasks/fingerprint.py)
+    when the workers read it (CSV, Parquet): the flow's process plans the blocks and reads none of the bytes. A
+    JSON Lines file is read by the flow's process (it may be on its own disk): its blocks are hashed here."""
     import argparse
     import hashlib
 
     from flows import cli
-    from tasks import fingerprint
+    from tasks import dask_run, fingerprint
 
-    path = tmp_path / "big.csv"
+    path = tmp_path / f"big{suffix}"
     data = b"".join(b"%d,%d\n" % (i, i * 7 % 13) for i in range(4000))
     path.write_bytes(data)
     monkeypatch.setattr(fingerprint, "BLOCK", 4096)  # ~9 blocks: the planning side's size only
     read_here = []  # hash_block opens files through this process's fingerprint.open_input only if it runs here
-    monkeypatch.setattr(fingerprint, "open_input", lambda p: read_here.append(p))
-    assert "hash_block" not in _scheduler_prefixes(cluster)
+    real = fingerprint.open_input
+    monkeypatch.setattr(fingerprint, "open_input", lambda p: read_here.append(p) or real(p))
     value = cli._fingerprint(argparse.Namespace(dataset=str(path), dask_address=cluster.scheduler_address))
     digests = b"".join(hashlib.sha256(data[i:i + 4096]).digest() for i in range(0, len(data), 4096))
     assert value == hashlib.sha256(fingerprint.BLOCK_TAG + digests).hexdigest()
-    assert "hash_block" in _scheduler_prefixes(cluster)
-    assert not read_here
-    from tasks import dask_run
-
+    assert len(read_here) == (0 if on_workers else len(data) // 4096 + 1)
+    if on_workers:
+        assert "hash_block" in _scheduler_prefixes(cluster)
     assert not dask_run.on_cluster()  # the fingerprint's Client is closed before the flow opens the run's
 
 
