@@ -67,6 +67,7 @@ from tasks import ingest as ingest_mod
 from tasks import split as split_mod
 from tasks.config_loader import load_config, parse_config
 from tasks.context import RunContext, run_cached
+from tasks.dask_run import summed
 from tasks.dataset_info import dataset_columns
 from tasks.frame import ipc_num_rows
 from tasks.ingest import ROW
@@ -378,16 +379,33 @@ def run_raw(ctx, ingest):
                      lambda: [os.path.abspath(ingest.path), ctx.npartitions])
 
 
-def expected_encoded_rows(split, balance, encode_result) -> int:
-    """Training rows weighted by multiplicity + validation + test rows - rows drop_row removed."""
+COUNT_ROWS = 1 << 24  # rows of split.npy (16 MiB) per task of ``expected_encoded_rows``
 
-    assign = np.asarray(split_mod.load(split))
+
+def split_counts(assign, mult, start: int, stop: int) -> np.ndarray:
+    """``[training rows weighted by multiplicity, validation rows, test rows]`` among input rows
+    ``[start, stop)``: one Dask task's share of ``expected_encoded_rows``."""
+    part = np.asarray(assign[start:stop])
+    train = part == 0
+    weighted = int(np.asarray(mult[start:stop], dtype=np.int64)[train].sum()) if mult is not None \
+        else int(np.count_nonzero(train))
+    return np.array([weighted, np.count_nonzero(part == 1), np.count_nonzero(part == 2)], dtype=np.int64)
+
+
+def expected_encoded_rows(split, balance, encode_result) -> int:
+    """Training rows weighted by multiplicity + validation + test rows - rows drop_row removed. The rows are
+    counted by Dask tasks (the workers of a cluster) over ranges of ``split.npy`` and ``multiplicity.npy``,
+    whose handles pickle as their paths: the flow's process reads neither (one byte per input row each)."""
+
+    assign = split_mod.load(split)
     mult = balance_mod.load(balance)
-    train = assign == 0
-    weighted = int(np.asarray(mult, dtype=np.int64)[train].sum()) if mult is not None else int(train.sum())
+    n = len(assign)  # the .npy header (memory-mapped, no data read)
+    tasks = [delayed(split_counts, pure=False)(assign, mult, lo, min(lo + COUNT_ROWS, n))
+             for lo in range(0, n, COUNT_ROWS)]
+    weighted, validation, test = (int(c) for c in summed(tasks)) if tasks else (0, 0, 0)
     dropped = sum(s["count"] for name, s in encode_result.statistics.items()
                   if name.startswith(("fill_missing.rows_dropped.", "media_cache.rows_skipped.")))
-    return weighted + int((assign == 1).sum()) + int((assign == 2).sum()) - dropped
+    return weighted + validation + test - dropped
 
 
 def run_encoded(ctx, split, balance, fitted, encode_result):
