@@ -395,7 +395,7 @@ def split_counts(assign, mult, start: int, stop: int) -> np.ndarray:
 def expected_encoded_rows(split, balance, encode_result) -> int:
     """Training rows weighted by multiplicity + validation + test rows - rows drop_row removed. The rows are
     counted by Dask tasks (the workers of a cluster) over ranges of ``split.npy`` and ``multiplicity.npy``,
-    whose handles pickle as their paths: the flow's process reads neither (one byte per input row each)."""
+    whose handles pickle as their paths: the flow's process reads neither (1 and 4 bytes per input row)."""
 
     assign = split_mod.load(split)
     mult = balance_mod.load(balance)
