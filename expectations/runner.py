@@ -86,7 +86,9 @@ def run(named: list[tuple[str, dict]], parts: list, columns: list[str], schedule
     checks = [c for _i, _pos, c in groups]
     if not parts:
         parts = [pd.DataFrame({c: pd.Series([], dtype=object) for c in columns})]
-    tasks = [dask.delayed(_partition)(p, checks, plans, i == 0) for i, p in enumerate(parts)]
+    # the checks and plans once, as opaque values: Dask walks a list argument in every call
+    c, pl = dask.delayed(checks, traverse=False), dask.delayed(plans, traverse=False)
+    tasks = [dask.delayed(_partition)(p, c, pl, i == 0) for i, p in enumerate(parts)]
     if any(plan.whole for plan in plans):
         tasks.append(dask.delayed(gx_suites.whole)(plans, *parts))
     with fused():  # each partition's read runs inside its task (core.task_fusion)

@@ -279,7 +279,7 @@ def _reduce_bucket(written: int, bucket: int, features: list[CategoryFeature], f
     return reduce_partition(read_bucket(paths, bucket), features, folder, bucket)
 
 
-def _partition(prepared, features: list[CategoryFeature], fit_on: str, partial, partial_args: tuple):
+def _partition(prepared, features: list[CategoryFeature], fit_on: str, partial, *partial_args):
     """One task per partition: the stage's other partial (``partial(prepared, *partial_args)``) and the
     counts, so that the prepared frame is freed as soon as this task ends."""
     return partial(prepared, *partial_args) if partial is not None else None, \
@@ -296,7 +296,8 @@ def fit_tasks(prepared: list, features: list[CategoryFeature], fit_on: str, fold
     if not features or not prepared:
         return [delayed(partial)(p, *partial_args) for p in prepared] if partial is not None else [], []
     f = frame.shared(features)
-    both = [delayed(_partition, nout=2)(p, f, fit_on, partial, partial_args) for p in prepared]
+    # partial_args positionally: a tuple holding a delayed value is rebuilt as a task in every call (~0.5 ms)
+    both = [delayed(_partition, nout=2)(p, f, fit_on, partial, *partial_args) for p in prepared]
     partials = [b[0] for b in both] if partial is not None else []
     counts = [b[1] for b in both]
     if on_cluster():  # the first partitions counted first, the tree or the exchange chosen by their size

@@ -79,7 +79,7 @@ def merged(combiners, tasks: list) -> list:
     return [tree(tasks, merge_all, combiners)] if tasks else []
 
 
-def _partition(part: Any, combiners: Mapping, batches: Callable[..., Mapping], args: tuple) -> dict:
+def _partition(part: Any, combiners: Mapping, batches: Callable[..., Mapping], *args: Any) -> dict:
     return accumulate(combiners, batches(part, *args))
 
 
@@ -89,8 +89,10 @@ def fit(combiners: Mapping[Hashable, Combiner], parts: Sequence, batches: Callab
     ``batches(part, *args) -> {key: batch}`` and ``accumulate``; the accumulators merged on the workers
     (``merged``); then ``extract`` here."""
 
-    c, a = shared(dict(combiners)), tuple(shared(x) for x in args)
-    return merge_extract(combiners, compute(merged(c, [delayed(_partition)(p, c, batches, a) for p in parts])))
+    # the shared values as positional arguments: Dask rebuilds a tuple of delayed values as a task of its own in
+    # every call (~0.5 ms of this process's CPU per partition, ~8 s a fit at Criteo 1TB's 16,800 partitions)
+    c, a = shared(dict(combiners)), [shared(x) for x in args]
+    return merge_extract(combiners, compute(merged(c, [delayed(_partition)(p, c, batches, *a) for p in parts])))
 
 
 def fit_batches(combiner: Combiner, batches: Sequence[Any]) -> Any:

@@ -113,8 +113,8 @@ def check(ctx, ingest_path: str, assign: np.ndarray) -> list[str]:
     columns = sorted({c for _n, c, _o in features})
     outputs = sorted({c for _n, c, o in features if o})
     # the split goes to the tasks as it is (split's handle pickles as its path): no per-row array here
-    summaries = compute([delayed(part_summary, pure=True)(f, columns, outputs, shared(assign), fit_on)
-                         for f in files])
+    c, o, a = shared(columns), shared(outputs), shared(assign)  # once: lists are walked in every call
+    summaries = compute([delayed(part_summary, pure=True)(f, c, o, a, fit_on) for f in files])
     merged = merge(summaries, columns, outputs)
     messages = findings(features, merged, fit_on, merged["fit_rows"])
     for message in messages:

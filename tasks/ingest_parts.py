@@ -29,7 +29,7 @@ from dask import delayed
 
 from core.errors import DataError
 from storage.fs import filesystem, is_url, open_input, strip_file_scheme
-from tasks.dask_run import compute
+from tasks.dask_run import compute, shared
 from tasks.ingest_common import (
     ROW,
     check_columns,
@@ -187,8 +187,11 @@ def write_parts(dataset: str, spec, out_dir: Path, part_rows: int) -> int:
         raise DataError(f"{dataset}: the dataset has no data rows")
     out_dir.mkdir(parents=True, exist_ok=True)
     units = [u for u in units if u.rows]
-    compute([delayed(write_unit, pure=False)(u, spec, str(out_dir / f"part-{i:05d}.arrow"))
-                   for i, u in enumerate(units)])
+    # the spec once for all tasks, each unit as an opaque value: Dask walks a dataclass argument field by field,
+    # and rebuilds it, in every call (~0.15 ms each)
+    s = shared(spec)
+    compute([delayed(write_unit, pure=False)(shared(u), s, str(out_dir / f"part-{i:05d}.arrow"))
+             for i, u in enumerate(units)])
     return total
 
 

@@ -300,7 +300,8 @@ def encoded_view(chunks: list[list], shaped: dict[str, bool], read=None) -> tupl
     """The encoded gate's partitions (one per chunk of ``_encoded_chunks``), columns and row count;
     ``shaped``: output column -> whether it is a matrix."""
 
-    parts = [delayed(_encoded_chunk)(chunk, shaped) for chunk in chunks]
+    s = frame.shared(shaped)
+    parts = [delayed(_encoded_chunk)(chunk, s) for chunk in chunks]
     columns = [n for name, matrix in shaped.items()
                for n in ([f"{name}__size", f"{name}__min", f"{name}__max"] if matrix else [name])]
     return parts, [*columns, "__row__", "__split__"], sum(p[-1] for chunk in chunks for p in chunk)
