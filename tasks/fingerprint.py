@@ -99,21 +99,22 @@ def fingerprint(path: str) -> str:
     the dataset (``read_by_workers``), else on this process's threads."""
     path = str(path)
     if not is_multi(path):
-        if size_of(path) <= BLOCK:
+        size = size_of(path)
+        if size <= BLOCK:
             with open_input(path) as fh:
                 return hash_stream(fh)
-        return _file_digests([path], read_by_workers(path))[0]
+        return _file_digests([path], [size], read_by_workers(path))[0]
     files = dataset_files(path)
     base = base_of(path)
     names = [os.path.relpath(strip_file_scheme(f), base).replace(os.sep, "/") for f in files]
-    digests = _file_digests(files, read_by_workers(path))
+    digests = _file_digests(files, [size_of(f) for f in files], read_by_workers(path))
     return stable_hash([[n, d] for n, d in zip(names, digests, strict=True)], length=64)
 
 
-def _file_digests(files: list[str], on_workers: bool) -> list[str]:
+def _file_digests(files: list[str], sizes: list[int], on_workers: bool) -> list[str]:
     """Each file's fingerprint, every block of every file hashed by one Dask task (``on_workers``: on the
     active scheduler, else on this process's threads)."""
-    plan = [(f, blocks(size_of(f))) for f in files]
+    plan = [(f, blocks(size)) for f, size in zip(files, sizes, strict=True)]
     tasks = [delayed(hash_block, pure=False)(readable(f), start, end) for f, ranges in plan for start, end in ranges]
     digests = iter(compute(tasks, here=not on_workers))
     return [combine([next(digests) for _ in ranges]) for _, ranges in plan]

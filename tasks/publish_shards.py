@@ -121,15 +121,12 @@ def copy_file(source: str, path: str, rel: str) -> dict[str, dict]:
         if is_url(path):
             with open_output(path) as sink:
                 shutil.copyfileobj(src, sink, COPY_CHUNK)
-            return {rel: sink.description()}
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        digest, size = hashlib.sha256(), 0
-        with open(path, "wb") as dst:
-            while chunk := src.read(COPY_CHUNK):
-                digest.update(chunk)
-                dst.write(chunk)
-                size += len(chunk)
-    return {rel: {"sha256": digest.hexdigest(), "bytes": size}}
+        else:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "wb") as dst:
+                sink = HashingWriter(dst)
+                shutil.copyfileobj(src, sink, COPY_CHUNK)
+    return {rel: sink.description()}
 
 
 def write_parquet_shard(groups: list[list[Piece]], path: str, rel: str,
