@@ -117,6 +117,12 @@ class Kernel:
         success, result = outcome
         return results.entry(self.type, self.reported_kwargs(), success, result)
 
+    # A kernel that ``combines`` merges its partials on the workers, in the tree that gathers the partitions
+    # (``expectations.runner``): ``leaf(partial, index)`` starts a state from partition ``index``'s partial,
+    # ``combine(*states)`` merges states (associative; the tree may take the partitions in any order) and
+    # ``finish(state)`` gives the list of partials that ``merge`` takes in this process.
+    combines = False
+
     def scan(self, frame: pd.DataFrame) -> Any:
         """``partial`` guarded: a missing column gives nothing, an evaluation error its message."""
         if self.absent is not None:
@@ -300,10 +306,14 @@ class ValuesToBeUnique(Kernel):
     """Every non-null value occurs once; unexpected: every row whose value repeats (GX:
     ``duplicated(keep=False)``). Integers unique within a partition and dense (their range at most
     ``BITMAP_SPAN_PER_ROW`` x its rows, as ``__row__`` of the encoded gate, which covers a range of
-    input rows per partition) go as a bitmap of their range: 1/64 of the keys at 20M ``__row__`` values,
-    so the merge, in the flow process, holds about one bit per row instead of two int64 copies. Bitmaps
-    that do not overlap are the exact result (nothing repeats); any overlap, or a mix of bitmaps and
-    other partials, makes the merge ask for a rescan (``RESCAN``) with ``exact`` set, whose partials are:
+    input rows per partition) go as a bitmap of their range. The bitmaps are combined on the workers
+    (``combines``: ``BitBlocks``, blocks of the key range; a block every key of which is present is kept as
+    a mark, not bits), and this process receives only their rows and whether two overlapped: before, the
+    encoded gate's bitmaps came here, ~3 bits per input row (a validation chunk's rows span 10x as many
+    input rows); the flow's peak RSS grew by 346 MB at 400M rows (``benchmarks/encoded_gate_memory.py``),
+    now by 7 MB. Bitmaps that do not overlap are the
+    exact result (nothing repeats); any overlap, or a mix of bitmaps and other partials, makes the merge ask
+    for a rescan (``RESCAN``) with ``exact`` set, whose partials are:
     Arrow strings: each partition keeps its non-null values as an Arrow array; the merge
     dictionary-encodes them all at once (Arrow's hash table) and counts each code. Otherwise, per
     partition: the non-null values as numbers (anything else as pandas hashes) and a sorted copy; the
@@ -313,6 +323,27 @@ class ValuesToBeUnique(Kernel):
 
     type = "expect_column_values_to_be_unique"
     exact = False
+    combines = True
+
+    def leaf(self, partial, index: int) -> dict:
+        state = {"rows": 0, "missing": 0, "bits": None, "others": []}
+        if isinstance(partial, dict) and "bitmap" in partial:
+            bits = BitBlocks.of(partial["base"], partial["bitmap"])
+            return {**state, "rows": partial["rows"], "missing": partial["missing"], "bits": bits}
+        return {**state, "others": [(index, partial)]}  # exact partials, errors, None (no column)
+
+    def combine(self, *states: dict) -> dict:
+        with_bits = [s["bits"] for s in states if s["bits"] is not None]
+        bits = with_bits[0].union(*with_bits[1:]) if with_bits else None
+        return {"rows": sum(s["rows"] for s in states), "missing": sum(s["missing"] for s in states),
+                "bits": bits, "others": [o for s in states for o in s["others"]]}
+
+    def finish(self, state: dict) -> list:
+        others = [p for _i, p in sorted(state["others"], key=lambda o: o[0])]
+        if state["bits"] is None:
+            return others
+        summary = {"rows": state["rows"], "missing": state["missing"], "overlap": state["bits"].overlap}
+        return [summary, *others]
 
     def partial(self, frame):
         col = frame[self.column]
@@ -336,8 +367,10 @@ class ValuesToBeUnique(Kernel):
         rows = sum(p["rows"] for p in partials)
         missing = sum(p["missing"] for p in partials)
         mostly = self.kwargs.get("mostly", 1.0)
-        if any("bitmap" in p for p in partials):
-            if not all("bitmap" in p for p in partials) or _bitmaps_overlap(partials):
+        bitmaps = [p for p in partials if "bitmap" in p or "overlap" in p]  # "overlap": combined (finish)
+        if bitmaps:
+            if len(bitmaps) < len(partials) or any(p.get("overlap") for p in bitmaps) \
+                    or _bitmaps_overlap([p for p in bitmaps if "bitmap" in p]):
                 return RESCAN
             return results.map_result(rows, missing, 0, [], [], mostly)
         if all("strings" in p for p in partials):
@@ -397,8 +430,58 @@ def _dense_bitmap(keys: np.ndarray) -> tuple[int, np.ndarray] | None:
     return base, np.packbits(seen, bitorder="little")
 
 
+class BitBlocks:
+    """A set of integer keys as bitmaps of aligned blocks of ``BITS`` keys, for ``ValuesToBeUnique``'s
+    combine on the workers: ``blocks`` maps a block's number to its bits (``np.packbits``, little bit
+    order), or to None when every key of the block is present (a validation or test chunk's rows and the
+    training chunks of the same input rows complete their blocks, so a tree that gathers them early, as the
+    encoded gate's does, carries marks instead of bits); ``overlap``: a key was added twice (the blocks are
+    then dropped: the result no longer depends on them)."""
+
+    BITS = 1 << 17  # keys per block: 16 KiB of bits
+    BYTES = BITS // 8
+
+    def __init__(self, blocks: dict, overlap: bool = False):
+        self.blocks = blocks
+        self.overlap = overlap
+
+    @classmethod
+    def of(cls, base: int, bitmap: np.ndarray) -> "BitBlocks":
+        """The keys of ``_dense_bitmap``'s ``(base, bitmap)``."""
+        start = base // 8  # in bytes; base is a multiple of 8
+        first, offset = divmod(start, cls.BYTES)
+        padded = np.zeros(-(-(offset + len(bitmap)) // cls.BYTES) * cls.BYTES, dtype=np.uint8)
+        padded[offset:offset + len(bitmap)] = bitmap
+        blocks = {}
+        for n, block in enumerate(padded.reshape(-1, cls.BYTES)):
+            if block.any():
+                blocks[first + n] = None if bool((block == 0xFF).all()) else block
+        return cls(blocks)
+
+    def union(self, *others: "BitBlocks") -> "BitBlocks":
+        if self.overlap or any(o.overlap for o in others):
+            return BitBlocks({}, True)
+        blocks = dict(self.blocks)
+        for other in others:
+            for n, block in other.blocks.items():
+                if n not in blocks:
+                    blocks[n] = block
+                    continue
+                mine = blocks[n]
+                if mine is None or block is None or np.any(mine & block):
+                    return BitBlocks({}, True)  # a full block meets another key, or two share one
+                merged = mine | block
+                blocks[n] = None if bool((merged == 0xFF).all()) else merged
+        return BitBlocks(blocks)
+
+    def nbytes(self) -> int:
+        return sum(b.nbytes for b in self.blocks.values() if b is not None)
+
+
 def _bitmaps_overlap(partials: list) -> bool:
     """Whether two partitions' bitmaps share a key (``_dense_bitmap``)."""
+    if not partials:
+        return False
     start = min(p["base"] for p in partials) // 8
     stop = max(p["base"] // 8 + len(p["bitmap"]) for p in partials)
     union = np.zeros(stop - start, dtype=np.uint8)
@@ -653,8 +736,3 @@ def kernels(suite: dict, columns: list[str]) -> list[Kernel]:
 def scan(checks: list[Kernel], frame: pd.DataFrame) -> list:
     """One partition's partials, one per kernel."""
     return [check.scan(frame) for check in checks]
-
-
-def merge(checks: list[Kernel], scanned: list[list]) -> list[dict]:
-    """Result JSON per kernel from every partition's ``scan`` (in partition order)."""
-    return [check.merge([s[i] for s in scanned]) for i, check in enumerate(checks)]

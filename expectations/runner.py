@@ -5,13 +5,18 @@ kernel takes) on the kernels too, and only the others through Great Expectations
 
 One Dask task per partition computes every suite's per-partition part (the kernels' partials and
 GX's row-wise results); a user suite with expectations that need the whole table adds one task over
-all partitions. The merge runs where ``run`` is called and handles small values only (counts, the
-first unexpected values, sorted keys for uniqueness). GX is imported only when a user suite has
-expectations without a kernel: a run with the generated suites alone, or with user suites the kernels
+all partitions. The partitions' parts are gathered by a tree of Dask tasks (``core.task_tree``),
+so that this process receives one value whatever the number of partitions; on the way, a kernel that
+``combines`` (the uniqueness of dense integer keys: the encoded gate's ``__row__``) merges its partials
+there, on the workers, and only a summary of a few numbers reaches this process
+(``kernels.ValuesToBeUnique``). The merge runs where ``run`` is called and handles small values only
+(counts, the first unexpected values, sorted keys for uniqueness). GX is imported only when a user suite
+has expectations without a kernel: a run with the generated suites alone, or with user suites the kernels
 cover, never imports it.
 
 Partitions must carry a global index (row numbers), so that unexpected indices are those of the
-whole table, and come in row order.
+whole table, and come in row order. ``run``'s ``order`` only changes which partitions the tree gathers
+together (those whose keys overlap, for the combining kernels); results are merged in partition order.
 """
 
 from __future__ import annotations
@@ -20,13 +25,37 @@ import dask
 
 from core.lazy import pandas as pd
 from core.task_fusion import fused
+from core.task_tree import tree
 from expectations import gx_suites, kernels, results
 from expectations.suites import is_generated
 
 
-def _partition(frame: pd.DataFrame, checks: list, plans: list, first: bool) -> tuple[list, list]:
-    return ([kernels.scan(c, frame) for c in checks],
-            gx_suites.scan(plans, frame, first) if plans else [])
+def _partition(frame: pd.DataFrame, checks: list, plans: list, index: int) -> dict:
+    """Partition ``index``'s part, as a bundle of one (``_gather``): its kernels' partials and GX's
+    row-wise results, except the partials of kernels that combine, which start their combined state."""
+    scanned = [kernels.scan(c, frame) for c in checks]
+    combined = {}
+    for k, group in enumerate(checks):
+        for j, check in enumerate(group):
+            if check.combines:
+                combined[k, j] = check.leaf(scanned[k][j], index)
+                scanned[k][j] = None
+    return {"parts": [(index, scanned, gx_suites.scan(plans, frame, index == 0) if plans else [])],
+            "combined": combined}
+
+
+def _gather(checks: list, *bundles: dict) -> dict:
+    """Bundles of partitions as one: their parts listed, each combining kernel's states combined."""
+    return {"parts": [part for b in bundles for part in b["parts"]],
+            "combined": {key: checks[key[0]][key[1]].combine(*(b["combined"][key] for b in bundles))
+                         for key in bundles[0]["combined"]}}
+
+
+def _finish(checks: list, bundle: dict) -> dict:
+    """The gathered bundle as this process receives it: each combining kernel's state reduced to the
+    partials its merge takes (``Kernel.finish``), the parts in partition order."""
+    return {"parts": sorted(bundle["parts"], key=lambda part: part[0]),
+            "combined": {key: checks[key[0]][key[1]].finish(state) for key, state in bundle["combined"].items()}}
 
 
 def split_user_suite(suite: dict, columns: list[str]) -> tuple[list, dict]:
@@ -75,10 +104,13 @@ def columns_read(named: list[tuple[str, dict]], columns: list[str]) -> list[str]
     return [c for c in columns if c in read]
 
 
-def run(named: list[tuple[str, dict]], parts: list, columns: list[str], scheduler=None) -> list[dict]:
+def run(named: list[tuple[str, dict]], parts: list, columns: list[str], scheduler=None,
+        order: list[int] | None = None) -> list[dict]:
     """Run ``(source, suite JSON)`` pairs on ``parts`` (pandas frames or Dask delayed frames, in row
     order, with a global index) whose columns are ``columns``: one suite entry each
-    (``expectations.results.suite_entry``). ``scheduler``: Dask's (default: the active one)."""
+    (``expectations.results.suite_entry``). ``scheduler``: Dask's (default: the active one). ``order``:
+    the partitions in the order the gathering tree takes them (default: theirs), so that partitions whose
+    keys overlap meet early (see the module's doc)."""
     groups, user = _plan(named, columns)
     plans = []
     if user:  # GX is imported (by gx_suites, on first use) only for these
@@ -88,21 +120,24 @@ def run(named: list[tuple[str, dict]], parts: list, columns: list[str], schedule
         parts = [pd.DataFrame({c: pd.Series([], dtype=object) for c in columns})]
     # the checks and plans once, as opaque values: Dask walks a list argument in every call
     c, pl = dask.delayed(checks, traverse=False), dask.delayed(plans, traverse=False)
-    tasks = [dask.delayed(_partition)(p, c, pl, i == 0) for i, p in enumerate(parts)]
+    tasks = [dask.delayed(_partition)(p, c, pl, i) for i, p in enumerate(parts)]
+    wanted = [dask.delayed(_finish)(c, tree([tasks[i] for i in (order or range(len(parts)))], _gather, c))]
     if any(plan.whole for plan in plans):
-        tasks.append(dask.delayed(gx_suites.whole)(plans, *parts))
+        wanted.append(dask.delayed(gx_suites.whole)(plans, *parts))
     with fused():  # each partition's read runs inside its task (core.task_fusion)
-        computed = list(dask.compute(*tasks, scheduler=scheduler)) if any(checks) or plans else []
-    scanned = computed[:len(parts)]
-    whole = computed[len(parts)] if len(computed) > len(parts) else [[] for _ in plans]
+        computed = list(dask.compute(*wanted, scheduler=scheduler)) if any(checks) or plans else []
+    bundle = computed[0] if computed else {"parts": [], "combined": {}}
+    scanned = [(s, gx) for _i, s, gx in bundle["parts"]]
+    whole = computed[1] if len(computed) > 1 else [[] for _ in plans]
 
     out: list[list] = [[None] * len(s["expectations"]) for _src, s in named]
     rescan: list[tuple[int, int, kernels.Kernel]] = []  # (group, position in it, kernel) whose merge asked
     for k, (i, positions, group) in enumerate(groups):
-        merged = kernels.merge(group, [s[0][k] for s in scanned]) if scanned else kernels.merge(group, [])
-        for j, r in enumerate(merged):
+        for j, check in enumerate(group):
+            partials = bundle["combined"][k, j] if (k, j) in bundle["combined"] else [s[0][k][j] for s in scanned]
+            r = check.merge(partials)
             if r is kernels.RESCAN:
-                rescan.append((k, j, group[j]))
+                rescan.append((k, j, check))
             out[i][positions[j] if positions is not None else j] = r
     if rescan:  # exact partials for these kernels only (a uniqueness check that found a repeat, say)
         for _k, _j, check in rescan:

@@ -14,6 +14,7 @@ from dask import delayed
 
 from core.errors import ConfigError
 from core.task_fusion import fused
+from core.task_tree import tree
 from tasks.progress import tracking
 
 
@@ -60,19 +61,6 @@ def compute(tasks: list, here: bool = False) -> list:
 
 def _add(*arrays):
     return np.sum(arrays, axis=0)
-
-
-def tree(tasks: list, merge, *args, fan_in: int = 8):
-    """The results of delayed ``tasks`` combined into one delayed result on the workers: ``merge(*args,
-    *results)`` over consecutive groups of ``fan_in``, level by level, so that this process receives one
-    result whatever the number of partitions (encode's statistics, received and merged here one partition at
-    a time, cost 0.66 ms each: ~11 CPU s at Criteo 1TB's 16,800 partitions, benchmarks/RESULTS.md).
-    ``merge`` must be associative (it is applied to groups in task order, never reordered). None for no
-    tasks."""
-    level = list(tasks)
-    while len(level) > 1:
-        level = [delayed(merge)(*args, *level[i:i + fan_in]) for i in range(0, len(level), fan_in)]
-    return level[0] if level else None
 
 
 def summed(tasks: list, fan_in: int = 8):

@@ -307,13 +307,28 @@ def encoded_view(chunks: list[list], shaped: dict[str, bool], read=None) -> tupl
     return parts, [*columns, "__row__", "__split__"], sum(p[-1] for chunk in chunks for p in chunk)
 
 
-# What each gate validates, by name: arguments -> (partitions, columns, rows).
+def encoded_order(chunks: list[list], _shaped=None) -> list[int]:
+    """The encoded gate's chunks in the order the runner's gathering tree takes them: by the first input
+    partition they hold rows of (the number in ``part-NNNNN``), so that the training, validation and test
+    chunks of the same input rows meet early and their ``__row__`` bitmaps complete each other's blocks
+    (``expectations.kernels.BitBlocks``). The chunks themselves stay in encoded order."""
+
+    def first_part(chunk: list) -> int:
+        return min(int(Path(path).stem.rsplit("-", 1)[1]) for path, *_rest in chunk)
+
+    return sorted(range(len(chunks)), key=lambda i: (first_part(chunks[i]), i))
+
+
+# What each gate validates, by name: arguments -> (partitions, columns, rows); and, for a view whose
+# partitions' keys interleave, the order in which the runner's tree gathers them (same arguments).
 VIEWS = {"raw": raw_view, "encoded": encoded_view}
+ORDERS = {"encoded": encoded_order}
 
 
 # ---- running a gate ------------------------------------------------------------------------------
 
-def run_suites(named: list[tuple[str, dict]], parts: list, columns: list[str], scheduler=None) -> list[dict]:
+def run_suites(named: list[tuple[str, dict]], parts: list, columns: list[str], scheduler=None,
+               order: list[int] | None = None) -> list[dict]:
     """Run ``(source, suite JSON)`` pairs on the partitions (``expectations.runner.run``); GX is imported
     only for the expectations of user suites that have no kernel (``runner.split_user_suite``), whose
     kwargs GX checks first (``ConfigError`` naming the file). ``scheduler``: Dask's (default: the active one, a distributed Client if set)."""
@@ -325,7 +340,7 @@ def run_suites(named: list[tuple[str, dict]], parts: list, columns: list[str], s
                 gx_suites.check(rest, src)
     except SuiteError as exc:
         raise ConfigError(str(exc)) from None
-    return runner.run(named, parts, columns, scheduler=scheduler)
+    return runner.run(named, parts, columns, scheduler=scheduler, order=order)
 
 
 def gate_json(gate: str, suites: list[dict], rows: int) -> dict:
@@ -339,8 +354,10 @@ def validate_view(named: list[tuple[str, dict]], view: str, args: list) -> tuple
 
 
     parts, columns, rows = VIEWS[view](*args, read=lambda columns: runner.columns_read(named, columns))
+    order = ORDERS[view](*args) if view in ORDERS else None
     # Dask's local default named, as in frame.compute: asking Dask would import distributed to find no Client
-    return run_suites(named, parts, columns, scheduler=dask.threaded.get if frame.local_only() else None), rows
+    scheduler = dask.threaded.get if frame.local_only() else None
+    return run_suites(named, parts, columns, scheduler=scheduler, order=order), rows
 
 
 def _run_gate(ctx, gate: str, parents: list[str], named: list[tuple[str, dict]], view: str, view_args):

@@ -5,6 +5,9 @@ route, the result is the exact one."""
 
 from __future__ import annotations
 
+import pickle
+
+import dask
 import numpy as np
 import pandas as pd
 import pytest
@@ -70,3 +73,103 @@ def test_wide_or_repeating_keys_take_the_exact_partial():
     assert "bitmap" not in check.partial(pd.DataFrame({"k": np.array([0, 10**9], np.int64)}))
     assert "bitmap" not in check.partial(pd.DataFrame({"k": np.array([1, 2, 2], np.int64)}))
     assert "bitmap" not in check.partial(pd.DataFrame({"k": np.array([1.0, 2.0])}))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 300), min_size=1, max_size=80), st.lists(st.integers(0, 80), max_size=6),
+       st.randoms(use_true_random=False), st.integers(2, 5))
+def test_combined_on_the_workers_in_any_order_and_grouping_gives_the_flat_merge(keys, cuts, rnd, fan_in):
+    """``leaf``/``combine``/``finish`` (the runner's tree) over partitions taken in any order and any
+    grouping give what ``merge`` gives on the partitions' partials in partition order."""
+    parts = _parts(keys, cuts, nullable=False)
+    check = kernels.ValuesToBeUnique({"column": "k"}, ["k"])
+    partials = [check.partial(p) for p in parts]
+    states = [check.leaf(p, i) for i, p in enumerate(partials)]
+    rnd.shuffle(states)
+    while len(states) > 1:
+        states = [check.combine(*states[i:i + fan_in]) for i in range(0, len(states), fan_in)]
+    assert check.merge(check.finish(states[0])) == check.merge(partials)
+
+
+def _split_chunks(n: int, seed: int) -> tuple[list[pd.DataFrame], list[int]]:
+    """Chunks shaped like the encoded gate's: input rows 0..n-1 assigned to 3 splits (0.8/0.1/0.1); each
+    split's rows in consecutive chunks of 32,768 of its rows, training first; and the order the encoded gate
+    gives the tree (by the first input row a chunk holds)."""
+    split = np.random.default_rng(seed).choice(3, n, p=[0.8, 0.1, 0.1])
+    chunks = []
+    for s in range(3):
+        rows = np.flatnonzero(split == s)
+        chunks += [rows[i:i + 32768] for i in range(0, len(rows), 32768)]
+    parts = [pd.DataFrame({"k": c}) for c in chunks]
+    return parts, sorted(range(len(parts)), key=lambda i: (int(chunks[i][0]), i))
+
+
+def test_the_flow_receives_a_summary_and_the_tree_order_keeps_the_workers_states_small(monkeypatch):
+    n = 1 << 22
+    parts, order = _split_chunks(n, seed=3)
+    check = kernels.ValuesToBeUnique({"column": "k"}, ["k"])
+    bitmap_bytes = sum(check.partial(p)["bitmap"].nbytes for p in parts)
+    assert bitmap_bytes > 3 * n // 8 * 0.9  # ~3 bits a row: what the flow used to receive
+    received, largest = [], []
+
+    def scheduler(dsk, keys, **kwargs):
+        out = dask.get(dsk, keys, **kwargs)
+        received.append(len(pickle.dumps(out)))
+        return out
+
+    union = kernels.BitBlocks.union
+
+    def recording(self, *others):
+        out = union(self, *others)
+        largest.append(out.nbytes())
+        return out
+
+    monkeypatch.setattr(kernels.BitBlocks, "union", recording)
+    for tree_order in (None, order):
+        received.clear()
+        largest.clear()
+        [entry] = runner.run([("generated:encoded", SUITE)], parts, ["k"], scheduler=scheduler, order=tree_order)
+        assert [r["success"] for r in entry["results"]] == [True, True]
+        assert received and max(received) < 4096  # counts and a flag, not the ~1.5 MB of bitmaps
+        if tree_order is None:
+            in_partition_order = max(largest)
+    # in partition order the training chunks' union holds ~n/8 bytes of bits before the validation and
+    # test chunks complete its blocks; gathered by input rows, only the blocks at the frontier are open
+    assert in_partition_order >= n // 8 // 2
+    assert max(largest) <= 8 * kernels.BitBlocks.BYTES  # 96 KiB here
+    assert 3 * max(largest) < in_partition_order  # 384 KiB here
+
+
+def test_a_repeat_between_splits_found_on_the_workers_is_reported_exactly(monkeypatch):
+    parts, order = _split_chunks(1 << 16, seed=5)
+    parts[-1] = parts[-1].assign(k=parts[-1]["k"].to_numpy().copy())
+    parts[-1].iloc[0, 0] = int(parts[0]["k"].iloc[5])  # a test row that is also a training row
+    check = kernels.ValuesToBeUnique({"column": "k"}, ["k"])
+    assert all("bitmap" in check.partial(p) for p in parts)  # each chunk alone is distinct
+    [entry] = runner.run([("generated:encoded", SUITE)], parts, ["k"], scheduler="sync", order=order)
+    assert entry["results"] == _exact(parts, monkeypatch)
+    assert entry["results"][0]["result"]["unexpected_count"] == 2
+
+
+def test_the_encoded_gate_gives_the_tree_its_chunks_by_first_input_partition(monkeypatch, tmp_path):
+    """``tasks.validate``: the training, validation and test chunks of the same input partitions meet
+    early in the runner's tree (``encoded_order``), while the chunks stay in encoded order."""
+    from tasks import validate
+
+    def piece(split: str, part: int, split_id: int, offset: int, n: int) -> list:
+        path = tmp_path / split / f"part-{part:05d}.arrow"
+        return [str(path), str(path.with_name(f"rows-{part:05d}.npy")), split_id, offset, n]
+
+    chunks = [[piece("train", 0, 0, 0, 8), piece("train", 1, 0, 8, 8)], [piece("train", 2, 0, 16, 8)],
+              [piece("train", 3, 0, 24, 8)], [piece("validation", p, 1, 32 + p, 1) for p in range(4)],
+              [piece("test", 1, 2, 36, 1), piece("test", 3, 2, 37, 1)]]
+    assert validate.encoded_order(chunks) == [0, 3, 4, 1, 2]
+    seen = {}
+
+    def run(named, parts, columns, scheduler=None, order=None):
+        seen["order"], seen["parts"] = order, len(parts)
+        return []
+
+    monkeypatch.setattr(validate.runner, "run", run)
+    validate.validate_view([("generated:encoded", SUITE)], "encoded", [chunks, {"k": False}])
+    assert seen == {"order": [0, 3, 4, 1, 2], "parts": 5}
