@@ -49,15 +49,16 @@ def _chunk(pieces: list, part_rows: int, seed: int, offset: int):
 
 
 def _plan(rows: int, part_rows: int) -> list[list]:
-    """The chunks as ``tasks.validate._encoded_chunks`` forms them: per split in order, consecutive pieces
-    (one input partition's rows of that split; expected sizes here) until the next would pass the target."""
+    """The chunks as ``tasks.validate._encoded_chunks`` forms them: the pieces (one input partition's rows of
+    one split; expected sizes here) of every split in order, consecutive pieces in one chunk until the next
+    would pass the target. So one chunk holds the last training pieces and the first validation ones."""
     parts = -(-rows // part_rows)
     chunks: list[list] = []
+    size = 0
     for split, share in enumerate(SPLIT):
-        size = 0
         for part in range(parts):
             n = int(part_rows * share)
-            if not chunks or chunks[-1][0][1] != split or size + n > CHUNK_ROWS:
+            if not chunks or size + n > CHUNK_ROWS:
                 chunks.append([])
                 size = 0
             chunks[-1].append((part, split))

@@ -326,11 +326,19 @@ class ValuesToBeUnique(Kernel):
     combines = True
 
     def leaf(self, partial, index: int) -> dict:
+        """A partition's bitmap, or its distinct integer keys too wide for one (a chunk that holds the last
+        training rows and the first validation rows, a sparse validation split), as ``BitBlocks``; any other
+        partial (strings, floats, a repeat inside the partition, an error) as it is."""
         state = {"rows": 0, "missing": 0, "bits": None, "others": []}
+        bits = None
         if isinstance(partial, dict) and "bitmap" in partial:
             bits = BitBlocks.of(partial["base"], partial["bitmap"])
-            return {**state, "rows": partial["rows"], "missing": partial["missing"], "bits": bits}
-        return {**state, "others": [(index, partial)]}  # exact partials, errors, None (no column)
+        elif isinstance(partial, dict) and "sorted" in partial and partial["values"] is None \
+                and partial["sorted"].dtype.kind in "iu" and not self.exact:
+            bits = BitBlocks.of_keys(partial["sorted"])
+        if bits is None:
+            return {**state, "others": [(index, partial)]}
+        return {**state, "rows": partial["rows"], "missing": partial["missing"], "bits": bits}
 
     def combine(self, *states: dict) -> dict:
         with_bits = [s["bits"] for s in states if s["bits"] is not None]
@@ -444,6 +452,27 @@ class BitBlocks:
     def __init__(self, blocks: dict, overlap: bool = False):
         self.blocks = blocks
         self.overlap = overlap
+
+    MAX_BYTES_PER_KEY = 128  # of_keys: at most 64 MiB of blocks for a chunk of 2^19 keys,
+    MIN_LIMIT = 64 * BYTES  # and at least 64 blocks (1 MiB) for any chunk
+
+    @classmethod
+    def of_keys(cls, keys: np.ndarray) -> "BitBlocks | None":
+        """The sorted integer ``keys``, or None when one repeats or their blocks would take more than
+        ``MAX_BYTES_PER_KEY`` a key and more than ``MIN_LIMIT`` in all."""
+        if len(keys) > 1 and bool((keys[1:] == keys[:-1]).any()):
+            return None
+        keys = keys.astype(np.int64, copy=False)  # uint64 keys past 2^63 wrap: still distinct, still sorted runs
+        number = keys // cls.BITS
+        blocks, first = np.unique(number, return_inverse=True)
+        if len(blocks) * cls.BYTES > max(cls.MAX_BYTES_PER_KEY * len(keys), cls.MIN_LIMIT):
+            return None
+        offset = keys - number * cls.BITS  # 0 <= offset < BITS, negative keys included
+        byte = first * cls.BYTES + offset // 8
+        # distinct keys set distinct bits, so the sum of a byte's bits is their OR
+        packed = np.bincount(byte, weights=np.left_shift(1, offset % 8), minlength=len(blocks) * cls.BYTES)
+        rows = packed.astype(np.uint8).reshape(len(blocks), cls.BYTES)
+        return cls({int(n): None if bool((row == 0xFF).all()) else row for n, row in zip(blocks, rows, strict=True)})
 
     @classmethod
     def of(cls, base: int, bitmap: np.ndarray) -> "BitBlocks":

@@ -80,15 +80,21 @@ def test_wide_or_repeating_keys_take_the_exact_partial():
        st.randoms(use_true_random=False), st.integers(2, 5))
 def test_combined_on_the_workers_in_any_order_and_grouping_gives_the_flat_merge(keys, cuts, rnd, fan_in):
     """``leaf``/``combine``/``finish`` (the runner's tree) over partitions taken in any order and any
-    grouping give what ``merge`` gives on the partitions' partials in partition order."""
+    grouping give the exact result, and ask for a rescan only when a key repeats."""
     parts = _parts(keys, cuts, nullable=False)
     check = kernels.ValuesToBeUnique({"column": "k"}, ["k"])
-    partials = [check.partial(p) for p in parts]
-    states = [check.leaf(p, i) for i, p in enumerate(partials)]
+    states = [check.leaf(check.partial(p), i) for i, p in enumerate(parts)]
     rnd.shuffle(states)
     while len(states) > 1:
         states = [check.combine(*states[i:i + fan_in]) for i in range(0, len(states), fan_in)]
-    assert check.merge(check.finish(states[0])) == check.merge(partials)
+    combined = check.merge(check.finish(states[0]))
+    exact = kernels.ValuesToBeUnique({"column": "k"}, ["k"])
+    exact.exact = True
+    want = exact.merge([exact.partial(p) for p in parts])
+    if combined is kernels.RESCAN:
+        assert want["result"]["unexpected_count"] > 0
+    else:
+        assert combined == want
 
 
 def _split_chunks(n: int, seed: int) -> tuple[list[pd.DataFrame], list[int]]:
@@ -173,3 +179,43 @@ def test_the_encoded_gate_gives_the_tree_its_chunks_by_first_input_partition(mon
     monkeypatch.setattr(validate.runner, "run", run)
     validate.validate_view([("generated:encoded", SUITE)], "encoded", [chunks, {"k": False}])
     assert seen == {"order": [0, 3, 4, 1, 2], "parts": 5}
+
+
+def test_keys_too_wide_for_a_bitmap_are_combined_as_blocks_without_a_rescan(monkeypatch):
+    """A chunk with the last training rows and the first validation rows (its keys at both ends of the input
+    rows) has no bitmap; its keys still go to the workers' blocks, so nothing is rescanned into the flow."""
+    n = 1 << 20
+    wide = pd.DataFrame({"k": np.r_[np.arange(0, 4096), np.arange(n - 4096, n)]})
+    dense = [pd.DataFrame({"k": np.arange(a, a + 8192)}) for a in range(4096, n - 4096, 8192)]
+    parts = [*dense, wide]
+    check = kernels.ValuesToBeUnique({"column": "k"}, ["k"])
+    assert "bitmap" not in check.partial(wide) and all("bitmap" in check.partial(p) for p in dense)
+    computes = []
+
+    def scheduler(dsk, keys, **kwargs):
+        computes.append(len(pickle.dumps(out := dask.get(dsk, keys, **kwargs))))
+        return out
+
+    [entry] = runner.run([("generated:encoded", SUITE)], parts, ["k"], scheduler=scheduler)
+    assert [r["success"] for r in entry["results"]] == [True, True]
+    assert len(computes) == 1 and computes[0] < 4096  # no rescan, no keys in this process
+    dup = [*dense, wide.assign(k=np.r_[wide["k"].to_numpy()[:-1], 5000])]  # 5000: also in the first dense chunk
+    [found] = runner.run([("generated:encoded", SUITE)], dup, ["k"], scheduler="sync")
+    assert found["results"] == _exact(dup, monkeypatch)
+    assert found["results"][0]["result"]["unexpected_count"] == 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-2**40, 2**40), max_size=200, unique=True))
+def test_blocks_of_sorted_keys_hold_exactly_those_keys(keys):
+    keys = np.sort(np.asarray(keys, dtype=np.int64))
+    blocks = kernels.BitBlocks.of_keys(keys)
+    if blocks is None:  # too sparse: more than MAX_BYTES_PER_KEY a key and more than MIN_LIMIT
+        assert len(np.unique(keys // kernels.BitBlocks.BITS)) * kernels.BitBlocks.BYTES \
+            > max(kernels.BitBlocks.MAX_BYTES_PER_KEY * len(keys), kernels.BitBlocks.MIN_LIMIT)
+        return
+    held = []
+    for number, bits in blocks.blocks.items():
+        bits = np.full(kernels.BitBlocks.BYTES, 0xFF, np.uint8) if bits is None else bits
+        held += (number * kernels.BitBlocks.BITS + np.flatnonzero(np.unpackbits(bits, bitorder="little"))).tolist()
+    assert sorted(held) == keys.tolist()
