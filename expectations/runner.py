@@ -117,11 +117,14 @@ def run(named: list[tuple[str, dict]], parts: list, columns: list[str], schedule
         plans = [gx_suites.Plan(s, columns) for _i, s in user]
     checks = [c for _i, _pos, c in groups]
     if not parts:
-        parts = [pd.DataFrame({c: pd.Series([], dtype=object) for c in columns})]
+        parts, order = [pd.DataFrame({c: pd.Series([], dtype=object) for c in columns})], None
     # the checks and plans once, as opaque values: Dask walks a list argument in every call
     c, pl = dask.delayed(checks, traverse=False), dask.delayed(plans, traverse=False)
     tasks = [dask.delayed(_partition)(p, c, pl, i) for i, p in enumerate(parts)]
-    wanted = [dask.delayed(_finish)(c, tree([tasks[i] for i in (order or range(len(parts)))], _gather, c))]
+    order = list(range(len(parts))) if order is None else list(order)
+    if sorted(order) != list(range(len(parts))):
+        raise ValueError(f"order must list each of the {len(parts)} partitions once, got {order}")
+    wanted = [dask.delayed(_finish)(c, tree([tasks[i] for i in order], _gather, c))]
     if any(plan.whole for plan in plans):
         wanted.append(dask.delayed(gx_suites.whole)(plans, *parts))
     with fused():  # each partition's read runs inside its task (core.task_fusion)

@@ -219,3 +219,9 @@ def test_blocks_of_sorted_keys_hold_exactly_those_keys(keys):
         bits = np.full(kernels.BitBlocks.BYTES, 0xFF, np.uint8) if bits is None else bits
         held += (number * kernels.BitBlocks.BITS + np.flatnonzero(np.unpackbits(bits, bitorder="little"))).tolist()
     assert sorted(held) == keys.tolist()
+
+
+def test_an_order_that_is_not_a_permutation_of_the_partitions_is_refused():
+    parts = _parts(list(range(10)), [5], nullable=False)
+    with pytest.raises(ValueError, match="each of the 2 partitions once"):
+        runner.run([("generated:encoded", SUITE)], parts, ["k"], scheduler="sync", order=[0])
