@@ -10,6 +10,7 @@ peak RSS before and after the gate. ``--baseline TREE`` runs the same with anoth
 cluster too), alternated with this one's ``--repeat`` times.
 
     python benchmarks/encoded_gate_memory.py --rows 100000000 --baseline /tmp/wt-base --repeat 2
+    python benchmarks/encoded_gate_memory.py --rows 100000000 --duplicates 1000   # a failing gate
 """
 
 from __future__ import annotations
@@ -39,12 +40,14 @@ def _piece(part: int, split: int, part_rows: int, seed: int):
     return part * part_rows + np.flatnonzero(assign == split)
 
 
-def _chunk(pieces: list, part_rows: int, seed: int, offset: int):
-    """A chunk of the encoded gate: its pieces' ``__row__`` values, indexed by position in the output."""
+def _chunk(pieces: list, part_rows: int, seed: int, offset: int, duplicates: int = 0):
+    """A chunk of the encoded gate: its pieces' ``__row__`` values, indexed by position in the output;
+    ``duplicates``: its first rows take the input rows 0, 1, ..., which another chunk holds too."""
     import numpy as np
     import pandas as pd
 
     rows = np.concatenate([_piece(part, split, part_rows, seed) for part, split in pieces])
+    rows[:duplicates] = np.arange(min(duplicates, len(rows)))
     return pd.DataFrame({"__row__": rows}, index=pd.RangeIndex(offset, offset + len(rows)))
 
 
@@ -66,7 +69,7 @@ def _plan(rows: int, part_rows: int) -> list[list]:
     return chunks
 
 
-def child(address: str, rows: int, part_rows: int, seed: int) -> dict:
+def child(address: str, rows: int, part_rows: int, seed: int, duplicates: int) -> dict:
     import dask
     from distributed import Client
 
@@ -79,7 +82,8 @@ def child(address: str, rows: int, part_rows: int, seed: int) -> dict:
         for chunk in chunks:
             offsets.append(offset)
             offset += sum(int(part_rows * SPLIT[s]) for _p, s in chunk)
-        parts = [dask.delayed(_chunk)(c, part_rows, seed, o) for c, o in zip(chunks, offsets, strict=True)]
+        parts = [dask.delayed(_chunk)(c, part_rows, seed, o, duplicates if n == len(chunks) - 1 else 0)
+                 for n, (c, o) in enumerate(zip(chunks, offsets, strict=True))]
         kwargs = {}
         if "order" in inspect.signature(runner.run).parameters:  # the same order tasks.validate gives
             kwargs["order"] = sorted(range(len(chunks)), key=lambda i: (min(p for p, _s in chunks[i]), i))
@@ -89,6 +93,7 @@ def child(address: str, rows: int, part_rows: int, seed: int) -> dict:
         wall = time.perf_counter() - t0
         after = resource.getrusage(resource.RUSAGE_SELF)
     return {"rows": rows, "chunks": len(chunks), "success": entry["results"][0]["success"],
+            "unexpected_count": entry["results"][0]["result"].get("unexpected_count"),
             "gate_cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2),
             "gate_wall_s": round(wall, 1), "peak_rss_before_mb": round(before.ru_maxrss / 1024),
             "peak_rss_after_mb": round(after.ru_maxrss / 1024),
@@ -100,13 +105,15 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=100_000_000)
     parser.add_argument("--part-rows", type=int, default=1 << 18)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--duplicates", type=int, default=0, help="rows of the last chunk that repeat input "
+                        "rows 0, 1, ... (the gate then fails, and names them)")
     parser.add_argument("--baseline", type=Path, help="another checkout, run alternated with this one")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--work", type=Path, default=Path("/tmp/encoded_gate_memory"))
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.rows, args.part_rows, args.seed)), flush=True)
+        print(json.dumps(child(args.child, args.rows, args.part_rows, args.seed, args.duplicates)), flush=True)
         return
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -118,7 +125,8 @@ def main() -> None:
         for variant, tree in trees:
             with _cluster(2, "8GB", tree, args.work, {}) as address:
                 cmd = [sys.executable, str(Path(__file__).resolve()), "--child", address, "--rows", str(args.rows),
-                       "--part-rows", str(args.part_rows), "--seed", str(args.seed)]
+                       "--part-rows", str(args.part_rows), "--seed", str(args.seed), "--duplicates",
+                       str(args.duplicates)]
                 out = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree, check=True,
                                      capture_output=True, text=True).stdout
             print(json.dumps({"variant": variant, "tree": str(tree), **json.loads(out.strip().splitlines()[-1])}),

@@ -112,8 +112,8 @@ class Kernel:
         if errors:
             return results.failed(self.type, self.reported_kwargs(), str(errors[0]))
         outcome = self.result(partials)
-        if outcome is RESCAN:
-            return RESCAN
+        if outcome is RESCAN or isinstance(outcome, Flag):
+            return outcome
         success, result = outcome
         return results.entry(self.type, self.reported_kwargs(), success, result)
 
@@ -299,6 +299,17 @@ class Rescan:
 
 
 RESCAN = Rescan()
+
+
+class Flag:
+    """What ``ValuesToBeUnique``'s merge returns when the workers' blocks found repeated keys: ``keys``, the
+    repeated ones (sorted, distinct). The runner has each partition flag its rows holding one
+    (``ValuesToBeUnique.flag``, on the workers) and merges those (``merge_flagged``): the exact result,
+    without this process receiving every key."""
+
+    def __init__(self, summary: dict, keys: np.ndarray):
+        self.summary = summary
+        self.keys = keys
 BITMAP_SPAN_PER_ROW = 64  # a partition's integer keys go as a bitmap while it is at most 8 bytes a row
 
 
@@ -311,9 +322,11 @@ class ValuesToBeUnique(Kernel):
     a mark, not bits), and this process receives only their rows and whether two overlapped: before, the
     encoded gate's bitmaps came here, ~3 bits per input row (a validation chunk's rows span 10x as many
     input rows); the flow's peak RSS grew by 346 MB at 400M rows (``benchmarks/encoded_gate_memory.py``),
-    now by 7 MB. Bitmaps that do not overlap are the
-    exact result (nothing repeats); any overlap, or a mix of bitmaps and other partials, makes the merge ask
-    for a rescan (``RESCAN``) with ``exact`` set, whose partials are:
+    now by 7 MB. Blocks that do not overlap are the exact result (nothing repeats). Keys the blocks find
+    twice (up to ``BitBlocks.MAX_REPEATED``) come here as a ``Flag``, and each partition flags its rows that
+    hold one, on the workers (``flag``): a failing check costs this process the repeated keys, not every key.
+    Past that many, or with a mix of blocks and other partials, the merge asks for a rescan (``RESCAN``) with
+    ``exact`` set, whose partials are:
     Arrow strings: each partition keeps its non-null values as an Arrow array; the merge
     dictionary-encodes them all at once (Arrow's hash table) and counts each code. Otherwise, per
     partition: the non-null values as numbers (anything else as pandas hashes) and a sorted copy; the
@@ -334,7 +347,7 @@ class ValuesToBeUnique(Kernel):
         if isinstance(partial, dict) and "bitmap" in partial:
             bits = BitBlocks.of(partial["base"], partial["bitmap"])
         elif isinstance(partial, dict) and "sorted" in partial and partial["values"] is None \
-                and partial["sorted"].dtype.kind in "iu" and not self.exact:
+                and _int64_exact(partial["sorted"].dtype) and not self.exact:
             bits = BitBlocks.of_keys(partial["sorted"])
         if bits is None:
             return {**state, "others": [(index, partial)]}
@@ -350,14 +363,39 @@ class ValuesToBeUnique(Kernel):
         others = [p for _i, p in sorted(state["others"], key=lambda o: o[0])]
         if state["bits"] is None:
             return others
-        summary = {"rows": state["rows"], "missing": state["missing"], "overlap": state["bits"].overlap}
+        bits = state["bits"]
+        summary = {"rows": state["rows"], "missing": state["missing"], "overlap": bits.overflow,
+                   "repeated": bits.repeated_keys()}
         return [summary, *others]
+
+    def flag(self, frame, keys: np.ndarray) -> dict:
+        """A partition's rows whose value is one of the repeated ``keys`` (``Flag``): their count and the first
+        ``PARTIAL_UNEXPECTED_COUNT`` values and index labels, as the exact merge reports them."""
+        col = frame[self.column]
+        null = col.isna().to_numpy(dtype=bool)
+        values = col[~null] if null.any() else col
+        own = numbers(values) if len(values) else np.zeros(0, dtype=np.int64)
+        flagged = np.flatnonzero(np.isin(own.astype(np.int64, copy=False), keys)) if len(own) \
+            else np.zeros(0, dtype=np.int64)
+        head = flagged[:PARTIAL_UNEXPECTED_COUNT]
+        return {"count": len(flagged), "values": own[head].tolist(),
+                "index": [values.index[i] for i in head.tolist()]}
+
+    def merge_flagged(self, flag: Flag, flagged: list[dict]) -> dict:
+        """The result from every partition's ``flag`` (in partition order)."""
+        values = [v for f in flagged for v in f["values"]][:PARTIAL_UNEXPECTED_COUNT]
+        index = [i for f in flagged for i in f["index"]][:PARTIAL_UNEXPECTED_COUNT]
+        success, result = results.map_result(flag.summary["rows"], flag.summary["missing"],
+                                             sum(f["count"] for f in flagged), values, results.clean(index),
+                                             self.kwargs.get("mostly", 1.0))
+        return results.entry(self.type, self.reported_kwargs(), success, result)
 
     def partial(self, frame):
         col = frame[self.column]
         null = col.isna().to_numpy(dtype=bool)
         values = col[~null] if null.any() else col
-        if not self.exact and len(values) and pd.api.types.is_integer_dtype(values.dtype):
+        if not self.exact and len(values) and pd.api.types.is_integer_dtype(values.dtype) \
+                and _int64_exact(numbers(values.iloc[:0]).dtype):
             bitmap = _dense_bitmap(numbers(values).astype(np.int64, copy=False))
             if bitmap is not None:
                 return {"rows": len(col), "missing": int(null.sum()), "bitmap": bitmap[1], "base": bitmap[0]}
@@ -380,6 +418,9 @@ class ValuesToBeUnique(Kernel):
             if len(bitmaps) < len(partials) or any(p.get("overlap") for p in bitmaps) \
                     or _bitmaps_overlap([p for p in bitmaps if "bitmap" in p]):
                 return RESCAN
+            repeated = [p["repeated"] for p in bitmaps if len(p.get("repeated", ()))]
+            if repeated:  # the combined blocks (one summary) found them: the workers flag their rows
+                return Flag({"rows": rows, "missing": missing}, repeated[0])
             return results.map_result(rows, missing, 0, [], [], mostly)
         if all("strings" in p for p in partials):
             return self._strings(partials, rows, missing, mostly)
@@ -443,26 +484,50 @@ class BitBlocks:
     combine on the workers: ``blocks`` maps a block's number to its bits (``np.packbits``, little bit
     order), or to None when every key of the block is present (a validation or test chunk's rows and the
     training chunks of the same input rows complete their blocks, so a tree that gathers them early, as the
-    encoded gate's does, carries marks instead of bits); ``overlap``: a key was added twice (the blocks are
-    then dropped: the result no longer depends on them)."""
+    encoded gate's does, carries marks instead of bits); ``repeated``: arrays of the keys added more than
+    once, up to ``MAX_REPEATED`` keys; past that, ``overflow`` (the blocks and keys are dropped, and the
+    merge rescans the partitions' exact partials)."""
 
     BITS = 1 << 17  # keys per block: 16 KiB of bits
     BYTES = BITS // 8
+    MAX_REPEATED = 1 << 20  # repeated keys kept (8 MiB), then overflow
 
-    def __init__(self, blocks: dict, overlap: bool = False):
+    def __init__(self, blocks: dict, repeated: list | None = None, overflow: bool = False):
         self.blocks = blocks
-        self.overlap = overlap
+        self.repeated = repeated or []
+        self.overflow = overflow
+
+    def repeated_keys(self) -> np.ndarray:
+        """The distinct repeated keys, sorted (empty on overflow)."""
+        if self.overflow or not self.repeated:
+            return np.zeros(0, dtype=np.int64)
+        return np.unique(np.concatenate(self.repeated))
+
+    def _with_repeated(self, keys: np.ndarray) -> bool:
+        """Record repeated keys; False (and overflow) past ``MAX_REPEATED``."""
+        self.repeated.append(keys)
+        if sum(len(k) for k in self.repeated) > self.MAX_REPEATED:
+            self.blocks, self.repeated, self.overflow = {}, [], True
+            return False
+        return True
 
     MAX_BYTES_PER_KEY = 128  # of_keys: at most 64 MiB of blocks for a chunk of 2^19 keys,
     MIN_LIMIT = 64 * BYTES  # and at least 64 blocks (1 MiB) for any chunk
 
     @classmethod
     def of_keys(cls, keys: np.ndarray) -> "BitBlocks | None":
-        """The sorted integer ``keys``, or None when one repeats or their blocks would take more than
-        ``MAX_BYTES_PER_KEY`` a key and more than ``MIN_LIMIT`` in all."""
-        if len(keys) > 1 and bool((keys[1:] == keys[:-1]).any()):
-            return None
-        keys = keys.astype(np.int64, copy=False)  # uint64 keys past 2^63 wrap: still distinct, still sorted runs
+        """The sorted integer ``keys`` (int64 or narrower; those that repeat in ``repeated``), or None when
+        their blocks would take more than ``MAX_BYTES_PER_KEY`` a key and more than ``MIN_LIMIT`` in all, or
+        more than ``MAX_REPEATED`` of them repeat."""
+        keys = keys.astype(np.int64, copy=False)
+        repeated = None
+        if len(keys) > 1:
+            same = keys[1:] == keys[:-1]
+            if same.any():
+                repeated = np.unique(keys[1:][same])
+                if len(repeated) > cls.MAX_REPEATED:
+                    return None
+                keys = np.unique(keys)
         number = keys // cls.BITS
         blocks, first = np.unique(number, return_inverse=True)
         if len(blocks) * cls.BYTES > max(cls.MAX_BYTES_PER_KEY * len(keys), cls.MIN_LIMIT):
@@ -472,7 +537,8 @@ class BitBlocks:
         # distinct keys set distinct bits, so the sum of a byte's bits is their OR
         packed = np.bincount(byte, weights=np.left_shift(1, offset % 8), minlength=len(blocks) * cls.BYTES)
         rows = packed.astype(np.uint8).reshape(len(blocks), cls.BYTES)
-        return cls({int(n): None if bool((row == 0xFF).all()) else row for n, row in zip(blocks, rows, strict=True)})
+        return cls({int(n): None if bool((row == 0xFF).all()) else row for n, row in zip(blocks, rows, strict=True)},
+                   [repeated] if repeated is not None else None)
 
     @classmethod
     def of(cls, base: int, bitmap: np.ndarray) -> "BitBlocks":
@@ -488,23 +554,36 @@ class BitBlocks:
         return cls(blocks)
 
     def union(self, *others: "BitBlocks") -> "BitBlocks":
-        if self.overlap or any(o.overlap for o in others):
-            return BitBlocks({}, True)
-        blocks = dict(self.blocks)
+        if self.overflow or any(o.overflow for o in others):
+            return BitBlocks({}, overflow=True)
+        out = BitBlocks(dict(self.blocks), [k for b in (self, *others) for k in b.repeated])
+        if sum(len(k) for k in out.repeated) > self.MAX_REPEATED:
+            return BitBlocks({}, overflow=True)
+        blocks = out.blocks
+        full = np.full(self.BYTES, 0xFF, dtype=np.uint8)
         for other in others:
             for n, block in other.blocks.items():
                 if n not in blocks:
                     blocks[n] = block
                     continue
-                mine = blocks[n]
-                if mine is None or block is None or np.any(mine & block):
-                    return BitBlocks({}, True)  # a full block meets another key, or two share one
-                merged = mine | block
+                mine = full if blocks[n] is None else blocks[n]
+                theirs = full if block is None else block
+                common = mine & theirs
+                if common.any():  # keys in both: repeated
+                    keys = n * self.BITS + np.flatnonzero(np.unpackbits(common, bitorder="little"))
+                    if not out._with_repeated(keys.astype(np.int64)):
+                        return out
+                merged = mine | theirs
                 blocks[n] = None if bool((merged == 0xFF).all()) else merged
-        return BitBlocks(blocks)
+        return out
 
     def nbytes(self) -> int:
         return sum(b.nbytes for b in self.blocks.values() if b is not None)
+
+
+def _int64_exact(dtype) -> bool:
+    """Integers that int64 holds exactly (not uint64, whose large values would wrap)."""
+    return dtype.kind == "i" or (dtype.kind == "u" and dtype.itemsize < 8)
 
 
 def _bitmaps_overlap(partials: list) -> bool:

@@ -8,8 +8,8 @@ GX's row-wise results); a user suite with expectations that need the whole table
 all partitions. The partitions' parts are gathered by a tree of Dask tasks (``core.task_tree``),
 so that this process receives one value whatever the number of partitions; on the way, a kernel that
 ``combines`` (the uniqueness of dense integer keys: the encoded gate's ``__row__``) merges its partials
-there, on the workers, and only a summary of a few numbers reaches this process
-(``kernels.ValuesToBeUnique``). The merge runs where ``run`` is called and handles small values only
+there, on the workers, and only a summary reaches this process (``kernels.ValuesToBeUnique``: the
+counts, and the keys found twice, whose rows the partitions then flag on the workers). The merge runs where ``run`` is called and handles small values only
 (counts, the first unexpected values, sorted keys for uniqueness). GX is imported only when a user suite
 has expectations without a kernel: a run with the generated suites alone, or with user suites the kernels
 cover, never imports it.
@@ -49,6 +49,11 @@ def _gather(checks: list, *bundles: dict) -> dict:
     return {"parts": [part for b in bundles for part in b["parts"]],
             "combined": {key: checks[key[0]][key[1]].combine(*(b["combined"][key] for b in bundles))
                          for key in bundles[0]["combined"]}}
+
+
+def _flag(flags: list, frame: pd.DataFrame) -> list[dict]:
+    """One partition's rows holding a repeated key, per ``(group, position, kernel, Flag)`` of ``flags``."""
+    return [check.flag(frame, flag.keys) for _k, _j, check, flag in flags]
 
 
 def _finish(checks: list, bundle: dict) -> dict:
@@ -135,13 +140,23 @@ def run(named: list[tuple[str, dict]], parts: list, columns: list[str], schedule
 
     out: list[list] = [[None] * len(s["expectations"]) for _src, s in named]
     rescan: list[tuple[int, int, kernels.Kernel]] = []  # (group, position in it, kernel) whose merge asked
+    flags: list[tuple[int, int, kernels.Kernel, kernels.Flag]] = []  # the same, with the repeated keys found
     for k, (i, positions, group) in enumerate(groups):
         for j, check in enumerate(group):
             partials = bundle["combined"][k, j] if (k, j) in bundle["combined"] else [s[0][k][j] for s in scanned]
             r = check.merge(partials)
             if r is kernels.RESCAN:
                 rescan.append((k, j, check))
+            elif isinstance(r, kernels.Flag):
+                flags.append((k, j, check, r))
             out[i][positions[j] if positions is not None else j] = r
+    if flags:  # repeated keys found on the workers: each partition flags its rows holding one
+        with fused():
+            flagged = list(dask.compute(*[dask.delayed(_flag)(dask.delayed(flags, traverse=False), p) for p in parts],
+                                        scheduler=scheduler))
+        for n, (k, j, check, flag) in enumerate(flags):
+            i, positions = groups[k][0], groups[k][1]
+            out[i][positions[j] if positions is not None else j] = check.merge_flagged(flag, [f[n] for f in flagged])
     if rescan:  # exact partials for these kernels only (a uniqueness check that found a repeat, say)
         for _k, _j, check in rescan:
             check.exact = True

@@ -80,7 +80,8 @@ def test_wide_or_repeating_keys_take_the_exact_partial():
        st.randoms(use_true_random=False), st.integers(2, 5))
 def test_combined_on_the_workers_in_any_order_and_grouping_gives_the_flat_merge(keys, cuts, rnd, fan_in):
     """``leaf``/``combine``/``finish`` (the runner's tree) over partitions taken in any order and any
-    grouping give the exact result, and ask for a rescan only when a key repeats."""
+    grouping give the exact result: at once when no key repeats, else after the partitions flag the rows of
+    the repeated keys the blocks found; they never ask for the exact rescan."""
     parts = _parts(keys, cuts, nullable=False)
     check = kernels.ValuesToBeUnique({"column": "k"}, ["k"])
     states = [check.leaf(check.partial(p), i) for i, p in enumerate(parts)]
@@ -91,10 +92,12 @@ def test_combined_on_the_workers_in_any_order_and_grouping_gives_the_flat_merge(
     exact = kernels.ValuesToBeUnique({"column": "k"}, ["k"])
     exact.exact = True
     want = exact.merge([exact.partial(p) for p in parts])
-    if combined is kernels.RESCAN:
+    assert combined is not kernels.RESCAN
+    if isinstance(combined, kernels.Flag):
         assert want["result"]["unexpected_count"] > 0
-    else:
-        assert combined == want
+        assert combined.keys.tolist() == sorted({k for k in keys if keys.count(k) > 1})
+        combined = check.merge_flagged(combined, [check.flag(p, combined.keys) for p in parts])
+    assert combined == want
 
 
 def _split_chunks(n: int, seed: int) -> tuple[list[pd.DataFrame], list[int]]:
@@ -146,15 +149,37 @@ def test_the_flow_receives_a_summary_and_the_tree_order_keeps_the_workers_states
     assert 3 * max(largest) < in_partition_order  # 384 KiB here
 
 
-def test_a_repeat_between_splits_found_on_the_workers_is_reported_exactly(monkeypatch):
-    parts, order = _split_chunks(1 << 16, seed=5)
-    parts[-1] = parts[-1].assign(k=parts[-1]["k"].to_numpy().copy())
-    parts[-1].iloc[0, 0] = int(parts[0]["k"].iloc[5])  # a test row that is also a training row
-    check = kernels.ValuesToBeUnique({"column": "k"}, ["k"])
-    assert all("bitmap" in check.partial(p) for p in parts)  # each chunk alone is distinct
-    [entry] = runner.run([("generated:encoded", SUITE)], parts, ["k"], scheduler="sync", order=order)
+def _recording(computes: list):
+    """A Dask scheduler that records the pickled size of what each compute returns to this process."""
+    def scheduler(dsk, keys, **kwargs):
+        out = dask.get(dsk, keys, **kwargs)
+        computes.append(len(pickle.dumps(out)))
+        return out
+    return scheduler
+
+
+def test_repeats_found_on_the_workers_are_flagged_there_and_reported_exactly(monkeypatch):
+    parts, order = _split_chunks(1 << 18, seed=5)
+    last = parts[-1]["k"].to_numpy().copy()
+    last[0] = int(parts[0]["k"].iloc[5])  # a test row that is also a training row
+    last[1] = last[2]  # and a repeat inside one chunk
+    parts[-1] = pd.DataFrame({"k": last}, index=parts[-1].index)
+    computes = []
+    [entry] = runner.run([("generated:encoded", SUITE)], parts, ["k"], scheduler=_recording(computes), order=order)
     assert entry["results"] == _exact(parts, monkeypatch)
-    assert entry["results"][0]["result"]["unexpected_count"] == 2
+    assert entry["results"][0]["result"]["unexpected_count"] == 4
+    # the gather, then the partitions' flagged rows: never the 2^18 keys (a rescan returns ~5 MB here)
+    assert len(computes) == 2 and max(computes) < 16384
+
+
+def test_past_max_repeated_the_exact_rescan_still_gives_the_exact_result(monkeypatch):
+    monkeypatch.setattr(kernels.BitBlocks, "MAX_REPEATED", 3)
+    parts = _parts([*range(100), *range(10)], [50, 100], nullable=False)  # 10 keys twice
+    computes = []
+    [entry] = runner.run([("generated:encoded", SUITE)], parts, ["k"], scheduler=_recording(computes))
+    assert entry["results"] == _exact(parts, monkeypatch)
+    assert entry["results"][0]["result"]["unexpected_count"] == 20
+    assert len(computes) == 2  # the gather, then the exact rescan
 
 
 def test_the_encoded_gate_gives_the_tree_its_chunks_by_first_input_partition(monkeypatch, tmp_path):
