@@ -319,7 +319,7 @@ class ValuesToBeUnique(Kernel):
     ``BITMAP_SPAN_PER_ROW`` x its rows, as ``__row__`` of the encoded gate, which covers a range of
     input rows per partition) go as a bitmap of their range. The bitmaps are combined on the workers
     (``combines``: ``BitBlocks``, blocks of the key range; a block every key of which is present is kept as
-    a mark, not bits), and this process receives only their rows and whether two overlapped: before, the
+    a mark, not bits), and this process receives their row counts and the keys found twice: before, the
     encoded gate's bitmaps came here, ~3 bits per input row (a validation chunk's rows span 10x as many
     input rows); the flow's peak RSS grew by 346 MB at 400M rows (``benchmarks/encoded_gate_memory.py``),
     now by 7 MB. Blocks that do not overlap are the exact result (nothing repeats). Keys the blocks find
@@ -491,6 +491,8 @@ class BitBlocks:
     BITS = 1 << 17  # keys per block: 16 KiB of bits
     BYTES = BITS // 8
     MAX_REPEATED = 1 << 20  # repeated keys kept (8 MiB), then overflow
+    MAX_BYTES_PER_KEY = 128  # of_keys: at most 64 MiB of blocks for a chunk of 2^19 keys,
+    MIN_LIMIT = 64 * BYTES  # and at least 64 blocks (1 MiB) for any chunk
 
     def __init__(self, blocks: dict, repeated: list | None = None, overflow: bool = False):
         self.blocks = blocks
@@ -510,9 +512,6 @@ class BitBlocks:
             self.blocks, self.repeated, self.overflow = {}, [], True
             return False
         return True
-
-    MAX_BYTES_PER_KEY = 128  # of_keys: at most 64 MiB of blocks for a chunk of 2^19 keys,
-    MIN_LIMIT = 64 * BYTES  # and at least 64 blocks (1 MiB) for any chunk
 
     @classmethod
     def of_keys(cls, keys: np.ndarray) -> "BitBlocks | None":
