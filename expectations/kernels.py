@@ -364,7 +364,7 @@ class ValuesToBeUnique(Kernel):
         if state["bits"] is None:
             return others
         bits = state["bits"]
-        summary = {"rows": state["rows"], "missing": state["missing"], "overlap": bits.overflow,
+        summary = {"rows": state["rows"], "missing": state["missing"], "overflow": bits.overflow,
                    "repeated": bits.repeated_keys()}
         return [summary, *others]
 
@@ -374,9 +374,8 @@ class ValuesToBeUnique(Kernel):
         col = frame[self.column]
         null = col.isna().to_numpy(dtype=bool)
         values = col[~null] if null.any() else col
-        own = numbers(values) if len(values) else np.zeros(0, dtype=np.int64)
-        flagged = np.flatnonzero(np.isin(own.astype(np.int64, copy=False), keys)) if len(own) \
-            else np.zeros(0, dtype=np.int64)
+        own = numbers(values)
+        flagged = np.flatnonzero(np.isin(own.astype(np.int64, copy=False), keys))
         head = flagged[:PARTIAL_UNEXPECTED_COUNT]
         return {"count": len(flagged), "values": own[head].tolist(),
                 "index": [values.index[i] for i in head.tolist()]}
@@ -410,17 +409,17 @@ class ValuesToBeUnique(Kernel):
         return {**out, "keys": keys, "sorted": np.sort(keys), "values": values if hashed else None}
 
     def result(self, partials):
+        if any("bitmap" in p for p in partials):  # partitions' own partials, not gathered by the runner's tree
+            partials = self.finish(self.combine(*(self.leaf(p, i) for i, p in enumerate(partials))))
         rows = sum(p["rows"] for p in partials)
         missing = sum(p["missing"] for p in partials)
         mostly = self.kwargs.get("mostly", 1.0)
-        bitmaps = [p for p in partials if "bitmap" in p or "overlap" in p]  # "overlap": combined (finish)
-        if bitmaps:
-            if len(bitmaps) < len(partials) or any(p.get("overlap") for p in bitmaps) \
-                    or _bitmaps_overlap([p for p in bitmaps if "bitmap" in p]):
+        summaries = [p for p in partials if "overflow" in p]  # finish's (at most one)
+        if summaries:
+            if len(summaries) < len(partials) or summaries[0]["overflow"]:
                 return RESCAN
-            repeated = [p["repeated"] for p in bitmaps if len(p.get("repeated", ()))]
-            if repeated:  # the combined blocks (one summary) found them: the workers flag their rows
-                return Flag({"rows": rows, "missing": missing}, repeated[0])
+            if len(summaries[0]["repeated"]):  # the blocks found them: the workers flag their rows
+                return Flag({"rows": rows, "missing": missing}, summaries[0]["repeated"])
             return results.map_result(rows, missing, 0, [], [], mostly)
         if all("strings" in p for p in partials):
             return self._strings(partials, rows, missing, mostly)
@@ -583,21 +582,6 @@ class BitBlocks:
 def _int64_exact(dtype) -> bool:
     """Integers that int64 holds exactly (not uint64, whose large values would wrap)."""
     return dtype.kind == "i" or (dtype.kind == "u" and dtype.itemsize < 8)
-
-
-def _bitmaps_overlap(partials: list) -> bool:
-    """Whether two partitions' bitmaps share a key (``_dense_bitmap``)."""
-    if not partials:
-        return False
-    start = min(p["base"] for p in partials) // 8
-    stop = max(p["base"] // 8 + len(p["bitmap"]) for p in partials)
-    union = np.zeros(stop - start, dtype=np.uint8)
-    for p in partials:
-        window = union[p["base"] // 8 - start:p["base"] // 8 - start + len(p["bitmap"])]
-        if np.any(window & p["bitmap"]):
-            return True
-        window |= p["bitmap"]
-    return False
 
 
 class ValuesToBeNull(Kernel):

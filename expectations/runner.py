@@ -9,10 +9,10 @@ all partitions. The partitions' parts are gathered by a tree of Dask tasks (``co
 so that this process receives one value whatever the number of partitions; on the way, a kernel that
 ``combines`` (the uniqueness of dense integer keys: the encoded gate's ``__row__``) merges its partials
 there, on the workers, and only a summary reaches this process (``kernels.ValuesToBeUnique``: the
-counts, and the keys found twice, whose rows the partitions then flag on the workers). The merge runs where ``run`` is called and handles small values only
-(counts, the first unexpected values, sorted keys for uniqueness). GX is imported only when a user suite
-has expectations without a kernel: a run with the generated suites alone, or with user suites the kernels
-cover, never imports it.
+counts, and the keys found twice, whose rows the partitions then flag on the workers). The merge runs
+where ``run`` is called and handles small values only (counts, the first unexpected values, sorted keys
+for uniqueness). GX is imported only when a user suite has expectations without a kernel: a run with the
+generated suites alone, or with user suites the kernels cover, never imports it.
 
 Partitions must carry a global index (row numbers), so that unexpected indices are those of the
 whole table, and come in row order. ``run``'s ``order`` only changes which partitions the tree gathers
