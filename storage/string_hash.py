@@ -1,8 +1,9 @@
 """A stable 64-bit hash of strings: XXH3-64 (the ``xxhash`` library) over the UTF-8 bytes, seeded.
 
 Used where a category value must map to the same number in every process, on every machine and
-for any partitioning: OOV buckets, ``hash_buckets``, the vocabulary lookup of large vocabularies and
-the uniqueness check of the data-quality gates. Python's ``hash()`` is salted per process, so it is
+for any partitioning: OOV buckets, ``hash_buckets`` and the uniqueness check of the data-quality gates.
+The vocabulary's hash index and the counts' exchange, which publish nothing, use the faster
+``storage.lookup_hash``. Python's ``hash()`` is salted per process, so it is
 never used for this.
 
 Definition (``HASH_NAME``, recorded in the category metadata as ``hash``): ``XXH3_64bits_withSeed``
@@ -39,19 +40,20 @@ def reference_hash(value: str) -> int:
     return xxhash.xxh3_64_intdigest(value.encode("utf-8"), SEED)
 
 
-def _string_array(values) -> pa.Array:
+def string_array(values) -> pa.Array:
+    """``values`` as one string or large_string array without nulls (what the hashes read)."""
     arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else pa.array(values, type=pa.string()) \
         if not isinstance(values, pa.Array) else values
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         arr = arr.cast(pa.string())
     if arr.null_count:
-        raise ValueError("hash_strings: null values have no hash; fill or filter them first")
+        raise ValueError("string hashes: null values have no hash; fill or filter them first")
     return arr
 
 
 def hash_strings(values) -> np.ndarray:
     """uint64 hash of every string in ``values`` (a pyarrow string array, or a sequence of str)."""
-    arr = _string_array(values)
+    arr = string_array(values)
     n = len(arr)
     if n == 0:
         return np.zeros(0, dtype=np.uint64)

@@ -6,6 +6,7 @@ and changes no published byte."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import IntegrityError
-from storage import Artifact, string_hash, vocab_store
+from storage import Artifact, lookup_hash, vocab_store
 from tasks.features import category
 from tests.helpers import artifact_files, run, without_created_at, write_csv
 
@@ -50,7 +51,7 @@ def _weak_hash(values) -> np.ndarray:
 @given(st.lists(WORDS, unique=True, min_size=1, max_size=40), st.lists(WORDS, unique=True, min_size=1, max_size=20))
 def test_values_that_share_a_hash_are_told_apart_by_their_strings(vocab, query):
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(string_hash, "hash_strings", _weak_hash)
+        mp.setattr(lookup_hash, "hashes", _weak_hash)
         index = vocab_store._HashIndex.build(pa.array(vocab, pa.string()))
         got = index.positions(pa.array(vocab, pa.string()), pa.array(query, pa.string()))
     assert got.tolist() == expected(vocab, 0, query)
@@ -108,11 +109,11 @@ def test_lookup_maps_the_stored_index_instead_of_building_it(tmp_path, monkeypat
 def test_a_damaged_index_is_refused_naming_its_file(tmp_path):
     values = pa.array(_words(300, 5))
     stored = vocab_store.write_index(tmp_path / "v.parquet", values, 0)
-    with pytest.raises(IntegrityError, match=r"v\.parquet\.hash-index-0\.npy.*expected \(2, 301\)"):
+    with pytest.raises(IntegrityError, match=re.escape(stored.name) + r".*expected \(2, 301\)"):
         vocab_store._HashIndex.load(stored, 301)
     arr = np.load(stored)
     np.save(stored, arr[:, ::-1].copy())  # hashes out of order
-    with pytest.raises(IntegrityError, match=r"hash-index-0\.npy: .*damaged"):
+    with pytest.raises(IntegrityError, match=re.escape(stored.name) + ": .*damaged"):
         vocab_store._HashIndex.load(stored, 300)
     arr[1, 7] = 300  # a row past the vocabulary
     np.save(stored, arr)
@@ -144,7 +145,7 @@ def test_the_vocab_stage_stores_the_index_of_a_vocabulary_every_partition_is_sma
         result = run(config, data, tmp_path / f"n{n}", npartitions=n)
         entry = Path(next(s for s in result.stages if s.stage == "vocab").path)
         indexes = sorted(p.name for p in (entry / "vocab").glob("*.npy"))
-        assert indexes == (["tag.parquet.hash-index-1.npy"] if n == 40 else []), n
+        assert indexes == ([vocab_store.index_path(Path("tag.parquet"), 1).name] if n == 40 else []), n
         art = Artifact.open(result.artifact["artifact_path"], verify=True)
         assert not any(name.endswith(".npy") and "hash-index" in name for name in art.manifest["files"])
         files[n] = without_created_at(artifact_files(art.path))
@@ -180,3 +181,23 @@ def test_the_index_pays_by_expected_distinct_values_not_by_partition_rows():
     assert not vocab_store.index_pays(zipf, 0, 50_000)
     assert not vocab_store.index_pays(np.full(values, 10), 0, 5_000)
     assert not vocab_store.index_pays(np.array([5]), 1, 5_000)  # nothing to look up
+
+
+def test_an_index_another_hash_built_is_never_read(tmp_path, monkeypatch):
+    """A cache entry of an earlier version holds its index under the earlier name (``hash-index-<first>.npy``,
+    XXH3 hashes). ``lookup`` does not read it (the vocab stage's code version may not cover the hash, two imports
+    away): it builds an index with ``lookup_hash`` and finds every value."""
+    from storage import string_hash
+
+    words = ["<UNK>", *_words(5000, 8)]
+    path = tmp_path / "vocab.parquet"
+    ref = vocab_store.write(path, pa.array(words), np.ones(len(words), np.int64))
+    earlier = vocab_store._HashIndex(*(lambda h: (h[np.argsort(h, kind="stable")], np.argsort(h, kind="stable")))(
+        string_hash.hash_strings(pa.array(words[1:]))))
+    earlier.save(tmp_path / "vocab.parquet.hash-index-1.npy")
+    assert not vocab_store.index_path(path, 1).exists()
+    monkeypatch.setattr(vocab_store, "_CACHE", {})
+    lookup = vocab_store.lookup(str(path), ref["sha256"], 1)
+    query = pa.array(["w17", "<UNK>", "nope", words[-1], words[1]])
+    assert lookup.positions(query).tolist() == expected(words, 1, query.to_pylist())
+    assert not isinstance(lookup._index.hashes, np.memmap)  # built, not mapped
