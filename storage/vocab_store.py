@@ -21,7 +21,11 @@ by construction, in one of two ways:
   values per column, ~16,800 partitions of 262k rows) the scan would probe ~7e11 values per column.
   ``benchmarks/vocab_lookup.py`` (10.5M rows in 40 partitions, CPU s per column, the index's build
   included): 2.1M values 2.8 vs 3.6 s for the scan alone, 8M values 6.5 vs 10.9 s; 1M values in 8
-  partitions 0.56 vs 0.55 s (``benchmarks/RESULTS.md``). The index holds 16 bytes per value. For a
+  partitions 0.56 vs 0.55 s (``benchmarks/RESULTS.md``). Since its hash is ``lookup_hash`` (NumPy over the whole
+  array, ~4x faster than one ``xxhash`` call per value), a partition's lookup in the index costs a third to
+  a half of the scan once the vocabulary holds 4-5 times the query's values, and about the same at 1.2-1.7
+  times; building it costs about two scans (``benchmarks/lookup_paths.py``, issue 19's eighteenth pass), hence
+  ``SCAN_RATIO`` 2 (it was 16 with the slower hash). The index holds 16 bytes per value. For a
   vocabulary that a partition's query is expected to be small against (``index_pays``: more than
   ``SCAN_RATIO`` times the distinct values a partition of random rows would hold, from the vocabulary's
   counts), the vocab stage stores the index beside the file once (``write_index``,
@@ -46,7 +50,7 @@ from core.errors import IntegrityError
 from storage import lookup_hash
 
 ROW_GROUP_ROWS = 1 << 20
-SCAN_RATIO = 16  # a query of fewer than 1/16 of the vocabulary's values is looked up by hash (VocabLookup)
+SCAN_RATIO = 2  # a query of fewer than half the vocabulary's values is looked up by hash (VocabLookup)
 
 
 def write(path: Path, values: pa.Array, counts: np.ndarray) -> dict:

@@ -125,7 +125,7 @@ def test_a_damaged_index_is_refused_naming_its_file(tmp_path):
 
 
 def test_the_vocab_stage_stores_the_index_of_a_vocabulary_every_partition_is_small_against(tmp_path, monkeypatch):
-    """1,000 distinct values in 2,000 rows: in 40 partitions (50 rows each, 16 x 50 < 1,000) the vocab stage
+    """1,000 distinct values in 2,000 rows: in 40 partitions (50 rows each, SCAN_RATIO x 50 < 1,000) the vocab stage
     stores the index and encode maps it; in one partition it stores none. Same published bytes."""
     monkeypatch.setattr(category, "INLINE_MAX", 5)  # a Parquet vocabulary
     rng = np.random.default_rng(6)
@@ -151,7 +151,7 @@ def test_the_vocab_stage_stores_the_index_of_a_vocabulary_every_partition_is_sma
         files[n] = without_created_at(artifact_files(art.path))
         kept = art.metadata["tag"]["vocab_size"] - 1  # the values of the training rows, less <UNK>
     # once, by the vocab stage (n=40), over the kept values; in 1 partition every query is scanned
-    assert built == [kept] and kept > 16 * 50
+    assert built == [kept] and kept > vocab_store.SCAN_RATIO * 50
     assert files[40] == files[1]
 
 
@@ -169,17 +169,22 @@ def test_expected_distinct_is_the_mean_distinct_count_of_random_partitions(expon
 
 
 def test_the_index_pays_by_expected_distinct_values_not_by_partition_rows():
-    """A Zipf vocabulary of 40,000 values over ~1.1M rows, partitions of 5,000 rows: 16 x 5,000 rows exceed the
-    vocabulary, yet a partition holds ~2,100 distinct values, which the index looks up; with 50,000-row
-    partitions, or a uniform vocabulary (each value 10 times), a partition's values are scanned."""
-    values = 40_000
+    """A Zipf vocabulary of 40,000 values over ~1.1M rows, partitions of 25,000 rows: ``SCAN_RATIO`` x 25,000 rows
+    exceed the vocabulary, yet a partition holds ~7,200 distinct values, which the index looks up; with
+    1,000,000-row partitions (~38,200 distinct values), or a uniform vocabulary (each value 10 times; ~28,500
+    distinct values in 50,000 rows), a partition's values are scanned."""
+    values, ratio = 40_000, vocab_store.SCAN_RATIO
     zipf = np.maximum(1, (100_000 / np.arange(1, values + 1)).astype(np.int64))
-    assert 16 * 5_000 > values  # the bound by partition rows would not store it
-    assert 16 * vocab_store.expected_distinct(zipf, 5_000) < values
-    assert vocab_store.index_pays(zipf, 0, 5_000)
-    assert vocab_store.index_pays(np.concatenate([[10**6], zipf]), 1, 5_000)  # <UNK>'s row is not looked up
-    assert not vocab_store.index_pays(zipf, 0, 50_000)
-    assert not vocab_store.index_pays(np.full(values, 10), 0, 5_000)
+    uniform = np.full(values, 10)
+    assert ratio * 25_000 > values  # the bound by partition rows would not store it
+    assert ratio * vocab_store.expected_distinct(zipf, 25_000) < values
+    assert vocab_store.index_pays(zipf, 0, 25_000)
+    assert vocab_store.index_pays(np.concatenate([[10**6], zipf]), 1, 25_000)  # <UNK>'s row is not looked up
+    assert ratio * vocab_store.expected_distinct(zipf, 1_000_000) >= values
+    assert not vocab_store.index_pays(zipf, 0, 1_000_000)
+    assert ratio * vocab_store.expected_distinct(uniform, 50_000) >= values
+    assert not vocab_store.index_pays(uniform, 0, 50_000)
+    assert vocab_store.index_pays(uniform, 0, 5_000)  # ~4,700 distinct values in 5,000 rows
     assert not vocab_store.index_pays(np.array([5]), 1, 5_000)  # nothing to look up
 
 
