@@ -65,11 +65,16 @@ def write(t: pa.Table, use_dictionary) -> tuple[float, int]:
     return cpu() - start, len(buf.getvalue())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+def table_arguments(parser: argparse.ArgumentParser, repeat: int) -> None:
+    """``--rows`` and ``--cap`` of ``table``, and ``--repeat`` (also parquet_writer_options.py's)."""
     parser.add_argument("--rows", type=int, default=1 << 20)
     parser.add_argument("--cap", type=int, default=2_200_000)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=repeat)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    table_arguments(parser, repeat=5)
     args = parser.parse_args()
     t, specs = table(args.rows, args.cap)
     dictionary = publish_shards.dictionary_columns(specs)

@@ -18,16 +18,14 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from parquet_dictionary import cpu, table  # noqa: E402
+from parquet_dictionary import cpu, table, table_arguments  # noqa: E402
 
 from tasks import publish_shards  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1 << 20)
-    parser.add_argument("--cap", type=int, default=2_200_000)
-    parser.add_argument("--repeat", type=int, default=3)
+    table_arguments(parser, repeat=3)
     args = parser.parse_args()
     data, specs = table(args.rows, args.cap)
     dictionary = publish_shards.dictionary_columns(specs)
