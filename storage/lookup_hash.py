@@ -69,6 +69,13 @@ def _fmix_array(h: np.ndarray) -> np.ndarray:
     return h
 
 
+def _mix_word(h: np.ndarray, word: np.ndarray) -> np.ndarray:
+    """``h = fmix64((h ^ word) * M)`` of every element, in place."""
+    h ^= word
+    h *= np.uint64(_M)
+    return _fmix_array(h)
+
+
 def hashes(values) -> np.ndarray:
     """uint64 hash of every string in ``values``: a pyarrow string or large_string array (chunked or not, sliced
     or not), or a sequence of str. Null values have no hash (``ValueError``)."""
@@ -78,33 +85,26 @@ def hashes(values) -> np.ndarray:
         return np.zeros(0, dtype=np.uint64)
     offset_type = np.int64 if pa.types.is_large_string(arr.type) else np.int32
     offsets = np.frombuffer(arr.buffers()[1], dtype=offset_type, count=arr.offset + n + 1)[arr.offset:]
-    offsets = offsets.astype(np.int64)
-    starts, lengths = offsets[:-1], np.diff(offsets)
-    first, end = int(offsets[0]), int(offsets[-1])
+    first = int(offsets[0])
+    offsets = offsets.astype(np.int64) - first  # from the first value's first byte
+    starts, lengths, size = offsets[:-1], np.diff(offsets), int(offsets[-1])
     # the values' bytes, then 8 zero bytes, so that an 8-byte read at any value's start stays inside
-    padded = np.zeros(end - first + 8, dtype=np.uint8)
-    if end > first:
-        padded[:end - first] = np.frombuffer(arr.buffers()[2], dtype=np.uint8, count=end)[first:]
-    starts = starts - first
+    padded = np.zeros(size + 8, dtype=np.uint8)
+    if size:
+        padded[:size] = np.frombuffer(arr.buffers()[2], dtype=np.uint8, count=first + size)[first:]
     # an unaligned little-endian 8-byte word at every byte offset (a view: no copy)
-    words = np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
+    words = np.ndarray(shape=(size + 1,), dtype="<u8", buffer=padded, strides=(1,))
     shortest, longest = int(lengths.min()), int(lengths.max())
     with np.errstate(over="ignore"):
         h = lengths.astype(np.uint64) * np.uint64(_M)
         h ^= np.uint64(SEED)
         for at in range(0, longest, 8):  # word by word, for the values that have a word there
-            if at < shortest:  # every value: in place
+            if at < shortest:  # every value has one: in place, no gather of rows
                 word = words[starts + at]
                 if at + 8 > shortest:  # some value ends inside this word: keep only its own bytes
                     word &= _KEEP[np.minimum(lengths - at, 8)]
-                h ^= word
-                h *= np.uint64(_M)
-                _fmix_array(h)
-                continue
-            rows = np.flatnonzero(lengths > at)
-            word = words[starts[rows] + at] & _KEEP[np.minimum(lengths[rows] - at, 8)]
-            part = h[rows]
-            part ^= word
-            part *= np.uint64(_M)
-            h[rows] = _fmix_array(part)
+                _mix_word(h, word)
+            else:
+                rows = np.flatnonzero(lengths > at)
+                h[rows] = _mix_word(h[rows], words[starts[rows] + at] & _KEEP[np.minimum(lengths[rows] - at, 8)])
         return _fmix_array(h)

@@ -128,10 +128,9 @@ class VocabLookup:
 
 
 class _HashIndex:
-    """The vocabulary's 64-bit string hashes (``lookup_hash``: NumPy over the whole array), sorted, with each one's row: a query is
-    hashed and binary-searched, and every hit confirmed by comparing the strings. Hashes that two or more
-    vocabulary values share (about V^2 / 2^65 pairs: ~4e-5 at 4e7 values) are resolved exactly among
-    those values."""
+    """The vocabulary's 64-bit string hashes (``lookup_hash``), sorted, with each one's row: a query is hashed and
+    binary-searched, and every hit confirmed by comparing the strings. Hashes that two or more vocabulary values
+    share (about V^2 / 2^65 pairs: ~4e-5 at 4e7 values) are resolved exactly among those values."""
 
     def __init__(self, hashes: np.ndarray, rows: np.ndarray):
         self.hashes = hashes

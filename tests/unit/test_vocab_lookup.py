@@ -197,9 +197,9 @@ def test_an_index_another_hash_built_is_never_read(tmp_path, monkeypatch):
     words = ["<UNK>", *_words(5000, 8)]
     path = tmp_path / "vocab.parquet"
     ref = vocab_store.write(path, pa.array(words), np.ones(len(words), np.int64))
-    earlier = vocab_store._HashIndex(*(lambda h: (h[np.argsort(h, kind="stable")], np.argsort(h, kind="stable")))(
-        string_hash.hash_strings(pa.array(words[1:]))))
-    earlier.save(tmp_path / "vocab.parquet.hash-index-1.npy")
+    with pytest.MonkeyPatch.context() as mp:  # the index as the earlier version built it, with XXH3
+        mp.setattr(lookup_hash, "hashes", string_hash.hash_strings)
+        vocab_store._HashIndex.build(pa.array(words[1:])).save(tmp_path / "vocab.parquet.hash-index-1.npy")
     assert not vocab_store.index_path(path, 1).exists()
     monkeypatch.setattr(vocab_store, "_CACHE", {})
     lookup = vocab_store.lookup(str(path), ref["sha256"], 1)
