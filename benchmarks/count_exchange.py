@@ -1,4 +1,4 @@
-"""The category counts' exchange through files (``tasks.category_vocab.write_buckets``/``read_bucket``): CPU
+"""The category counts' exchange through files (``tasks.vocab.category.write_buckets``/``read_bucket``): CPU
 seconds of the map side (hash, group by reducer, write) and of the reducers' reads, against the first
 version's reads (7836aec: one Arrow file per partition as ``write_ipc`` writes it, read whole and sliced per
 reducer). Both must give every reducer the same rows.
@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from criteo_like import CARDINALITIES, _hex8, _mix32, _zipf_ranks  # noqa: E402
 from vocab_order import cpu  # noqa: E402
 
-from tasks.category_vocab import bucket_of, read_bucket, write_buckets  # noqa: E402
-from tasks.ingest_common import write_ipc  # noqa: E402
+from tasks.ingest.common import write_ipc  # noqa: E402
+from tasks.vocab.category import bucket_of, read_bucket, write_buckets  # noqa: E402
 
 
 def partition_counts(rng: np.random.Generator, rows: int) -> pa.Table:

@@ -1,4 +1,4 @@
-"""The category counts' merge (``tasks.category_vocab.merge_counts``): CPU seconds of one merge of several
+"""The category counts' merge (``tasks.vocab.category.merge_counts``): CPU seconds of one merge of several
 partitions' counts, grouped feature by feature on the value (this code) against one Arrow ``group_by`` on the
 two keys ``(feature, value)`` (the code before 2026-11-28, reproduced here as ``two_key_merge``). Both must
 give the same rows.
@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from count_exchange import partition_counts  # noqa: E402
 from vocab_order import cpu  # noqa: E402
 
-from tasks.category_vocab import COUNT, FEATURE, FIRST, VALUE, merge_counts  # noqa: E402
+from tasks.vocab.category import COUNT, FEATURE, FIRST, VALUE, merge_counts  # noqa: E402
 
 
 def two_key_merge(parts: list[pa.Table]) -> pa.Table:

@@ -1,4 +1,4 @@
-"""CPU seconds of ingest's CSV read (tasks.ingest.read_batches + write_parts) on the flights-like table of
+"""CPU seconds of ingest's CSV read (tasks.ingest.stage.read_batches + write_parts) on the flights-like table of
 benchmarks/tabular.py, for the code of the repository in the working directory (so a worktree of an older
 commit can be measured with this same script).
 
@@ -34,7 +34,7 @@ def main() -> None:
 
         generate(int(sys.argv[2]) if len(sys.argv) > 2 else 3_400_000, path)
     from benchmarks.tabular import CATS, FLOATS, INTS, LABEL
-    from tasks import ingest
+    from tasks.ingest import stage as ingest
 
     columns = {**{c: "float64" for c in [*INTS, *FLOATS, LABEL]}, **{c: "string" for c in CATS}}
     spec = ingest.IngestSpec(columns=columns, format="csv")

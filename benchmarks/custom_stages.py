@@ -22,11 +22,11 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from storage import Artifact  # noqa: E402
+from prepflow import Artifact  # noqa: E402
 from storage.cache import StageCache  # noqa: E402
-from tasks.config_loader import parse_config  # noqa: E402
-from tasks.context import RunContext  # noqa: E402
-from tasks.pipeline import run_pipeline  # noqa: E402
+from tasks.config.loader import parse_config  # noqa: E402
+from tasks.runner import run_pipeline  # noqa: E402
+from tasks.runtime.context import RunContext  # noqa: E402
 
 FEATURES = [{"name": "carrier", "type": "category"}]
 OUTPUTS = [{"name": "label", "type": "binary"}]

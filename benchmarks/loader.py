@@ -1,7 +1,7 @@
 """Loader throughput: ``Artifact.batches`` vs a bare ``np.load(mmap_mode='r')`` slice loop.
 
 Builds (once, under ``--workdir``) a Criteo-shaped tabular artifact with the real publisher
-(``tasks.publish.run``): ``--rows`` training rows of 13 number, 26 category and 1 binary column,
+(``tasks.publish.stage.run``): ``--rows`` training rows of 13 number, 26 category and 1 binary column,
 encoded values drawn from a seeded generator (as encode's Arrow IPC parts), written as per-feature ``.npy`` files and Parquet
 shards. Then, with the files in the page cache, it times full passes over the training split:
 
@@ -55,11 +55,12 @@ def build(workdir: Path, rows: int, seed: int = 0, formats: tuple[str, ...] = ("
     import pyarrow as pa
 
     from storage.cache import StageCache
-    from tasks import publish, vocab
-    from tasks.config_loader import parse_config
-    from tasks.context import RunContext
-    from tasks.ingest_common import write_ipc
-    from tasks.published_rows import rows_path
+    from tasks.config.loader import parse_config
+    from tasks.ingest.common import write_ipc
+    from tasks.publish import stage as publish
+    from tasks.publish.rows import rows_path
+    from tasks.runtime.context import RunContext
+    from tasks.vocab import stage as vocab
 
     out = workdir / f"artifacts-{rows}-{'-'.join(formats)}"
     if (out / "LATEST").is_file():
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from storage import Artifact
+    from prepflow import Artifact
 
     torch.set_num_threads(1)
     path = build(Path(args.workdir), args.rows)

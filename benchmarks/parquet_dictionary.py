@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from criteo_like import CARDINALITIES, CATEGORICAL, NUMERIC, _zipf_ranks  # noqa: E402
 
-from tasks import publish_shards  # noqa: E402
+from tasks.publish import shards as publish_shards  # noqa: E402
 
 
 def table(rows: int, cap: int, seed: int = 0) -> tuple[pa.Table, dict[str, dict]]:

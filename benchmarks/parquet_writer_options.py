@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from parquet_dictionary import cpu, table, table_arguments  # noqa: E402
 
-from tasks import publish_shards  # noqa: E402
+from tasks.publish import shards as publish_shards  # noqa: E402
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ import pyarrow.feather as feather
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from storage import split_binary  # noqa: E402
-from tasks import publish_shards  # noqa: E402
+from tasks.publish import shards as publish_shards  # noqa: E402
 
 CARDS = [3, 10, 100, 127, 500, 1000, 4000, 20000, 32766, 40000, 10**5, 10**6] * 2 + [7, 300]
 

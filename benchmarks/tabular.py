@@ -170,9 +170,9 @@ def in_process(n: int, work: Path, repeat: int) -> list[dict]:
     (no Prefect). Stage seconds as ``prepflow run`` reports them."""
     sys.path.insert(0, str(ROOT))
     from storage.cache import StageCache
-    from tasks.config_loader import parse_config
-    from tasks.context import RunContext
-    from tasks.pipeline import run_pipeline
+    from tasks.config.loader import parse_config
+    from tasks.runner import run_pipeline
+    from tasks.runtime.context import RunContext
 
     data = work / f"flights_{n}.csv"
     if not data.exists():

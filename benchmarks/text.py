@@ -27,8 +27,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tasks import combine
 from tasks.features.text import TextFeature, TextPreprocessing
+from tasks.runtime import combine
 
 
 def generate(rows: int, vocab_size: int, seed: int = 0) -> pd.Series:

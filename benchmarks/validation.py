@@ -5,7 +5,7 @@ numbers, 4 categories, a binary label) and a user suite of 10 expectations over 
 (between x2, in_set x3, not_null with ``mostly``), 3 global (row count, unique id, mean) and a
 column-exists. For each ``--roots`` checkout (default: this one; e.g. a ``git worktree`` of an older
 commit first) and each variant, in a fresh process (so GX's import is paid the way a real run pays it),
-``tasks.pipeline.run_pipeline`` (default partitioning) runs once cold and ``--repeat`` times warm
+``tasks.runner.run_pipeline`` (default partitioning) runs once cold and ``--repeat`` times warm
 (fresh caches, every module imported):
 
 * ``generated``: prepflow's generated raw and encoded suites only (no user suite);
@@ -93,15 +93,15 @@ def one_process(dataset: str, suite: str | None, generated: bool, workdir: str, 
     """Runs in a fresh interpreter: a cold pipeline run (GX imported on the way), then ``repeat`` runs
     on fresh caches with every module already imported. Per stage: wall seconds and process CPU
     seconds (all threads), recorded around ``run_cached``."""
-    import tasks.context as context
+    import tasks.runtime.context as context
     from storage.cache import StageCache
-    from tasks.context import RunContext
-    from tasks.pipeline import run_pipeline
+    from tasks.runner import run_pipeline
+    from tasks.runtime.context import RunContext
 
     try:
-        from tasks.config_loader import parse_config
+        from tasks.config.loader import parse_config
     except ImportError:  # checkouts before the config loader was split out
-        from tasks.config import parse_config
+        from tasks.config.schema import parse_config
 
     cpu: dict[str, float] = {}
     original = context.run_cached

@@ -1,8 +1,8 @@
 """Code versions derived from source, so a stage's cache entries follow its code without hand-kept bumps.
 
-``module_version("tasks.encode")`` hashes the module's syntax tree together with the trees of the
+``module_version("tasks.encode.stage")`` hashes the module's syntax tree together with the trees of the
 prepflow modules it imports directly (anywhere in its body, imports inside functions included):
-``tasks.encode`` with ``tasks.frame``, ``tasks.statistics``, ... The trees are compared without comments
+``tasks.encode.stage`` with ``tasks.runtime.frame``, ``tasks.runtime.statistics``, ... The trees are compared without comments
 and docstrings, as Hamilton compares function source: rewording a docstring or a comment keeps every
 cache entry; changing an expression in the stage or in a helper it imports recomputes that stage on the
 next run. ``class_version(cls)`` does the same for a feature type: the modules of its classes (its MRO)
@@ -14,7 +14,7 @@ would recompute every stage, ingest of a terabyte included. A helper two imports
 changes what the stage writes is the case for the salt below.
 
 One exception, declared by the module itself: a dispatcher that only chooses between implementations
-(``tasks.prepared``: plain, custom-stage or windowed partitions) sets ``CODE_VERSION_FOLLOWS_IMPORTS =
+(``tasks.custom.prepared``: plain, custom-stage or windowed partitions) sets ``CODE_VERSION_FOLLOWS_IMPORTS =
 True``, and a module importing it is versioned with the dispatcher's own imports too (and through
 further dispatchers), so the stages that read prepared partitions follow the code that prepares them.
 

@@ -28,7 +28,7 @@ class DataError(PrepflowError):
 
 class ValidationFailed(DataError):
     """A data-quality gate with ``on_failure: fail`` did not pass; ``gate`` names it, ``report`` holds
-    its results (``tasks.validate.gate_json``)."""
+    its results (``tasks.validate.stage.gate_json``)."""
 
     def __init__(self, message: str, gate: str | None = None, report: dict | None = None):
         super().__init__(message)
@@ -79,7 +79,7 @@ class InvalidTypeSignatureError(InvalidDAGError):
 
 
 class InvalidStatisticsError(InvalidDAGError):
-    """A stage emitted something that is not a ``tasks.statistics`` Counter or Histogram (run time)."""
+    """A stage emitted something that is not a ``tasks.runtime.statistics`` Counter or Histogram (run time)."""
 
 
 class InvalidTransformOutputError(InvalidDAGError):

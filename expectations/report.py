@@ -1,4 +1,4 @@
-"""Readable reports of gate results (the JSON ``tasks.validate`` stores): what failed, where, examples.
+"""Readable reports of gate results (the JSON ``tasks.validate.stage`` stores): what failed, where, examples.
 
 One line per failed expectation: the expectation, its column(s), how many values were unexpected
 out of how many, and up to ``EXAMPLES`` example values with their rows (1-based input rows for the
@@ -58,7 +58,7 @@ def describe_failure(result: dict, gate: str) -> str:
 
 
 def format_gate(gate: dict) -> str:
-    """The failures of one gate (``tasks.validate.gate_json``), one per line."""
+    """The failures of one gate (``tasks.validate.stage.gate_json``), one per line."""
     lines = [f"gate '{gate['gate']}': {gate['failed']} of {gate['evaluated']} expectations failed "
              f"({gate['rows']} rows)"]
     for suite in gate["suites"]:

@@ -237,14 +237,14 @@ def _with_ui_record(summary: dict, bookkeeping) -> dict:
 
 @command("run", _setup_run)
 def cmd_run(args: argparse.Namespace) -> int:
-    from tasks.config_loader import load_config
+    from tasks.config.loader import load_config
 
     if args.npartitions is not None and args.npartitions < 1:
         raise ConfigError(f"--npartitions must be at least 1, got {args.npartitions}")
     start = time.perf_counter()
     config = load_config(args.config)  # config errors before any server start or data read
     if config.stages:  # so is a malformed custom-stage DAG
-        from tasks import custom_plan
+        from tasks.custom import plan as custom_plan
 
         custom_plan.check(config, args.dataset)
     check_output(args.output)  # so is an output that cannot be written
@@ -264,7 +264,7 @@ def _run(args: argparse.Namespace, config, start: float) -> dict:
     """The run's summary: a published artifact reused, or the flow's (or in-process runner's)."""
     fingerprint = None  # the dataset's sha256, computed once per run and handed to ingest
     if not args.always_run_flow and "://" not in args.output:
-        from tasks import publish
+        from tasks.publish import stage as publish
 
         fingerprint = _fingerprint(args)
         reused = publish.reusable(args.output, fingerprint, config)
@@ -283,13 +283,13 @@ def _run(args: argparse.Namespace, config, start: float) -> dict:
 
 
 def _fingerprint(args: argparse.Namespace) -> str:
-    """The dataset's fingerprint (``tasks.fingerprint``). Data larger than one hashing block is hashed by Dask
+    """The dataset's fingerprint (``tasks.dataset.fingerprint``). Data larger than one hashing block is hashed by Dask
     tasks: with ``--dask-address`` on the cluster's workers (a Client of its own, closed before the flow
     opens the run's), so the flow's process never reads the dataset's bytes."""
-    from tasks import fingerprint
+    from tasks.dataset import fingerprint
 
     if args.dask_address and fingerprint.needs_tasks(args.dataset) and fingerprint.read_by_workers(args.dataset):
-        from tasks import dask_run
+        from tasks.runtime import dask_run
 
         with dask_run.client(args.dask_address):
             return fingerprint.fingerprint(args.dataset)
@@ -298,7 +298,7 @@ def _fingerprint(args: argparse.Namespace) -> str:
 
 def _reused_report(artifact_path: str) -> str | None:
     """The report beside a reused artifact, or a new one (without stage timings) when there is none."""
-    from tasks.report import REPORT_SUFFIX, write_report
+    from tasks.report.page import REPORT_SUFFIX, write_report
 
     existing = Path(artifact_path).parent / f"{Path(artifact_path).name}{REPORT_SUFFIX}"
     if existing.is_file():
@@ -326,9 +326,9 @@ def _setup_report(p: argparse.ArgumentParser) -> None:
 
 @command("report", _setup_report)
 def cmd_report(args: argparse.Namespace) -> int:
-    """(Re)build ``<output>/<artifact_id>.report.html`` from the artifact alone (tasks/report.py); stage
+    """(Re)build ``<output>/<artifact_id>.report.html`` from the artifact alone (tasks/report/page.py); stage
     timings and cache hits come only from a run (``prepflow run`` writes them into its report)."""
-    from tasks.report import write_report
+    from tasks.report.page import write_report
 
     location = write_report(args.artifact)
     print(json.dumps({"report_path": location}) if args.json else f"report: {location}")
@@ -339,7 +339,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 @command("schema", lambda p: None)
 def cmd_schema(args: argparse.Namespace) -> int:
-    from tasks.config_schema import json_schema  # with every feature type's options
+    from tasks.config.json_schema import json_schema  # with every feature type's options
 
     print(json.dumps(json_schema(), indent=2))
     return 0
@@ -444,9 +444,9 @@ def _setup_infer(p: argparse.ArgumentParser) -> None:
 
 @command("infer", _setup_infer)
 def cmd_infer(args: argparse.Namespace) -> int:
-    """Print a config (YAML) with a type per column and a comment saying why (tasks/infer_types.py)."""
-    from tasks.config_loader import load_config
-    from tasks.infer_types import infer_dataset, render_config
+    """Print a config (YAML) with a type per column and a comment saying why (tasks/infer_types/stage.py)."""
+    from tasks.config.loader import load_config
+    from tasks.infer_types.stage import infer_dataset, render_config
 
     if args.npartitions is not None and args.npartitions < 1:
         raise ConfigError(f"--npartitions must be at least 1, got {args.npartitions}")
@@ -511,7 +511,7 @@ def _setup_validate(p: argparse.ArgumentParser) -> None:
 def cmd_validate(args: argparse.Namespace) -> int:
     """A data gate: exit 0 when every gate passes, 1 with a report when one fails, 2 on a usage error."""
     from flows.reporting import print_validation
-    from tasks.validate import validate_dataset
+    from tasks.validate.stage import validate_dataset
 
     if args.npartitions is not None and args.npartitions < 1:
         raise ConfigError(f"--npartitions must be at least 1, got {args.npartitions}")

@@ -1,7 +1,7 @@
 """What ``prepflow run`` shows while it runs: a line when each stage starts and ends, progress, and the
 warnings of the run, collected and shown once each at the end.
 
-* **Stage lines** (stderr), from ``tasks.progress``'s stage listener (``run_cached`` calls it)::
+* **Stage lines** (stderr), from ``tasks.runtime.progress``'s stage listener (``run_cached`` calls it)::
 
       stage ingest: started
       stage ingest: done in 0.41 s, 891 rows, cached: no
@@ -34,7 +34,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from core.errors import ConfigError
-from tasks import progress
+from tasks.runtime import progress
 
 PROGRESS_SECONDS_ENV = "PREPFLOW_PROGRESS_SECONDS"
 CONSOLE_LEVEL_ENV = "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"  # an override of Prefect's logging.yml
@@ -55,7 +55,7 @@ class StageLines:
         self.running: dict[str, dict] = {}  # stage -> {"start", "last", "done", "total"}
 
     def event(self, event: str, stage: str, info: dict) -> None:
-        """``tasks.progress``'s stage listener."""
+        """``tasks.runtime.progress``'s stage listener."""
         with self.lock:
             self.running.pop("", None)  # Dask work outside a named stage (publish's) ends when a stage begins
             if event == "start":
@@ -69,7 +69,7 @@ class StageLines:
                    f"cached: {'yes' if info['cached'] else 'no'}")
 
     def update(self, stage: str, done: int, total: int) -> None:
-        """``tasks.progress``'s reporter: Dask tasks done/total of the running stage."""
+        """``tasks.runtime.progress``'s reporter: Dask tasks done/total of the running stage."""
         with self.lock:
             if stage not in self.running and stage == "":  # publish's tasks: no start line, ticks still
                 now = self.clock()

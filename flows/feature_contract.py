@@ -8,7 +8,7 @@ Run it in a plugin's tests with a sample of raw values (missing ones included)::
 It prepares the values the way the pipeline does (read as ingest reads a CSV column: ``""``, ``NA``,
 ``null``, ... are missing; ``cast``, the missing-value state fitted with the ``missing_combiner()``,
 ``normalize`` and the fill, then the metadata fitted with ``fit_combiner(state)``, then ``encode``
-per partition; both fits are ``tasks.combine`` combiners: ``create`` + ``add`` per partition,
+per partition; both fits are ``tasks.runtime.combine`` combiners: ``create`` + ``add`` per partition,
 ``merge``, ``extract``) and checks:
 
 1. **partition invariance**: for 1, 2, 3 and 5 contiguous partitions, accumulators merged in a seeded
@@ -21,7 +21,7 @@ per partition; both fits are ``tasks.combine`` combiners: ``create`` + ``add`` p
    ``core.errors.NotFittedError`` (a type with no fitted state encodes the same with ``{}``);
 4. **declared columns**: ``output_columns(metadata)`` names every encoded column with its dtype
    and per-row shape;
-5. **serving parity**: ``storage.preprocessor.Preprocessor``, built from the metadata entry the
+5. **serving parity**: ``tasks.serving.preprocessor.Preprocessor``, built from the metadata entry the
    vocab stage writes (type, column, options, fill state), transforms the raw rows to the same
    bytes (rows a ``drop_row`` strategy removes are left out of the request).
 
@@ -48,13 +48,13 @@ import numpy as np
 from core.errors import NotFittedError
 from core.lazy import pandas as pd
 from storage.media import MediaError, read_bytes, resolve
-from storage.preprocessor import Preprocessor
-from storage.preprocessor import _as_ingested as as_ingested  # the column as ingest hands it to cast
-from tasks.combine import Combiner
 from tasks.features import REGISTRY
 from tasks.features.base import FeatureType
 from tasks.features.media import MediaFeature
-from tasks.frame import ROW, carries, cast_partition, first_last_valid, normalize_and_fill
+from tasks.runtime.combine import Combiner
+from tasks.runtime.frame import ROW, carries, cast_partition, first_last_valid, normalize_and_fill
+from tasks.serving.preprocessor import Preprocessor
+from tasks.serving.preprocessor import _as_ingested as as_ingested  # the column as ingest hands it to cast
 
 PARTITIONS = (1, 2, 3, 5)
 

@@ -8,7 +8,7 @@ and a task's parents are exactly the results its stage reads, so the UI's graph 
 dependencies. A stage served from the cache finishes in a ``Completed`` state named ``Cached`` whose
 cache key is prepflow's. Prefect's own result caching is off: prepflow's keys hash file *content*.
 
-``tasks.pipeline.run_pipeline`` is the in-process runner of the same graph;
+``tasks.runner.run_pipeline`` is the in-process runner of the same graph;
 ``tests/contract/test_runners_agree.py`` checks that both publish the same bytes.
 """
 
@@ -29,13 +29,18 @@ from flows.reporting import report_artifact, statistics_artifact, validation_art
 from flows.resilience import retry_options
 from storage.cache import StageCache
 from storage.hashing import stable_hash
-from tasks import custom_plan, dask_run, infer_types, report, steps, validate
-from tasks.config import Config
-from tasks.config_loader import load_config, parse_config
-from tasks.context import RunContext, StageResult
+from tasks import steps
+from tasks.config.loader import load_config, parse_config
+from tasks.config.schema import Config
+from tasks.custom import plan as custom_plan
 from tasks.graph import Node, expand
-from tasks.pipeline import PipelineResult
-from tasks.publish import normalized_config
+from tasks.infer_types import stage as infer_types
+from tasks.publish.stage import normalized_config
+from tasks.report import page as report
+from tasks.runner import PipelineResult
+from tasks.runtime import dask_run
+from tasks.runtime.context import RunContext, StageResult
+from tasks.validate import stage as validate
 
 # Transient I/O (S3, network filesystems) is retried with exponential backoff; prepflow's own errors
 # and other failures are not (flows/resilience.py).
@@ -93,7 +98,7 @@ def stage_task(params: dict, node: dict, *parents: dict):
 
 @task(name="report", **TASK_OPTS)
 def report_task(summary: dict) -> str | None:
-    """The HTML data report beside the artifact (tasks/report.py) with this run's stage timings, and a
+    """The HTML data report beside the artifact (tasks/report/page.py) with this run's stage timings, and a
     Prefect markdown artifact that points to it, for every run, all-cached ones included. A report that
     cannot be built is a warning, not a failed run: the artifact is published either way."""
 

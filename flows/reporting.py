@@ -3,7 +3,7 @@
 Artifact keys (Prefect requires lowercase letters, digits and dashes) stay the same from run to
 run, so the UI keeps each key's history: ``prepflow-statistics``, ``prepflow-validation-raw``,
 ``prepflow-validation-encoded``, ``prepflow-validation`` (the ``validate`` flow) and ``prepflow-report``
-(where the HTML data report is, ``tasks/report.py``, with an http link to it: ``report_link``).
+(where the HTML data report is, ``tasks/report/page.py``, with an http link to it: ``report_link``).
 
 Recording an artifact is bookkeeping: when the Prefect API fails (after the client's retries), it is
 logged and the run's UI record is marked incomplete (``flows/bookkeeping.py``), never raised.
@@ -20,9 +20,9 @@ from rich.table import Table
 from expectations.report import format_gate, markdown
 from flows import local_server
 from flows.bookkeeping import best_effort
-from tasks.pipeline import merged_statistics
-from tasks.report import markdown_summary
-from tasks.statistics import summary_rows
+from tasks.report.page import markdown_summary
+from tasks.runner import merged_statistics
+from tasks.runtime.statistics import summary_rows
 
 PRESIGNED_SECONDS = 7 * 24 * 3600  # the longest an S3 (SigV4) presigned URL may live
 STATISTICS_KEY = "prepflow-statistics"
@@ -46,7 +46,7 @@ def statistics_artifact(stages: list) -> None:
 
 
 def validation_artifact(gates: list[dict], key: str | None = None) -> None:
-    """Gate results (``tasks.validate.gate_json``) as a Markdown artifact."""
+    """Gate results (``tasks.validate.stage.gate_json``) as a Markdown artifact."""
     from prefect.artifacts import create_markdown_artifact  # heavy: Prefect, as above
 
 

@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 from urllib.parse import urlparse
 
 from storage.hashing import stable_hash
-from tasks.publish import normalized_config
+from tasks.publish.stage import normalized_config
 
 
 def file_name(path_or_url: str) -> str:

@@ -99,7 +99,7 @@ def serve(args: argparse.Namespace) -> int:
         raise ConfigError(f"--limit must be at least 1, got {args.limit}")
     # here, not at module level: the CLI imports this module for its parser, and `prepflow --help` should
     # not pay for the config models' pandas and pydantic
-    from tasks.config_loader import load_config
+    from tasks.config.loader import load_config
 
     load_config(args.config)  # config errors before anything is registered
     params = deployment_parameters(args)

@@ -21,7 +21,7 @@ from storage.split_binary import prepflow_view
 MANIFEST = "manifest.json"
 FEATURE_SPEC = "feature_spec.yaml"
 LATEST = "LATEST"
-ROW_COLUMN = "__row__"  # every split's int64 column of input row positions (tasks.published_rows)
+ROW_COLUMN = "__row__"  # every split's int64 column of input row positions (tasks.publish.rows)
 
 
 def locate(path: str | Path) -> Path:

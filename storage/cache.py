@@ -38,7 +38,7 @@ from storage.tmpdirs import TempFolder, first_time, sweep
 log = logging.getLogger("prepflow.cache")
 
 ENTRY_FILE = "_entry.json"
-ENTRY_DIGEST = "xxh3_128"  # cache entries' file digest; artifacts record sha256 (tasks.publish)
+ENTRY_DIGEST = "xxh3_128"  # cache entries' file digest; artifacts record sha256 (tasks.publish.stage)
 
 
 def cache_key(stage: str, code_version: str, parents: list[str], config_slice: object) -> str:

@@ -4,7 +4,7 @@ Two places need each distinct category value of a partition to map to a number. 
 
 - the vocabulary's hash index (``storage.vocab_store``): binary-searched, each hit confirmed by comparing
   the strings;
-- the reducer of the counts' exchange (``tasks.category_vocab.bucket_of``): the vocabulary's order is
+- the reducer of the counts' exchange (``tasks.vocab.category.bucket_of``): the vocabulary's order is
   global (count, then value), so it does not depend on which reducer merged a value.
 
 So the hash decides only where the work goes, never a result, and it can be faster than the published one.

@@ -2,7 +2,7 @@
 
 Publishing: the workers write the artifact's row files (Parquet shards, ``.npy`` columns,
 split_binary files) straight to ``<output>/<artifact_id>/`` on the store, each object by the task
-that makes it (``tasks.publish_shards``, ``tasks.publish_split_binary``), and return its name, size
+that makes it (``tasks.publish.shards``, ``tasks.publish.split_binary``), and return its name, size
 and sha256. The flow process stages only the small rest in a local folder (metadata, vocabularies,
 feature specs, media tables, the manifest it assembles from the workers' descriptions), checks that
 every object the workers reported is on the store at its size, uploads the rest, then

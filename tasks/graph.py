@@ -1,6 +1,6 @@
 """The stage graph, declared once: which stages run, which results each reads, what versions its cache.
 
-Two runners walk it: ``tasks.pipeline.run_graph`` calls the stage functions in this process (tests,
+Two runners walk it: ``tasks.runner.run_graph`` calls the stage functions in this process (tests,
 notebooks, benchmarks), and ``flows.preprocess.preprocess`` runs each node as a Prefect task. Stage
 lists, code versions and the artifact's code entry all derive from ``NODES``; nothing else lists stages.
 
@@ -45,28 +45,28 @@ class Node:
 
 
 NODES: tuple[Node, ...] = (
-    Node("ingest", "tasks.ingest:run"),
+    Node("ingest", "tasks.ingest.stage:run"),
     # what it decides reaches the artifact id through the typed config
-    Node("infer_types", "tasks.infer_types:run", ("ingest",), retypes=True, in_artifact=False),
-    Node("validate_raw", "tasks.validate:run_raw", ("ingest",), gate=True),
-    Node("split", "tasks.split:run", ("ingest",)),
-    Node("fill_missing", "tasks.fill_missing:run", ("ingest", "split")),
-    Node("balance", "tasks.balance:run", ("ingest", "split", FILLED)),
-    Node("vocab", "tasks.vocab:run", ("ingest", "split", FILLED)),
-    Node("encode", "tasks.encode:run", ("ingest", "split", FILLED, "balance", "vocab")),
-    # its content hash joins the artifact id through the dataset fingerprint (tasks.media_cache.fingerprint)
-    Node("media_cache", "tasks.media_cache:run", ("vocab", "encode"), in_artifact=False),
+    Node("infer_types", "tasks.infer_types.stage:run", ("ingest",), retypes=True, in_artifact=False),
+    Node("validate_raw", "tasks.validate.stage:run_raw", ("ingest",), gate=True),
+    Node("split", "tasks.split.stage:run", ("ingest",)),
+    Node("fill_missing", "tasks.fill_missing.stage:run", ("ingest", "split")),
+    Node("balance", "tasks.balance.stage:run", ("ingest", "split", FILLED)),
+    Node("vocab", "tasks.vocab.stage:run", ("ingest", "split", FILLED)),
+    Node("encode", "tasks.encode.stage:run", ("ingest", "split", FILLED, "balance", "vocab")),
+    # its content hash joins the artifact id through the dataset fingerprint (tasks.media_cache.stage.fingerprint)
+    Node("media_cache", "tasks.media_cache.stage:run", ("vocab", "encode"), in_artifact=False),
     Node("validate_encoded", "tasks.steps:validate_encoded", ("split", "balance", "vocab", "encode", "media_cache"),
-         versioned_by="tasks.validate", gate=True),
+         versioned_by="tasks.validate.stage", gate=True),
     # publish merges every stage's statistics: every stage is its parent (filled in by ``expand``)
-    Node("publish", "tasks.steps:publish", versioned_by="tasks.publish"),
+    Node("publish", "tasks.steps:publish", versioned_by="tasks.publish.stage"),
 )
 STAGES: tuple[str, ...] = tuple(n.name for n in NODES)  # the built-in stages in run order
 CUSTOM_AFTER = "fill_missing"  # custom stages' cached steps run after this node
 
 
 def custom_node(name: str, index: int, previous: str) -> Node:
-    return Node(name, "tasks.custom_stages:run", ("ingest", "split", previous), args=(index,), in_artifact=False)
+    return Node(name, "tasks.custom.steps:run", ("ingest", "split", previous), args=(index,), in_artifact=False)
 
 
 def expand(custom_stage_names: list[str] | tuple[str, ...] = ()) -> list[Node]:

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import time
 
-from tasks import custom_plan, ingest, media_cache, progress, validate
-from tasks import publish as publish_mod
-from tasks.context import RunContext, StageResult
-from tasks.statistics import Statistics
+from tasks.custom import plan as custom_plan
+from tasks.ingest import stage as ingest
+from tasks.media_cache import stage as media_cache
+from tasks.publish import stage as publish_mod
+from tasks.runtime import progress
+from tasks.runtime.context import RunContext, StageResult
+from tasks.runtime.statistics import Statistics
+from tasks.validate import stage as validate
 
 
 def preflight(ctx: RunContext, local: bool = True) -> None:
@@ -34,8 +38,8 @@ def merged_statistics(results: list[StageResult]) -> dict:
 
 
 def publish(ctx: RunContext, *results: StageResult) -> StageResult:
-    """Write the artifact (``tasks.publish``). Its result's ``key`` is the artifact id, ``path`` the
-    artifact's folder, ``artifact`` what ``tasks.publish.run`` returned (ids, paths, rows per split)."""
+    """Write the artifact (``tasks.publish.stage``). Its result's ``key`` is the artifact id, ``path`` the
+    artifact's folder, ``artifact`` what ``tasks.publish.stage.run`` returned (ids, paths, rows per split)."""
     start = time.perf_counter()
     progress.started("publish")  # publish is not a run_cached stage: its lines are said here
     by_stage = {r.stage: r for r in results}

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from tasks import Stage
-from tasks.statistics import Counter, Histogram
+from tasks.runtime.statistics import Counter, Histogram
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = ROOT / "examples" / "plugin"
@@ -25,7 +25,7 @@ PLUGIN_DIST = "prepflow-example-plugin"
 def ensure_example_plugin() -> None:
     """``pip install --no-deps -e examples/plugin`` into this interpreter's environment unless it is
     there (``make test`` installs it); then make this process see its entry points and package."""
-    from tasks import plugins
+    from tasks.config import plugins
 
     try:
         metadata.distribution(PLUGIN_DIST)

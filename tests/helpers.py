@@ -9,9 +9,9 @@ import pandas as pd
 import yaml
 
 from storage.cache import StageCache
-from tasks.config_loader import parse_config
-from tasks.context import RunContext
-from tasks.pipeline import PipelineResult, run_pipeline
+from tasks.config.loader import parse_config
+from tasks.runner import PipelineResult, run_pipeline
+from tasks.runtime.context import RunContext
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER_MEMORY_ENV = ("ARROW_DEFAULT_MEMORY_POOL", "MALLOC_MMAP_THRESHOLD_")

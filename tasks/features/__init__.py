@@ -3,7 +3,7 @@
 ``REGISTRY`` maps a config ``type`` to its ``FeatureType`` class. Custom types are named by
 ``"pkg.module:Class"`` or a ``prepflow.features`` entry point (see ``load_feature_class``).
 ``resolve_preprocessing`` validates every feature's options against its type (called by
-``tasks.config_loader.parse_config``); ``build``/``build_all`` make the feature objects.
+``tasks.config.loader.parse_config``); ``build``/``build_all`` make the feature objects.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from core.errors import ConfigError
-from tasks.config import Config, FeatureConfig, format_errors, format_validation_error, suggest
+from core.plugins import FEATURES_GROUP, code_version, entry_points, load_subclass
+from tasks.config.ludwig import LUDWIG_DEFAULTS
+from tasks.config.schema import Config, FeatureConfig, format_errors, format_validation_error, suggest
 from tasks.features.audio import AudioFeature
 from tasks.features.bag import BagFeature
 from tasks.features.base import FeatureType
@@ -27,8 +29,6 @@ from tasks.features.set import SetFeature
 from tasks.features.text import TextFeature
 from tasks.features.timeseries import TimeseriesFeature
 from tasks.features.vector import VectorFeature
-from tasks.ludwig_config import LUDWIG_DEFAULTS
-from tasks.plugin_loader import FEATURES_GROUP, code_version, entry_points, load_subclass
 
 REGISTRY: dict[str, type[FeatureType]] = {
     "binary": BinaryFeature,

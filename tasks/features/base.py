@@ -1,7 +1,7 @@
 """The feature-type contract shared by built-in and custom feature types.
 
 A feature type turns one raw column into fixed-dtype tensors. It is fitted with the one fit protocol
-of ``tasks.combine`` (create, add, merge, extract: mergeable accumulators, so the fit does not depend
+of ``tasks.runtime.combine`` (create, add, merge, extract: mergeable accumulators, so the fit does not depend
 on the partitioning) and encodes partition by partition with vectorized pyarrow/numpy code. It knows:
 
 * ``cast``: raw column -> typed values (nulls kept); a bad value raises ``DataError`` naming
@@ -32,8 +32,8 @@ from pydantic import Field
 
 from core.errors import DataError, NotFittedError
 from core.lazy import pandas as pd
-from tasks.combine import Combiner
-from tasks.config import StrictModel
+from tasks.config.schema import StrictModel
+from tasks.runtime.combine import Combiner
 
 MISSING_STRATEGIES = ("fill_with_const", "fill_with_mode", "fill_with_mean", "fill_with_false",
                       "fill_with_true", "bfill", "ffill", "drop_row")
@@ -96,7 +96,7 @@ class FeatureType:
 
     def reads_missing_as_fill(self) -> bool:
         """Whether this feature's fit and encode read a missing value exactly as its fill value, so that the
-        stages' preparation may leave it missing (``tasks.frame.normalize_and_fill(lazy=True)``) instead of
+        stages' preparation may leave it missing (``tasks.runtime.frame.normalize_and_fill(lazy=True)``) instead of
         writing the fill into every row: a category's ``<UNK>`` (id 0 either way). No by default."""
         return False
 
@@ -104,7 +104,7 @@ class FeatureType:
     def keeps_dictionary(self) -> bool:
         """Whether the vocab and encode stages may hand this feature its column as ingest stored it, an Arrow
         dictionary array (pandas ``ArrowDtype``), unfilled: ``cast``, ``add`` and ``encode`` then read each
-        distinct value once (``tasks.prepared.dictionary_columns``). No by default."""
+        distinct value once (``tasks.custom.prepared.dictionary_columns``). No by default."""
         return False
 
     # ---- fit (a combiner over the filled fit rows) / encode ------------------------------------------

@@ -38,8 +38,8 @@ Ludwig's ``idx2str``/``str2idx``/``str2freq`` (``str2freq`` counts the fit rows 
 ``<UNK>`` and each bucket have their count). A larger one is stored by the vocab stage as Parquet
 (``vocab_file``, see ``storage.vocab_store``: row i = id i, columns ``value`` and ``count``) and
 encoding joins against it partition by partition. Fitting at scale (per-partition counts, a
-shuffle, exact ordering) is ``tasks.category_vocab``; the type's combiner (``create``/``add``/``merge``/
-``extract``, ``tasks.combine``) gives the same result in memory.
+shuffle, exact ordering) is ``tasks.vocab.category``; the type's combiner (``create``/``add``/``merge``/
+``extract``, ``tasks.runtime.combine``) gives the same result in memory.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class CategoryPreprocessing(BasePreprocessing):
     # ``ludwig``: Ludwig's vocabulary (see the module docstring); set by ``compatibility: ludwig``
     symbols: Literal["prepflow", "ludwig"] = "prepflow"
     # Keys Ludwig reads from the metadata's preprocessing (``--training_set_metadata``), at Ludwig's defaults:
-    # tasks.ludwig_config drops them from a config (and refuses other values), so they hold these values
+    # tasks.config.ludwig drops them from a config (and refuses other values), so they hold these values
     lowercase: Literal[False] = False
     cache_encoder_embeddings: bool = False
 
@@ -328,7 +328,7 @@ class CategoryFeature(FeatureType):
         options = {"encoded": True, "cardinality": n, "out_of_range_id": self.options.out_of_range_id}
         return {"vocab_size": n, "encoded": True, "cardinality": n, "preprocessing": options}
 
-    # ---- fit: a combiner over (value, count) tables; tasks.category_vocab runs it at scale --------------
+    # ---- fit: a combiner over (value, count) tables; tasks.vocab.category runs it at scale --------------
     def create(self) -> pa.Table:
         return pa.table({"value": pa.array([], pa.string()), "count": pa.array([], pa.int64()),
                          "first": pa.array([], pa.int64())})
@@ -550,7 +550,7 @@ def _ids_by_code(ids_of: np.ndarray, codes: pa.Array, missing: int = 0) -> np.nd
 
 def _value_counts(values: pd.Series) -> tuple[pa.Array, np.ndarray, int]:
     """Each distinct non-null value (strings), its count (int64) and the count of nulls. A dictionary column
-    (``keeps_dictionary``; its dictionary holds each value once: ``tasks.ingest_common.dictionary_encoded``) is
+    (``keeps_dictionary``; its dictionary holds each value once: ``tasks.ingest.common.dictionary_encoded``) is
     counted by its rows' indices, not by hashing every row's string."""
     d = dictionary_array(values)
     if d is None:

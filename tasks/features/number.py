@@ -47,7 +47,7 @@ class NumberPreprocessing(BasePreprocessing):
     # float32: in float32 with the statistics rounded to float32 first, as Ludwig does (compatibility: ludwig)
     arithmetic: Literal["float64", "float32"] = "float64"
     # Keys Ludwig reads from the metadata's preprocessing (``--training_set_metadata``), at Ludwig's defaults:
-    # tasks.ludwig_config drops them from a config (and refuses other values), so they hold these values
+    # tasks.config.ludwig drops them from a config (and refuses other values), so they hold these values
     outlier_strategy: None = None
     outlier_threshold: float = 3.0
     computed_outlier_fill_value: float = 0.0
@@ -274,7 +274,7 @@ class NumberMissing(MissingStatistics):
         state = super().extract(acc)
         if state["missing_value_strategy"] == "fill_with_mean":
             n = acc["count"] - acc["nulls"]
-            # no value to average (tasks.degenerate has warned, naming the feature): 0.0, Ludwig's constant fill
+            # no value to average (tasks.split.degenerate has warned, naming the feature): 0.0, Ludwig's constant fill
             state["computed_fill_value"] = float(acc["sum"].fraction() / n) if n else 0.0
         return state
 

@@ -64,7 +64,7 @@ class SequencePreprocessing(TokenPreprocessing):
     # <PAD>=2, <UNK>=3, every row wrapped in <SOS> ... <EOS>); ``compatibility: ludwig`` sets ludwig
     symbols: Literal["prepflow", "ludwig"] = "prepflow"
     # Keys Ludwig reads from the metadata's preprocessing (``--training_set_metadata``), at Ludwig's defaults:
-    # tasks.ludwig_config drops them from a config (and refuses other values), so they hold these values
+    # tasks.config.ludwig drops them from a config (and refuses other values), so they hold these values
     ngram_size: int = 2
     cache_encoder_embeddings: bool = False
 

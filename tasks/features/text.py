@@ -78,7 +78,7 @@ class TextPreprocessing(SequencePreprocessing):
     char_most_common: int = Field(default=70, gt=0)
     char_max_sequence_length: int = Field(default=1024, gt=0)
     # Keys Ludwig reads from the metadata's preprocessing (``--training_set_metadata``), at Ludwig's defaults:
-    # tasks.ludwig_config drops them from a config (and refuses other values), so they hold these values
+    # tasks.config.ludwig drops them from a config (and refuses other values), so they hold these values
     pretrained_model_name_or_path: None = None
     compute_idf: bool = False
 

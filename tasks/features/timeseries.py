@@ -14,7 +14,7 @@ feature) makes each row's series the column's values of the ``w - 1`` rows befor
 ``horizon: h`` (an output feature) the values of the ``h`` rows after it (its own excluded), in input
 row order, positions before the first or after the last row holding ``padding_value``. Then ``L`` is
 ``w`` (or ``h``): ``timeseries_length_limit``, ``padding`` and ``truncation`` do not apply, as in
-Ludwig. The windows are built over the whole table by ``tasks.timeseries_windows``.
+Ludwig. The windows are built over the whole table by ``tasks.runtime.timeseries_windows``.
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ class TimeseriesFeature(FeatureType):
 
     def cast(self, values: pd.Series, rows: np.ndarray) -> pd.Series:
         text = number_strings(values)
-        if not self.options.window_width:  # windows: tasks.timeseries_windows checks the column once per stage
+        if not self.options.window_width:  # windows: tasks.runtime.timeseries_windows checks the column once per stage
             parse_numbers(self, text, self.options.tokenizer, rows)  # validate: a bad value names its row
         return text
 

@@ -116,9 +116,9 @@ def test_published_columns_shapes_dtypes_and_npy_agree_with_parquet(reference):
 
 
 def test_fitted_metadata_alone_re_encodes_rows(reference, dataset):
-    from tasks.config_loader import parse_config
+    from tasks.config.loader import parse_config
     from tasks.features import build_all
-    from tasks.frame import cast_partition
+    from tasks.runtime.frame import cast_partition
 
     result, _ = reference
     art = Artifact.open(result.artifact["artifact_path"])

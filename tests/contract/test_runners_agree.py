@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from tasks import custom_plan
-from tasks.config_loader import parse_config
+from tasks.config.loader import parse_config
+from tasks.custom import plan as custom_plan
 from tasks.graph import STAGES, expand
 from tests.custom_stage_helpers import ensure_example_plugin
 from tests.helpers import artifact_files, run, without_created_at, write_csv

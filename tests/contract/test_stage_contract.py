@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.pipeline import STAGES
+from tasks.runner import STAGES
 from tests.helpers import artifact_files, run, without_created_at, write_csv
 
 CONFIG = {
@@ -118,7 +118,7 @@ def test_fitted_state_round_trips_through_json(dataset, tmp_path):
     for stage in result.stages:
         assert json.loads(json.dumps(stage.to_json())) == stage.to_json()
     # the fitted state alone re-encodes the data: re-encoding the train split matches the artifact
-    from tasks.config_loader import parse_config
+    from tasks.config.loader import parse_config
     from tasks.features import build_all
 
     features = build_all(parse_config(CONFIG))
@@ -135,7 +135,7 @@ def test_fitted_state_round_trips_through_json(dataset, tmp_path):
 
 def test_transform_before_fit_raises_a_clear_error():
     from core.errors import NotFittedError
-    from tasks.config_loader import parse_config
+    from tasks.config.loader import parse_config
     from tasks.features import build_all
 
     feature = build_all(parse_config(CONFIG))[2]

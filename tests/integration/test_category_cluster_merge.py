@@ -1,5 +1,5 @@
 """On a distributed cluster the category counts are merged in a tree when they are small next to the workers'
-memory, and exchanged by value through files otherwise (``tasks.category_vocab.fit_tasks``): both give the
+memory, and exchanged by value through files otherwise (``tasks.vocab.category.fit_tasks``): both give the
 vocabulary a local run gives, for every feature, with ties cut by ``most_common``, OOV buckets and
 ``symbols: ludwig``.
 
@@ -40,7 +40,7 @@ def _write_parts(folder: Path) -> None:
 
 
 def _read(path: str):
-    from tasks.frame import Prepared
+    from tasks.runtime.frame import Prepared
 
     table = pq.read_table(path)
     return Prepared(pd.DataFrame({name: pd.array(table.column(name), dtype=pd.StringDtype("pyarrow"))
@@ -52,7 +52,8 @@ def _fit(features, data: Path, out: Path) -> tuple[int, dict]:
     from dask import delayed
 
     from storage import vocab_store
-    from tasks import category_vocab, frame
+    from tasks.runtime import frame
+    from tasks.vocab import category as category_vocab
 
     prepared = [delayed(_read)(str(p)) for p in sorted(data.glob("*.parquet"))]
     _, reducers = category_vocab.fit_tasks(prepared, features, "all", out / "_candidates")
@@ -67,9 +68,9 @@ def test_tree_and_shuffle_on_a_cluster_give_the_local_vocabulary(tmp_path, monke
     import dask
     from distributed import Client, LocalCluster
 
-    from tasks import category_vocab
-    from tasks.config_loader import parse_config
+    from tasks.config.loader import parse_config
     from tasks.features import build_all, category
+    from tasks.vocab import category as category_vocab
 
     data = tmp_path / "data"
     data.mkdir()

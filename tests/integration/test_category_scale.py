@@ -5,7 +5,7 @@ The column: 1,300,000 rows, 1,000,000 distinct 256-byte values (the distinct val
 ~400 MB above the interpreter (a streaming ``collections.Counter``; pyarrow's ``value_counts`` over
 the whole column ~900 MB, pandas ~1,080 MB: measured on this machine), while each of the 2 workers
 has ``memory_limit=500MB``, of which ~180 MB is the interpreter with pandas, pyarrow and distributed
-loaded. ``tasks.category_vocab`` counts per partition, exchanges the counts by value through files and reduces,
+loaded. ``tasks.vocab.category`` counts per partition, exchanges the counts by value through files and reduces,
 so a reducer holds at most 1/32 of a worker's memory limit of counts. The fitted vocabulary (``most_common`` cuts inside the
 count-1 values, so the tie order matters; 4 OOV buckets) must equal the exact one computed here in
 one process. Workers run with the compose file's memory settings (README, scaling out):
@@ -51,7 +51,7 @@ def _write_parts(folder: Path) -> None:
 
 
 def _read(path: str):
-    from tasks.frame import Prepared
+    from tasks.runtime.frame import Prepared
 
     table = pq.read_table(path)
     return Prepared(pd.DataFrame({"c": pd.array(table.column("c"), dtype=pd.StringDtype("pyarrow")),
@@ -94,9 +94,10 @@ def test_million_distinct_values_fit_on_memory_limited_workers(tmp_path, monkeyp
     from distributed import Client, LocalCluster
 
     from storage import vocab_store
-    from tasks import category_vocab, frame
-    from tasks.config_loader import parse_config
+    from tasks.config.loader import parse_config
     from tasks.features import build_all
+    from tasks.runtime import frame
+    from tasks.vocab import category as category_vocab
 
     data = tmp_path / "data"
     data.mkdir()

@@ -101,14 +101,15 @@ def test_run_on_cluster_is_byte_identical_to_local(cluster, local_artifact, tmp_
 @pytest.mark.parametrize("suffix,on_workers", [(".csv", True), (".jsonl", False)])
 def test_a_large_dataset_is_fingerprinted_by_the_workers_that_read_it(cluster, tmp_path, monkeypatch, suffix,
                                                                       on_workers):
-    """``prepflow run --dask-address`` hashes a dataset larger than one block on the cluster (tasks/fingerprint.py)
+    """``prepflow run --dask-address`` hashes a dataset larger than one block on the cluster (tasks/dataset/fingerprint.py)
     when the workers read it (CSV, Parquet): the flow's process plans the blocks and reads none of the bytes. A
     JSON Lines file is read by the flow's process (it may be on its own disk): its blocks are hashed here."""
     import argparse
     import hashlib
 
     from flows import cli
-    from tasks import dask_run, fingerprint
+    from tasks.dataset import fingerprint
+    from tasks.runtime import dask_run
 
     path = tmp_path / f"big{suffix}"
     data = b"".join(b"%d,%d\n" % (i, i * 7 % 13) for i in range(4000))

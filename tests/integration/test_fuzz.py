@@ -51,7 +51,7 @@ config = st.fixed_dictionaries(
 @fuzz(2000)
 @given(config)
 def test_config_loader_raises_only_prepflow_errors(data):
-    from tasks.config_loader import parse_config
+    from tasks.config.loader import parse_config
 
     try:
         parse_config(data)
@@ -64,7 +64,7 @@ def test_config_loader_raises_only_prepflow_errors(data):
        .map(lambda s: "".join(s).encode()) | st.binary(max_size=60),
        st.sampled_from([b"", b"a,b\n", b"\xef\xbb\xbfa,b\n", b'"a","b"\r\n']))
 def test_csv_ingest_raises_only_prepflow_errors(body, header):
-    from tasks import ingest
+    from tasks.ingest import stage as ingest
 
     spec = ingest.IngestSpec(columns={"a": "float64", "b": "string"}, format="csv")
     with tempfile.TemporaryDirectory() as tmp:

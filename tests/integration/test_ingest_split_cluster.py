@@ -9,8 +9,10 @@ import pyarrow as pa
 import pyarrow.feather as feather
 import pytest
 
-from tasks import ingest, ingest_csv, split
-from tasks.ingest import IngestSpec
+from tasks.ingest import csv_ranges as ingest_csv
+from tasks.ingest import stage as ingest
+from tasks.ingest.stage import IngestSpec
+from tasks.split import stage as split
 
 pytestmark = pytest.mark.integration
 
@@ -76,8 +78,8 @@ def test_stratified_split_on_workers_equals_the_in_process_split(tmp_path, clien
 
     import pandas as pd
 
-    from tasks.ingest_common import ROW
-    from tasks.stratify import stratify_on_workers, stratify_split
+    from tasks.ingest.common import ROW
+    from tasks.split.stratify import stratify_on_workers, stratify_split
 
     n = 40_000
     rng = np.random.default_rng(3)
@@ -103,8 +105,8 @@ def test_datetime_split_on_workers_equals_the_in_process_split(tmp_path, client)
 
     import pandas as pd
 
-    from tasks.ingest_common import ROW
-    from tasks.split_dates import datetime_on_workers, datetime_split
+    from tasks.ingest.common import ROW
+    from tasks.split.dates import datetime_on_workers, datetime_split
 
     n = 30_000
     rng = np.random.default_rng(6)

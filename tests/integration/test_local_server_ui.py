@@ -18,7 +18,7 @@ import pytest
 
 from flows import local_server
 from flows.run_labels import config_hash
-from tasks.config_loader import load_config
+from tasks.config.loader import load_config
 from tests.conftest import EXAMPLE
 
 pytestmark = pytest.mark.integration

@@ -373,7 +373,7 @@ def test_cli_runs_are_named_linked_concurrent_and_crash_marked_on_postgres(stack
 
     from flows import local_server, run_registry
     from flows.run_labels import config_hash
-    from tasks.config_loader import load_config
+    from tasks.config.loader import load_config
 
     runs_dir = Path(stack.env["PREPFLOW_HOME"]) / "servers" / local_server.installation_key() / "runs"
     # A run killed by SIGKILL (its process holds the run's lock; nothing else tells the server).

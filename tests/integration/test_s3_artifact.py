@@ -96,7 +96,7 @@ def test_run_publishes_to_s3_and_the_artifact_opens_verified(cli, in_env, titani
     manifest = json.loads(s3.get_object(Bucket=BUCKET, Key=f"runs/titanic/{art_id}/manifest.json")["Body"].read())
     assert {f"runs/titanic/{art_id}/{rel}" for rel in manifest["files"]} <= keys
 
-    from storage import Artifact, Preprocessor
+    from prepflow import Artifact, Preprocessor
 
     art = Artifact.open(url, verify=True)
     assert art.artifact_id == art_id and art.manifest["rows"] == summary["rows"]
@@ -125,15 +125,15 @@ def test_run_publishes_to_s3_and_the_artifact_opens_verified(cli, in_env, titani
 
 def test_a_parquet_vocabulary_is_copied_to_the_store_by_its_task(in_env, tmp_path, monkeypatch):
     """A vocabulary over ``INLINE_MAX`` ids is a Parquet file of the vocab stage's entry; publish's copy task
-    writes it to the store (tasks.publish_shards.copy_file) with the description the manifest records."""
+    writes it to the store (tasks.publish.shards.copy_file) with the description the manifest records."""
     import boto3
 
-    from storage import Artifact
+    from prepflow import Artifact
     from storage.cache import StageCache
-    from tasks.config_loader import parse_config
-    from tasks.context import RunContext
+    from tasks.config.loader import parse_config
     from tasks.features import category
-    from tasks.pipeline import run_pipeline
+    from tasks.runner import run_pipeline
+    from tasks.runtime.context import RunContext
 
     monkeypatch.setattr(category, "INLINE_MAX", 10)
     data = tmp_path / "d.csv"
@@ -155,12 +155,12 @@ def test_a_parquet_vocabulary_is_copied_to_the_store_by_its_task(in_env, tmp_pat
 
 def test_an_s3_dataset_is_fingerprinted_in_blocks_by_range_reads(in_env, tmp_path, monkeypatch):
     """A dataset object larger than one block is hashed block by block, each task reading its byte range of
-    the object (tasks/fingerprint.py); the value is the definition's, whatever the store."""
+    the object (tasks/dataset/fingerprint.py); the value is the definition's, whatever the store."""
     import hashlib
 
     import boto3
 
-    from tasks import fingerprint
+    from tasks.dataset import fingerprint
 
     data = bytes((i * 31 + i // 7) % 256 for i in range(10_000))
     boto3.client("s3", endpoint_url=in_env["S3_ENDPOINT_URL"], aws_access_key_id="testing",

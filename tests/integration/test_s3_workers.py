@@ -19,11 +19,11 @@ import pytest
 import s3fs
 from distributed import Client, LocalCluster
 
-from storage import Artifact
+from prepflow import Artifact
 from storage.cache import StageCache
-from tasks.config_loader import parse_config
-from tasks.context import RunContext
-from tasks.pipeline import run_pipeline
+from tasks.config.loader import parse_config
+from tasks.runner import run_pipeline
+from tasks.runtime.context import RunContext
 from tests.helpers import artifact_files, run, write_csv
 from tests.integration.test_s3_artifact import BUCKET, s3_env  # noqa: F401  (the moto_server fixture)
 

@@ -10,7 +10,7 @@ from functools import reduce
 import pandas as pd
 from hypothesis import strategies as st
 
-from tasks.config_loader import parse_config
+from tasks.config.loader import parse_config
 from tasks.features import build_all
 
 # Characters the property tests draw from: ASCII letters/digits/punctuation, whitespace (incl. a

@@ -39,7 +39,7 @@ CASES = [
 def untrusted_or_later(cache: Path, failed_stage: str) -> list[str]:
     """Temp folders, entries without a valid _entry.json, or any entry of the failed or a later stage."""
     from storage.cache import StageCache
-    from tasks.pipeline import STAGES
+    from tasks.runner import STAGES
 
     later = STAGES[STAGES.index(failed_stage):]
     bad = []
@@ -62,7 +62,7 @@ def test_bad_dataset(tmp_path, name, content, error, pattern):
 
 
 def test_config_typo_names_the_key_and_the_closest_spelling():
-    from tasks.config_loader import parse_config
+    from tasks.config.loader import parse_config
 
     bad = {"input_features": [{"name": "age", "type": "number", "preprocesing": {}}]}
     with pytest.raises(ConfigError, match=r"input_features\[0\]\.preprocesing: unknown key; did you mean "
@@ -88,14 +88,14 @@ def test_config_typo_names_the_key_and_the_closest_spelling():
      r"preprocessing\.fit_on: the value must be one of train, all"),
 ])
 def test_config_errors(config, pattern):
-    from tasks.config_loader import parse_config
+    from tasks.config.loader import parse_config
 
     with pytest.raises(ConfigError, match=pattern):
         parse_config(config)
 
 
 def test_unsafe_yaml_tag_is_rejected_not_executed(tmp_path):
-    from tasks.config_loader import load_config
+    from tasks.config.loader import load_config
 
     marker = tmp_path / "pwned"
     path = tmp_path / "c.yaml"
@@ -106,7 +106,7 @@ def test_unsafe_yaml_tag_is_rejected_not_executed(tmp_path):
 
 
 def test_ludwig_model_sections_are_accepted_and_ignored():
-    from tasks.config_loader import parse_config
+    from tasks.config.loader import parse_config
 
     config = parse_config({
         "model_type": "ecd", "ludwig_version": "0.10",

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from core.errors import ConfigError
-from storage import Artifact
+from prepflow import Artifact
 from tests.helpers import run, write_csv
 
 N = 400

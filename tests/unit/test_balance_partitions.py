@@ -1,4 +1,4 @@
-"""Balancing computed by partition (tasks/balance.py): per-partition class counts, one seeded draw
+"""Balancing computed by partition (tasks/balance/stage.py): per-partition class counts, one seeded draw
 bucketed by partition, ones written by chunks, each partition's multiplicities written in place: the
 bytes of the single-array computation (the stage's earlier code, restated below) for any partitioning,
 dropped rows and sampled rows."""
@@ -10,9 +10,11 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks import balance, frame, split
-from tasks.frame import Prepared
-from tasks.ingest_common import ROW
+from tasks.balance import stage as balance
+from tasks.ingest.common import ROW
+from tasks.runtime import frame
+from tasks.runtime.frame import Prepared
+from tasks.split import stage as split
 
 
 def single_array(n, rows, labels, oversample, undersample, seed) -> np.ndarray:

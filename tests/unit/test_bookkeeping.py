@@ -12,7 +12,7 @@ from prefect.exceptions import PrefectHTTPStatusError
 from core.errors import ConfigError, DataError
 from flows import bookkeeping
 from flows.run_labels import config_hash, file_name, run_name, run_tags
-from tasks.config_loader import parse_config
+from tasks.config.loader import parse_config
 
 CONFIG = {"input_features": [{"name": "age", "type": "number"}], "output_features": [{"name": "y", "type": "binary"}]}
 

@@ -16,11 +16,12 @@ import pyarrow as pa
 import pytest
 
 from core.errors import ConfigError, DataError
-from storage import Artifact, Preprocessor, string_hash, vocab_store
-from tasks.combine import fit_batches
-from tasks.config_loader import parse_config
+from prepflow import Artifact, Preprocessor
+from storage import string_hash, vocab_store
+from tasks.config.loader import parse_config
 from tasks.features import build_all
-from tasks.split import SPLIT_NAMES
+from tasks.runtime.combine import fit_batches
+from tasks.split.stage import SPLIT_NAMES
 from tests.helpers import artifact_files, run, without_created_at, write_csv
 
 ROOT = Path(__file__).resolve().parents[2]

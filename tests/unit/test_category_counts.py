@@ -1,4 +1,4 @@
-"""The category counts' merge (tasks.category_vocab.merge_counts): exact per (feature, value) sums and first
+"""The category counts' merge (tasks.vocab.category.merge_counts): exact per (feature, value) sums and first
 rows, whatever the grouping of the partitions' tables; the exchange through files (``write_buckets``,
 ``read_bucket``) and the vocabularies it gives, the tree's."""
 
@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage import lookup_hash
-from tasks import category_vocab
-from tasks.category_vocab import COUNT, FEATURE, FIRST, VALUE, merge_counts, read_bucket, write_buckets
+from tasks.vocab import category as category_vocab
+from tasks.vocab.category import COUNT, FEATURE, FIRST, VALUE, merge_counts, read_bucket, write_buckets
 from tests.helpers import artifact_files, run, without_created_at, write_csv
 
 rows = st.lists(st.tuples(st.integers(0, 2), st.sampled_from(["a", "b", "", "ü", "a b", "<UNK>"]),
@@ -143,9 +143,9 @@ def test_the_exchanges_files_are_removed_once_the_vocabularies_are_extracted(tmp
     task that died while writing would leave."""
     from dask import delayed
 
-    from tasks.config_loader import parse_config
+    from tasks.config.loader import parse_config
     from tasks.features import build_all
-    from tasks.frame import Prepared
+    from tasks.runtime.frame import Prepared
 
     config = {"input_features": [{"name": "c", "type": "category"}], "output_features": [{"name": "y", "type": "binary"}]}
     features = category_vocab.counted_features(build_all(parse_config(config)))

@@ -1,5 +1,5 @@
-"""Category strings stored as Arrow dictionaries by ingest (``tasks.ingest_spec.category_columns``) and kept
-so by the vocab and encode stages (``tasks.frame.dictionary_columns``): each distinct value is counted and
+"""Category strings stored as Arrow dictionaries by ingest (``tasks.ingest.spec.category_columns``) and kept
+so by the vocab and encode stages (``tasks.runtime.frame.dictionary_columns``): each distinct value is counted and
 looked up once per partition. The artifact must be byte for byte the one plain strings give, whatever the
 ingest path, the partitioning and the vocabulary options; every other reader sees plain strings."""
 
@@ -15,13 +15,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks import frame, ingest_csv, ingest_spec
-from tasks import ingest as ingest_mod
-from tasks.config_loader import parse_config
-from tasks.context import RunContext
+from tasks.config.loader import parse_config
 from tasks.features import category
 from tasks.features.category import CategoryFeature, _value_counts
-from tasks.ingest_common import DICTIONARY, ROW, dictionary_encoded, normalize_batch, write_ipc
+from tasks.ingest import csv_ranges as ingest_csv
+from tasks.ingest import spec as ingest_spec
+from tasks.ingest import stage as ingest_mod
+from tasks.ingest.common import DICTIONARY, ROW, dictionary_encoded, normalize_batch, write_ipc
+from tasks.runtime import frame
+from tasks.runtime.context import RunContext
 from tests.helpers import artifact_files, run, without_created_at, write_csv
 
 

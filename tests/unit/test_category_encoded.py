@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 
 from core.errors import ConfigError, DataError
 from flows.feature_contract import check_feature_type
-from storage import Artifact, Preprocessor
-from tasks.combine import fit_batches
-from tasks.config_loader import parse_config
+from prepflow import Artifact, Preprocessor
+from tasks.config.loader import parse_config
 from tasks.features import build_all
 from tasks.features.category import CategoryFeature
+from tasks.runtime.combine import fit_batches
 from tests.helpers import run, write_csv
 
 

@@ -16,13 +16,13 @@ from tasks.graph import NODES
 def test_stages_that_read_prepared_partitions_follow_the_code_that_prepares_them(stage):
     module = next(n.module for n in NODES if n.name == stage)
     covered = hashed_modules(module)
-    assert {"tasks.prepared", "tasks.timeseries_windows", "tasks.custom_stages", "tasks.frame"} <= set(covered)
+    assert {"tasks.custom.prepared", "tasks.runtime.timeseries_windows", "tasks.custom.steps", "tasks.runtime.frame"} <= set(covered)
 
 
 def test_a_module_that_is_not_a_dispatcher_stops_at_its_direct_imports():
-    covered = set(hashed_modules("tasks.ingest"))
-    assert "tasks.ingest" in covered
-    assert "tasks.timeseries_windows" not in covered and "tasks.encode" not in covered
+    covered = set(hashed_modules("tasks.ingest.stage"))
+    assert "tasks.ingest.stage" in covered
+    assert "tasks.runtime.timeseries_windows" not in covered and "tasks.encode.stage" not in covered
 
 
 def _source(tmp_path, text: str):
@@ -33,16 +33,16 @@ def _source(tmp_path, text: str):
 
 def test_a_parse_is_kept_by_content_and_read_back_without_parsing(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    path = _source(tmp_path, '"""Doc."""\nimport tasks.frame\nX = 1\n')
+    path = _source(tmp_path, '"""Doc."""\nimport tasks.runtime.frame\nX = 1\n')
     first = code_version._cached_parse("tasks.mod", path)
-    assert first["imports"] == ["tasks.frame"] and len(list((tmp_path / "xdg" / "prepflow" / "code-versions").iterdir())) == 1
+    assert first["imports"] == ["tasks.runtime.frame"] and len(list((tmp_path / "xdg" / "prepflow" / "code-versions").iterdir())) == 1
 
     def no_parse(*args):
         raise AssertionError("parsed again")
 
     monkeypatch.setattr(code_version, "_parse", no_parse)
     assert code_version._cached_parse("tasks.mod", path) == first  # read back, not parsed
-    path.write_text('"""Doc."""\nimport tasks.frame\nX = 2\n')  # an edit: other bytes, another entry
+    path.write_text('"""Doc."""\nimport tasks.runtime.frame\nX = 2\n')  # an edit: other bytes, another entry
     with pytest.raises(AssertionError, match="parsed again"):
         code_version._cached_parse("tasks.mod", path)
 
@@ -59,11 +59,11 @@ def test_an_unusable_cache_only_costs_the_parse(tmp_path, monkeypatch):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))  # mkdir fails under a file
-    path = _source(tmp_path, "import tasks.frame\n")
-    assert code_version._cached_parse("tasks.mod", path)["imports"] == ["tasks.frame"]
+    path = _source(tmp_path, "import tasks.runtime.frame\n")
+    assert code_version._cached_parse("tasks.mod", path)["imports"] == ["tasks.runtime.frame"]
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     code_version._cached_parse("tasks.mod", path)
     (entry,) = (tmp_path / "xdg" / "prepflow" / "code-versions").iterdir()
     entry.write_text("{not json")  # a damaged entry is parsed again and rewritten
-    assert code_version._cached_parse("tasks.mod", path)["imports"] == ["tasks.frame"]
-    assert json.loads(entry.read_text())["imports"] == ["tasks.frame"]
+    assert code_version._cached_parse("tasks.mod", path)["imports"] == ["tasks.runtime.frame"]
+    assert json.loads(entry.read_text())["imports"] == ["tasks.runtime.frame"]

@@ -1,4 +1,4 @@
-"""The one fit protocol (tasks/combine.py): create, add, merge, extract; the result must not depend on
+"""The one fit protocol (tasks/runtime/combine.py): create, add, merge, extract; the result must not depend on
 how the rows are split into batches, on the merge order, or on whether Dask runs the partitions."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from dask import delayed
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tasks import Stage, combine, dask_run
-from tasks.combine import Combiner, accumulate, fit_batches, merge_extract
+from tasks import Stage
+from tasks.runtime import combine, dask_run
+from tasks.runtime.combine import Combiner, accumulate, fit_batches, merge_extract
 from tests.unit.feature_helpers import feature
 
 
@@ -116,7 +117,7 @@ def test_a_key_no_partition_accumulated_is_left_out():
 
 
 def test_fill_with_mean_without_values_fills_zero():
-    """tasks.degenerate warns about such a feature before the fit; the mean fill of no value is 0.0."""
+    """tasks.split.degenerate warns about such a feature before the fit; the mean fill of no value is 0.0."""
     f = feature("number", missing_value_strategy="fill_with_mean")
     state = fit_batches(f.missing_combiner(), [pd.Series([None, None], dtype="float64"), pd.Series([], dtype="float64")])
     assert state["computed_fill_value"] == 0.0

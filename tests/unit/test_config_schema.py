@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from flows.cli import main
-from tasks.config_schema import json_schema
+from tasks.config.json_schema import json_schema
 from tasks.features import REGISTRY
 
 

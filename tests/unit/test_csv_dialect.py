@@ -15,7 +15,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from core.errors import DataError
-from tasks import csv_dialect, ingest
+from tasks.dataset import csv_dialect
+from tasks.ingest import stage as ingest
 
 
 def read(path, columns: dict[str, str], fmt: str = "csv", delimiter: str | None = None) -> pa.Table:

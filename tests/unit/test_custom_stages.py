@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from core.errors import ConfigError
-from storage import Artifact, Preprocessor
-from tasks import custom_stages
-from tasks.config_loader import parse_config
-from tasks.dag import (
+from prepflow import Artifact, Preprocessor
+from tasks.config.loader import parse_config
+from tasks.custom import steps as custom_stages
+from tasks.custom.dag import (
     BadInputOrOutputError,
     BadTopologyError,
     DuplicateNameError,
@@ -220,7 +220,7 @@ def test_output_of_the_wrong_type_names_stage_partition_and_column(dataset, tmp_
 def test_statistics_that_are_not_statistics_objects(dataset, tmp_path):
     cfg = config([{"uses": f"{H}:BadStatistics"}], [{"name": "ok", "type": "number"}])
     with pytest.raises(InvalidStatisticsError, match=r"stage 'bad_statistics' emitted dict \{'rows': \d+\}; "
-                                                     r"statistics must be tasks.statistics Counter or Histogram"):
+                                                     r"statistics must be tasks.runtime.statistics Counter or Histogram"):
         run(cfg, dataset, tmp_path)
 
 
@@ -399,9 +399,9 @@ def test_custom_feature_type_code_is_in_the_cache_key(dataset, tmp_path):
 
     from core.code_version import class_version
     from storage.cache import StageCache
-    from tasks.context import RunContext
+    from tasks.config.plugins import code_version
     from tasks.features.category import CategoryFeature
-    from tasks.plugins import code_version
+    from tasks.runtime.context import RunContext
 
     ctx = RunContext(parse_config(PLUGIN_CONFIG), str(dataset), StageCache(tmp_path / "c"))
     slices = {s["name"]: s for s in ctx.features_slice()}
@@ -416,7 +416,7 @@ def test_code_version_is_the_module_source_hash_unless_a_version_is_declared():
 
     from prepflow_example_plugin import stages
 
-    from tasks.plugins import code_key, code_version
+    from tasks.config.plugins import code_key, code_version
     from tests.custom_stage_helpers import LogDistance
 
     expected = hashlib.sha256(inspect.getsource(stages).encode()).hexdigest()

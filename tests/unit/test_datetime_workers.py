@@ -1,4 +1,4 @@
-"""The datetime split on the workers (tasks.split_dates.datetime_on_workers) writes the ``split.npy`` of the
+"""The datetime split on the workers (tasks.split.dates.datetime_on_workers) writes the ``split.npy`` of the
 definition (``datetime_split`` after ``sample_mask``) for any partitioning, sampling and probabilities, with
 datetimes, numbers (-0.0 is 0.0), ISO strings and formatted strings; a missing or unparseable date is the
 same error; strings whose format would be guessed, and forward cuts that leave a split empty, go to one
@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import DataError
-from tasks import split
-from tasks.ingest_common import ROW
-from tasks.split_dates import NotOnWorkers, datetime_on_workers, datetime_split
+from tasks.ingest.common import ROW
+from tasks.split import stage as split
+from tasks.split.dates import NotOnWorkers, datetime_on_workers, datetime_split
 
 probabilities = st.sampled_from([[0.8, 0.1, 0.1], [0.6, 0.2, 0.2], [0.5, 0.0, 0.5], [0.0, 0.5, 0.5], [1.0, 0.0, 0.0]])
 days = st.integers(0, 12)
@@ -74,7 +74,7 @@ def test_workers_write_the_definitions_split(tmp_path_factory, day_list, probs, 
 
 
 def test_many_rows_with_long_runs_select_exactly(tmp_path, monkeypatch):
-    import tasks.split_dates as split_dates
+    import tasks.split.dates as split_dates
 
     monkeypatch.setattr(split_dates, "BINS", 16)
     monkeypatch.setattr(split_dates, "SMALL", 8)  # several narrowing rounds, and bins that hold one date

@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 
 from core.errors import DataError
-from storage import Artifact
-from tasks import degenerate, split
+from prepflow import Artifact
+from tasks.split import degenerate, stratify
+from tasks.split import stage as split
 from tests.helpers import run, write_csv
 
 N = 60
@@ -108,7 +109,7 @@ def test_filling_an_empty_split_takes_a_class_s_last_training_row_last():
     # three classes: 'a' (4 rows), 'b' and 'c' (1 row each, in train); validation is empty
     counts = np.array([[3, 0, 1], [1, 0, 0], [1, 0, 0]])
     sizes = np.array([4, 1, 1])
-    split._fill_empty_splits(counts, sizes, [0.6, 0.2, 0.2])
+    stratify._fill_empty_splits(counts, sizes, [0.6, 0.2, 0.2])
     assert counts[:, 1].sum() == 1 and counts[1, 0] == 1 and counts[2, 0] == 1  # moved from 'a'
     values = pd.Series(["a"] * 4 + ["b", "c"])
     assign = split.stratify_split(values, np.arange(6), [0.6, 0.2, 0.2], 42, target="y", column="y")

@@ -1,4 +1,4 @@
-"""The encoded gate's expected row count (tasks/validate.py ``expected_encoded_rows``): counted by Dask tasks over
+"""The encoded gate's expected row count (tasks/validate/stage.py ``expected_encoded_rows``): counted by Dask tasks over
 ranges of ``split.npy`` and ``multiplicity.npy``, the same total for any range size."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks import validate
+from tasks.validate import stage as validate
 
 
 @settings(max_examples=50, deadline=None)

@@ -70,7 +70,7 @@ def test_forecasting_options_are_recorded_for_ludwig_and_the_window_is_the_lengt
     assert (options["window_size"], options["horizon"]) == (0, 0)
     f = feature("timeseries", window_size=3, timeseries_length_limit=2, padding="left", truncation="left")
     assert f.options.timeseries_length_limit == 3  # Ludwig ignores the limit for windows
-    windows = ["0 0 1.5", "0 1.5 -2", "1.5 -2 4"]  # what tasks.timeseries_windows hands the feature
+    windows = ["0 0 1.5", "0 1.5 -2", "1.5 -2 4"]  # what tasks.runtime.timeseries_windows hands the feature
     meta = fit(f, windows)
     assert meta["max_timeseries_length"] == 3
     assert f.encode(pd.Series(windows, dtype="string"), meta)["f"].tolist() == [[0, 0, 1.5], [0, 1.5, -2],

@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import ConfigError, DataError
-from storage import Artifact
+from prepflow import Artifact
 from storage.featurespec import SPLIT_COLUMN, SPLIT_IDS, FeatureSpecInput
 from tests.helpers import run
 

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks import fill_missing
-from tasks.combine import accumulate, merge_extract
-from tasks.config_loader import parse_config
-from tasks.context import RunContext
+from tasks.config.loader import parse_config
 from tasks.features.base import MissingStatistics, NullCount
-from tasks.ingest_common import ROW
+from tasks.fill_missing import stage as fill_missing
+from tasks.ingest.common import ROW
+from tasks.runtime.combine import accumulate, merge_extract
+from tasks.runtime.context import RunContext
 
 FEATURES = [
     {"name": "c", "type": "category"},

@@ -1,4 +1,4 @@
-"""The dataset fingerprint (tasks/fingerprint.py): a file of one block is its sha256, a larger file the sha256
+"""The dataset fingerprint (tasks/dataset/fingerprint.py): a file of one block is its sha256, a larger file the sha256
 of its blocks' digests, each block hashed by a Dask task."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import DataError
-from tasks import fingerprint, ingest
+from tasks.dataset import fingerprint
+from tasks.ingest import stage as ingest
 
 
 def reference(data: bytes, block: int) -> str:

@@ -1,4 +1,4 @@
-"""The fitted metadata's two files (tasks/fitted_metadata.py, issue 19): the full file written from the
+"""The fitted metadata's two files (tasks/runtime/fitted_metadata.py, issue 19): the full file written from the
 workers' pre-serialized vocabularies has the bytes ``json.dumps`` gives, and the summary the flow process
 reads holds no inline vocabulary."""
 
@@ -11,8 +11,9 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks import fitted_metadata, vocab
-from tasks.fitted_metadata import VOCABULARY_KEYS
+from tasks.runtime import fitted_metadata
+from tasks.runtime.fitted_metadata import VOCABULARY_KEYS
+from tasks.vocab import stage as vocab
 from tests.helpers import run, write_csv
 
 TOKENS = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6)

@@ -1,4 +1,4 @@
-"""``tasks.frame.partitions``: the ingested parts as delayed frames, re-cut into any number of
+"""``tasks.runtime.frame.partitions``: the ingested parts as delayed frames, re-cut into any number of
 row ranges, always the whole table in row order (what every stage's npartitions-independence needs)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks import frame
-from tasks.ingest_common import ROW, write_ipc
+from tasks.ingest.common import ROW, write_ipc
+from tasks.runtime import frame
 
 
 def _write_parts(folder, sizes: list[int]) -> None:

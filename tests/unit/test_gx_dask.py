@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from core.errors import ConfigError
 from expectations import gx_suites, results, runner, suites
-from tasks import validate
+from tasks.validate import stage as validate
 
 N = 1200  # rows: enough for every expectation to pass and fail somewhere; GX's cost grows with them
 

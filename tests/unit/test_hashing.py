@@ -31,9 +31,10 @@ def test_a_run_reads_the_dataset_once_for_its_fingerprint(tmp_path, monkeypatch)
     """``prepflow run`` hashes the dataset to look for a published artifact and hands the fingerprint down
     (``RunContext.fingerprint``): ingest does not read the file again for it."""
     from storage.cache import StageCache
-    from tasks import fingerprint, ingest
-    from tasks.config_loader import parse_config
-    from tasks.context import RunContext
+    from tasks.config.loader import parse_config
+    from tasks.dataset import fingerprint
+    from tasks.ingest import stage as ingest
+    from tasks.runtime.context import RunContext
 
     path = tmp_path / "d.csv"
     path.write_bytes(b"a,b\n1,2\n3,4\n")

@@ -13,7 +13,7 @@ import yaml
 
 from flows.cli import main as cli_main
 from storage.artifact import Artifact
-from tasks import infer_types
+from tasks.infer_types import stage as infer_types
 from tests.helpers import run, write_csv
 
 RNG = np.random.default_rng(1912)

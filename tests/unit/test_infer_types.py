@@ -14,8 +14,9 @@ import yaml
 
 from core.errors import ConfigError, DataError
 from flows.cli import main as cli_main
-from tasks import infer_types, ingest
-from tasks.config_loader import load_config
+from tasks.config.loader import load_config
+from tasks.infer_types import stage as infer_types
+from tasks.ingest import stage as ingest
 from tests.helpers import run, write_csv
 
 N = 1000
@@ -395,8 +396,8 @@ def test_prepflow_infer_prints_image_and_audio_with_their_reasons(tmp_path, caps
 
 def _frame_ctx(df, config: dict, tmp: Path):
     from storage.cache import StageCache
-    from tasks.config_loader import parse_config
-    from tasks.context import RunContext
+    from tasks.config.loader import parse_config
+    from tasks.runtime.context import RunContext
 
     return RunContext(parse_config(config), df, StageCache(tmp / "cache"), None, str(tmp / "out"))
 

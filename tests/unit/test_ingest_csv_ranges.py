@@ -1,4 +1,4 @@
-"""CSV/TSV ingest by byte ranges (tasks/ingest_csv.py): a range owns the rows that start inside it, row
+"""CSV/TSV ingest by byte ranges (tasks/ingest/csv_ranges.py): a range owns the rows that start inside it, row
 numbers come from the ranges' row counts, so the cached parts equal the single reader's for any range
 size; a quote or a data line break anywhere makes the file one task; errors name the file and range."""
 
@@ -17,9 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import DataError
-from tasks import csv_dialect, ingest, ingest_csv, ingest_parts
-from tasks.ingest import ROW, IngestSpec
-from tasks.ingest_common import write_ipc
+from tasks.dataset import csv_dialect
+from tasks.ingest import csv_ranges as ingest_csv
+from tasks.ingest import parquet as ingest_parts
+from tasks.ingest import stage as ingest
+from tasks.ingest.common import write_ipc
+from tasks.ingest.stage import ROW, IngestSpec
 from tests.helpers import artifact_files, run, without_created_at
 
 SPEC = IngestSpec(columns={"x": "float64", "c": "string"}, format="csv")

@@ -75,9 +75,10 @@ def test_fsspec_urls(tmp_path, expected):
 
 def test_strings_are_read_as_arrow_strings(tmp_path):
     from storage.cache import StageCache
-    from tasks import frame, ingest
-    from tasks.config_loader import parse_config
-    from tasks.context import RunContext
+    from tasks.config.loader import parse_config
+    from tasks.ingest import stage as ingest
+    from tasks.runtime import frame
+    from tasks.runtime.context import RunContext
 
     ctx = RunContext(parse_config(CONFIG), str(write("csv", tmp_path / "d.csv")), StageCache(tmp_path / "c"))
     result = ingest.run(ctx)
@@ -98,7 +99,7 @@ def test_unknown_extension_is_a_clear_error(tmp_path):
 
 
 def _ingest_parts(path, out, spec) -> dict[str, pa.Table]:
-    from tasks import ingest
+    from tasks.ingest import stage as ingest
 
     ingest.write_parts(ingest.read_batches(str(path), spec), spec, out, str(path))
     return {p.name: feather.read_table(p) for p in sorted(out.glob("part-*.arrow"))}
@@ -107,7 +108,8 @@ def _ingest_parts(path, out, spec) -> dict[str, pa.Table]:
 def test_whole_and_streamed_csv_reads_write_the_same_parts(tmp_path, monkeypatch):
     """Small local CSVs are parsed whole (every core), others streamed in blocks: the same cached parts (the
     same values, rows and part boundaries; a part cut from one block may keep a longer string buffer)."""
-    from tasks import ingest, ingest_spec
+    from tasks.ingest import spec as ingest_spec
+    from tasks.ingest import stage as ingest
 
     rng = np.random.default_rng(0)
     n = 5000
@@ -132,7 +134,7 @@ def test_whole_and_streamed_csv_reads_write_the_same_parts(tmp_path, monkeypatch
 @pytest.mark.parametrize("whole_read_bytes", [0, 1 << 30])
 def test_a_bad_number_is_located_by_either_csv_read(tmp_path, monkeypatch, whole_read_bytes):
     from core.errors import DataError
-    from tasks import ingest
+    from tasks.ingest import stage as ingest
 
     monkeypatch.setattr(ingest, "WHOLE_READ_BYTES", whole_read_bytes)
     path = tmp_path / "d.csv"

@@ -1,4 +1,4 @@
-"""Partition-parallel Parquet ingest (tasks/ingest_parts.py): a file, a folder or a glob of files is read
+"""Partition-parallel Parquet ingest (tasks/ingest/parquet.py): a file, a folder or a glob of files is read
 by row-group tasks; row numbers come from row counts, so the artifact does not depend on how the rows
 are cut into files and row groups; bad files get one error naming the file (and row group)."""
 
@@ -17,9 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import DataError
-from tasks import ingest, ingest_parts
-from tasks.ingest import ROW, IngestSpec
-from tasks.ingest_common import first_infinity
+from tasks.ingest import parquet as ingest_parts
+from tasks.ingest import stage as ingest
+from tasks.ingest.common import first_infinity
+from tasks.ingest.stage import ROW, IngestSpec
 from tests.helpers import artifact_files, run, without_created_at
 
 CONFIG = {
@@ -151,7 +152,7 @@ FLOATS = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True))
 @settings(max_examples=200, deadline=None)
 @given(st.lists(FLOATS, max_size=30), st.lists(FLOATS, max_size=30), st.integers(0, 3))
 def test_first_infinity_is_the_first_infinite_value_in_column_order_nulls_and_nans_skipped(x, z, cut):
-    """What ingest's infinity check reports (tasks/ingest_common.py ``first_infinity``): the first infinity
+    """What ingest's infinity check reports (tasks/ingest/common.py ``first_infinity``): the first infinity
     of the first number column (spec order) that has one, its row counted from the table's start, across
     chunks; None where there is none."""
     n = min(len(x), len(z))

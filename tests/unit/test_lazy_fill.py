@@ -1,4 +1,4 @@
-"""A category input filled with ``<UNK>`` is left missing in the stages' own partitions (tasks.frame,
+"""A category input filled with ``<UNK>`` is left missing in the stages' own partitions (tasks.runtime.frame,
 ``normalize_and_fill(lazy=True)``): fit and encode read a missing value as ``<UNK>``, so the artifact must
 be byte for byte the one a written fill gives, with OOV buckets, hash buckets and cuts too."""
 
@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks import frame
-from tasks.config_loader import parse_config
-from tasks.context import RunContext
+from tasks.config.loader import parse_config
+from tasks.runtime import frame
+from tasks.runtime.context import RunContext
 from tests.helpers import artifact_files, run, without_created_at, write_csv
 
 

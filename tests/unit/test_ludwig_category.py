@@ -19,9 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import ConfigError
-from storage import Artifact
-from tasks import category_vocab
+from prepflow import Artifact
 from tasks.features import category
+from tasks.vocab import category as category_vocab
 from tests.helpers import run, write_csv
 from tests.unit.feature_helpers import feature
 from tests.unit.test_ludwig_vocab import fit_partitioned

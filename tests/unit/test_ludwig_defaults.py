@@ -1,5 +1,5 @@
 """``compatibility: ludwig`` resolves every preprocessing option of the ten non-media input types to Ludwig's
-default, and every Ludwig option prepflow lacks is one ``tasks.ludwig_config.LUDWIG_ONLY`` accepts at that
+default, and every Ludwig option prepflow lacks is one ``tasks.config.ludwig.LUDWIG_ONLY`` accepts at that
 default (or drops).
 
 The reference, ``tests/data/ludwig_0.17_preprocessing_defaults.json``, is Ludwig 0.17.10's own schema
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks.config_loader import parse_config
+from tasks.config.loader import parse_config
+from tasks.config.ludwig import ALWAYS, LUDWIG_ONLY
 from tasks.features import build_all
-from tasks.ludwig_config import ALWAYS, LUDWIG_ONLY
 
 LUDWIG = json.loads((Path(__file__).parents[1] / "data" / "ludwig_0.17_preprocessing_defaults.json").read_text())
 TYPES = sorted(k for k in LUDWIG if not k.startswith("_"))

@@ -12,7 +12,7 @@ import soundfile as sf
 
 from storage.media import MediaError
 from storage.media_audio import AudioCodec, read_audio
-from tasks.config_loader import parse_config
+from tasks.config.loader import parse_config
 from tasks.features import build_all
 
 RATE = 8000

@@ -17,7 +17,7 @@ from core.errors import ConfigError, DataError
 from storage import media
 from storage.media import MediaError, resolve
 from storage.media_image import ImageCodec, as_hwc, crop_or_pad, probe, store_value
-from tasks.config_loader import parse_config
+from tasks.config.loader import parse_config
 from tasks.features import build_all
 
 

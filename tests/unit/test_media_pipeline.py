@@ -20,9 +20,9 @@ from PIL import Image
 from core.errors import DataError
 from storage.artifact import Artifact
 from storage.cache import StageCache
-from tasks.config_loader import parse_config
-from tasks.context import RunContext
-from tasks.pipeline import STAGES, run_pipeline
+from tasks.config.loader import parse_config
+from tasks.runner import STAGES, run_pipeline
+from tasks.runtime.context import RunContext
 from tests.helpers import artifact_files, run, write_csv
 
 RATE = 8000
@@ -321,7 +321,7 @@ def test_a_missing_memmap_is_rebuilt_and_a_changed_lazy_source_is_an_error(tmp_p
 
 
 def test_media_decoding_reports_progress(tmp_path):
-    from tasks import progress
+    from tasks.runtime import progress
 
     events = []
     progress.set_reporter(lambda stage, done, total: events.append((stage, done, total)))
@@ -402,7 +402,7 @@ def test_a_dataframe_with_a_bad_in_memory_value_names_the_row(tmp_path):
 
 
 def test_the_preprocessor_decodes_paths_like_the_pipeline(tmp_path):
-    from storage import Preprocessor
+    from prepflow import Preprocessor
 
     data = make_dataset(tmp_path / "data", n=8)
     cfg = config("lazy_cached", height=8, width=8)
@@ -445,9 +445,10 @@ def test_a_remote_lazy_cached_artifact_builds_its_memmap_beside_the_downloaded_c
 def test_a_media_feature_beside_a_parquet_category_vocabulary_publishes_and_serves(tmp_path, mode, monkeypatch):
     """media_cache hands publish its own entry in place of vocab's: the Parquet vocabulary files
     (category vocabularies over ``INLINE_MAX`` ids) must come along, into the artifact and its manifest."""
-    from storage import Preprocessor, vocab_store
+    from prepflow import Preprocessor
+    from storage import vocab_store
     from tasks.features import category
-    from tasks.split import SPLIT_NAMES
+    from tasks.split.stage import SPLIT_NAMES
 
     monkeypatch.setattr(category, "INLINE_MAX", 5)
     data = make_dataset(tmp_path / "data", n=16)

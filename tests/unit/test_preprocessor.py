@@ -13,8 +13,8 @@ import torch
 import yaml
 
 from core.errors import DataError
-from storage import Artifact, Preprocessor
-from tasks.split import SPLIT_NAMES
+from prepflow import Artifact, Preprocessor
+from tasks.split.stage import SPLIT_NAMES
 from tests.helpers import run
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "titanic"

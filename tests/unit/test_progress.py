@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from tasks import progress
+from tasks.runtime import progress
 from tests.helpers import run, write_csv
 
 

@@ -1,4 +1,4 @@
-"""Parallel publish writers (tasks/publish_shards.py): the shard and row-group plan depends only on row
+"""Parallel publish writers (tasks/publish/shards.py): the shard and row-group plan depends only on row
 counts, and the files written by per-shard / per-part tasks are byte-identical for any partitioning."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks import publish_shards as shards
-from tasks.encode import to_arrow
-from tasks.ingest_common import write_ipc
+from tasks.encode.stage import to_arrow
+from tasks.ingest.common import write_ipc
+from tasks.publish import shards
 
 
 def _table(lo: int, hi: int) -> pa.Table:
@@ -24,7 +24,7 @@ def _table(lo: int, hi: int) -> pa.Table:
 
 
 def read_part_like(table: pa.Table, rows: np.ndarray) -> pa.Table:
-    """``table`` as publish's writers read a part: with its input rows as ``__row__`` (tasks.published_rows)."""
+    """``table`` as publish's writers read a part: with its input rows as ``__row__`` (tasks.publish.rows)."""
     return table.append_column(pa.field("__row__", pa.int64(), nullable=False), pa.array(rows, pa.int64()))
 
 

@@ -1,5 +1,5 @@
 """The raw gate reads only the columns whose values its expectations read (``expectations.runner.columns_read``,
-``tasks.validate.raw_view``): existence checks read names and row counts lengths, so the default suite
+``tasks.validate.stage.raw_view``): existence checks read names and row counts lengths, so the default suite
 reads the label alone; a suite with an expectation only GX runs reads every column."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from expectations import runner
-from tasks import validate
+from tasks.validate import stage as validate
 from tests.helpers import run, write_csv
 
 

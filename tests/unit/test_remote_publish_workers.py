@@ -13,11 +13,12 @@ import pandas as pd
 import pytest
 
 from core.errors import DataError, IntegrityError
-from storage import Artifact, remote
+from prepflow import Artifact
+from storage import remote
 from storage.cache import StageCache
-from tasks.config_loader import parse_config
-from tasks.context import RunContext
-from tasks.pipeline import run_pipeline
+from tasks.config.loader import parse_config
+from tasks.runner import run_pipeline
+from tasks.runtime.context import RunContext
 from tests.helpers import artifact_files, run, write_csv
 
 CONFIG = {

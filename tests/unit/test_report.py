@@ -1,4 +1,4 @@
-"""The data report (tasks/report.py) and the statistics encode records for it (tasks/feature_stats.py).
+"""The data report (tasks/report/page.py) and the statistics encode records for it (tasks/encode/feature_stats.py).
 
 The statistics are checked against the published artifact itself (histograms recomputed from the
 published columns with the same bucket starts, OOV rows and class counts counted in them, sequence
@@ -21,8 +21,8 @@ import pytest
 
 from flows.cli import main as cli_main
 from storage.artifact import Artifact
-from tasks import report
-from tasks.statistics import LENGTH_BUCKETS, Histogram
+from tasks.report import page as report
+from tasks.runtime.statistics import LENGTH_BUCKETS, Histogram
 from tests.helpers import run, write_csv
 from tests.html_page import Page, external_references
 
@@ -233,7 +233,7 @@ RIGHT_HEAVY = [1, 1, 2, 2, 3, 4, 6, 9, 120, 130]  # the last buckets the tallest
 def marked_histograms(counts: list[int], meta: dict | None = None) -> str:
     """The report's number histograms (as read, published) of ``counts`` over buckets [0, 1), [1, 2), ...,
     mean and fill value marked."""
-    from tasks import report_plots
+    from tasks.report import plots as report_plots
 
     hist = {"starts": [float(x) for x in range(len(counts) + 1)], "counts": [0, *counts, 0]}  # under, over
     meta = meta or {"mean": 8.61, "normalization": "none", "preprocessing": {"computed_fill_value": 2.5}}
@@ -337,7 +337,7 @@ def test_media_sections_show_samples_from_the_artifact(tmp_path):
 
 
 def test_statistics_text_summarizes_many_buckets():
-    from tasks.statistics import summary_rows
+    from tasks.runtime.statistics import summary_rows
 
     h = Histogram("encode.values.x", [0, 1, 2, 3, 4, 5, 6])
     h.add_array(np.array([-1, 0, 1, 2, 3, 4, 5, 6.5]))
@@ -347,7 +347,7 @@ def test_statistics_text_summarizes_many_buckets():
 
 
 def test_a_number_column_without_any_value_still_gets_its_report(tmp_path):
-    """An all-missing number filled with 0.0 (a warning, tasks.degenerate): its histograms span a zero-width
+    """An all-missing number filled with 0.0 (a warning, tasks.split.degenerate): its histograms span a zero-width
     range; the report is written (it failed with a math domain error in its tick marks)."""
     df = pd.DataFrame({"x": [np.nan] * 40, "c": list("ab") * 20, "y": [0, 1] * 20})
     config = {"input_features": [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}],

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from storage import Artifact
+from prepflow import Artifact
 from storage.split_binary import read_chunk
 from tests.helpers import artifact_files, run, without_created_at, write_csv
 

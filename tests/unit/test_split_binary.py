@@ -21,7 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import ConfigError, DataError
-from storage import Artifact, split_binary
+from prepflow import Artifact
+from storage import split_binary
 from tests.helpers import artifact_files, run, without_created_at
 
 # ---- NVIDIA's rules, restated --------------------------------------------------------------------

@@ -11,9 +11,11 @@ from hypothesis import strategies as st
 
 from core.errors import ConfigError, DataError
 from storage.cache import StageCache
-from tasks import ingest, split
-from tasks.config_loader import parse_config
-from tasks.context import RunContext
+from tasks.config.loader import parse_config
+from tasks.ingest import stage as ingest
+from tasks.runtime.context import RunContext
+from tasks.split import stage as split
+from tasks.split import stratify
 from tests.helpers import write_csv
 
 PROBS = st.sampled_from([[0.7, 0.1, 0.2], [0.8, 0.2, 0.0], [0.5, 0.25, 0.25], [0.34, 0.33, 0.33], [0.9, 0.05, 0.05],
@@ -45,7 +47,7 @@ def test_stratify_is_complete_proportional_per_class_and_nonempty(values, probab
     assert out.dtype == np.int8 and set(np.unique(out)) <= {0, 1, 2}  # complete and disjoint: one split per row
     n = len(values)
     sizes = values.value_counts()
-    expected = {c: split.class_counts(int(k), probabilities) for c, k in sizes.items()}
+    expected = {c: stratify.class_counts(int(k), probabilities) for c, k in sizes.items()}
     needed_fixup = n >= 3 and any(p > 0 and sum(e[s] for e in expected.values()) == 0
                                   for s, p in enumerate(probabilities))
     for c, k in sizes.items():

@@ -1,4 +1,4 @@
-"""The random split and the sampling computed by Dask tasks over row-number ranges (tasks/split.py,
+"""The random split and the sampling computed by Dask tasks over row-number ranges (tasks/split/stage.py,
 ``random_on_workers``): split.npy's bytes equal ``np.save`` of the in-process ``sample_mask`` +
 ``random_split`` for any row count, sample, probabilities, task size and histogram width; ``load``'s
 ``Assignment`` pickles as its path and reads like the array."""
@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import DataError
-from tasks import split
-from tasks.ingest_common import ROW
+from tasks.ingest.common import ROW
+from tasks.split import stage as split
 
 
 def in_process(n: int, probabilities, seed: int, ratio: float, size, sample_seed: int) -> np.ndarray:
@@ -85,7 +85,7 @@ def key_frame(n: int, seed: int) -> pd.DataFrame:
 @given(n=st.integers(3, 300), kind=st.sampled_from(["fixed", "hash"]), ratio=st.sampled_from([1.0, 0.6]),
        cuts=st.lists(st.integers(1, 299), max_size=5, unique=True), seed=st.integers(0, 50))
 def test_fixed_and_hash_splits_per_partition_are_byte_identical(tmp_path_factory, n, kind, ratio, cuts, seed):
-    from tasks.config import SplitConfig
+    from tasks.config.schema import SplitConfig
 
     tmp = tmp_path_factory.mktemp("k")
     df = key_frame(n, seed)
@@ -109,7 +109,7 @@ def test_fixed_and_hash_splits_per_partition_are_byte_identical(tmp_path_factory
 
 
 def test_a_bad_fixed_value_names_its_row(tmp_path):
-    from tasks.config import SplitConfig
+    from tasks.config.schema import SplitConfig
 
     df = key_frame(50, 1)
     df.loc[37, "f"] = "holdout"

@@ -7,7 +7,7 @@ import time
 
 import pandas as pd
 
-from tasks import split
+from tasks.split import stage as split
 from tests.helpers import run, write_csv
 
 

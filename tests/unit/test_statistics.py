@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.statistics import (
+from tasks.runtime.statistics import (
     LENGTH_BUCKETS,
     Counter,
     Histogram,
@@ -100,8 +100,8 @@ def _searchsorted_counts(starts, x):
 def test_bucket_counts_equal_a_binary_search_at_every_edge():
     """The arithmetic fast path for equally spaced starts must count exactly like searchsorted: values on,
     just below and just above every start, far outside, NaN, infinities, tiny and huge ranges."""
-    from tasks.feature_stats import id_starts, range_starts
-    from tasks.statistics import bucket_counts
+    from tasks.encode.feature_stats import id_starts, range_starts
+    from tasks.runtime.statistics import bucket_counts
 
     rng = np.random.default_rng(7)
     for starts in (range_starts(-3.7, 12.1), range_starts(0, 1), range_starts(1e-300, 2e-300),

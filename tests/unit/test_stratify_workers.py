@@ -1,4 +1,4 @@
-"""The stratified split on the workers (tasks.stratify.stratify_on_workers) writes the ``split.npy`` that the
+"""The stratified split on the workers (tasks.split.stratify.stratify_on_workers) writes the ``split.npy`` that the
 definition (``stratify_split`` over one process's arrays, after ``sample_mask``) gives, for any
 partitioning, sampling, probabilities and class values; a class of a target that gets no training row
 is the same error."""
@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import DataError
-from tasks import split
-from tasks.ingest_common import ROW
-from tasks.stratify import stratify_on_workers, stratify_split
+from tasks.ingest.common import ROW
+from tasks.split import stage as split
+from tasks.split.stratify import stratify_on_workers, stratify_split
 
 values = st.one_of(st.sampled_from(["a", "b", "c", " a", "1", None]), st.sampled_from([1.0, 2.0, 1.5, np.nan]))
 probabilities = st.sampled_from([[0.8, 0.1, 0.1], [0.6, 0.2, 0.2], [0.5, 0.0, 0.5], [0.0, 0.5, 0.5], [1.0, 0.0, 0.0]])
@@ -58,7 +58,7 @@ def test_workers_write_the_definitions_split(tmp_path_factory, column, probs, se
 
 def test_many_rows_select_the_cut_hashes_exactly(tmp_path, monkeypatch):
     """Enough rows per class that the cuts fall inside histogram buckets holding many hashes (few bits)."""
-    import tasks.stratify as stratify
+    import tasks.split.stratify as stratify
 
     monkeypatch.setattr(stratify, "HISTOGRAM_CELLS", 64)  # 5 classes x 8 buckets of ~600 hashes each
     rng = np.random.default_rng(4)

@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 
 from core.errors import ConfigError, DataError
 from storage.artifact import Artifact
-from storage.preprocessor import Preprocessor
-from tasks import frame, timeseries_windows
-from tasks.config_loader import parse_config
+from tasks.config.loader import parse_config
 from tasks.features import build_all
-from tasks.ingest_common import ROW, write_ipc
+from tasks.ingest.common import ROW, write_ipc
+from tasks.runtime import frame, timeseries_windows
+from tasks.serving.preprocessor import Preprocessor
 from tests.helpers import artifact_files, run, without_created_at, write_csv
 
 FORECASTING = Path(__file__).resolve().parents[1] / "data" / "ludwig_configs" / "forecasting.yaml"

@@ -25,11 +25,11 @@ from storage import remote
 from storage.cache import StageCache
 from storage.featurespec import DATASET_TEMP, FeatureSpecInput
 from storage.tmpdirs import ABANDONED_AFTER_S, LOCK_SUFFIX, TempFolder, sweep
-from tasks.config_loader import parse_config
-from tasks.context import RunContext
-from tasks.pipeline import run_pipeline
-from tasks.publish import sweep_output
-from tasks.report import write_report
+from tasks.config.loader import parse_config
+from tasks.publish.stage import sweep_output
+from tasks.report.page import write_report
+from tasks.runner import run_pipeline
+from tasks.runtime.context import RunContext
 from tests.conftest import ROOT
 from tests.helpers import run, write_csv
 from tests.unit.test_featurespec import write_like_nvidia
@@ -74,10 +74,10 @@ FILE_WRITER = textwrap.dedent("""
     kind, root, marker, go, *args = sys.argv[1:]
     hold_renames(marker, go)  # every rename of a dot-named temporary file waits
     if kind == "latest":
-        from tasks.publish import write_latest
+        from tasks.publish.stage import write_latest
         write_latest(Path(root), args[0])
     elif kind == "report":
-        from tasks.report import write_report
+        from tasks.report.page import write_report
         write_report(args[0])
     else:
         from storage.featurespec import FeatureSpecInput

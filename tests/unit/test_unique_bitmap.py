@@ -183,9 +183,9 @@ def test_past_max_repeated_the_exact_rescan_still_gives_the_exact_result(monkeyp
 
 
 def test_the_encoded_gate_gives_the_tree_its_chunks_by_first_input_partition(monkeypatch, tmp_path):
-    """``tasks.validate``: the training, validation and test chunks of the same input partitions meet
+    """``tasks.validate.stage``: the training, validation and test chunks of the same input partitions meet
     early in the runner's tree (``encoded_order``), while the chunks stay in encoded order."""
-    from tasks import validate
+    from tasks.validate import stage as validate
 
     def piece(split: str, part: int, split_id: int, offset: int, n: int) -> list:
         path = tmp_path / split / f"part-{part:05d}.arrow"

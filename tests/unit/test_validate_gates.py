@@ -149,9 +149,9 @@ def test_number_stored_as_text_is_checked_by_the_raw_gate(tmp_path):
 def test_the_generated_encoded_suite_catches_bad_output(dataset, tmp_path):
     """The encoded suite on a hand-made encoded view: an id out of range, a NaN, a row in two splits,
     an empty split and a wrong row count each fail."""
-    from tasks import validate
-    from tasks.config_loader import parse_config
-    from tasks.context import RunContext
+    from tasks.config.loader import parse_config
+    from tasks.runtime.context import RunContext
+    from tasks.validate import stage as validate
 
     ctx = RunContext(parse_config(CONFIG), str(dataset), None)
     metadata = {"x": {"mean": 0.0, "std": 1.0, "normalization": "zscore"},

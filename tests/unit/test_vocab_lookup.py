@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import IntegrityError
-from storage import Artifact, lookup_hash, vocab_store
+from prepflow import Artifact
+from storage import lookup_hash, vocab_store
 from tasks.features import category
 from tests.helpers import artifact_files, run, without_created_at, write_csv
 

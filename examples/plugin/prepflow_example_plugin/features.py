@@ -1,7 +1,7 @@
 """A custom feature type: hashed token ids with a domain tokenizer (hashtags and mentions kept whole).
 
 It follows the contract of the built-in types (``tasks.features.base.FeatureType``): ``cast``,
-missing-value hooks, a fit with prepflow's one fit protocol (``tasks.combine``: ``create``/``add``/
+missing-value hooks, a fit with prepflow's one fit protocol (``tasks.runtime.combine``: ``create``/``add``/
 ``merge``/``extract`` -> JSON metadata),
 ``encode`` and ``output_columns``. So prepflow publishes it, the encoded gate checks its ids
 (``id_ranges``) and the serving-time ``Preprocessor`` rebuilds it from the metadata.

@@ -7,7 +7,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from tasks import Stage
-from tasks.statistics import Counter, Histogram
+from tasks.runtime.statistics import Counter, Histogram
 
 DISTANCE_BUCKETS = (1.0, 10.0, 100.0, 1000.0, 10000.0)
 
@@ -66,7 +66,7 @@ class FrequencyParams(BaseModel):
 class FrequencyEncode(Stage):
     """Count encoding: each value -> its share of the fit rows (0.0 for a value not seen there).
 
-    Fitted like a built-in feature (``tasks.combine``): ``create`` starts empty, ``add`` counts a
+    Fitted like a built-in feature (``tasks.runtime.combine``): ``create`` starts empty, ``add`` counts a
     partition's values, ``merge`` adds the counts (exact, so the partitioning does not matter),
     ``extract`` keeps them, sorted, with the total.
     The state is ``{"counts": {value: count}, "total": rows}``.

@@ -1,0 +1,1 @@
+"""The balance stage: oversampling or undersampling of the training split."""

@@ -1,0 +1,54 @@
+"""What can be known of a dataset without reading its rows: its format, from the file name(s)
+(``detect_format``), and its column names where a header or schema alone tells them (``dataset_columns``:
+checks made before any data is read use them)."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
+
+from core.errors import DataError
+from storage.fs import open_input
+from tasks.dataset import csv_dialect
+from tasks.ingest import parquet as ingest_parts
+
+
+def detect_format(path: str) -> str:
+    if ingest_parts.is_multi(path):  # a folder or glob: the one format of its files
+        formats = {detect_format(f) for f in ingest_parts.dataset_files(path)}
+        if len(formats) > 1:
+            raise DataError(f"{path}: the files have different formats ({', '.join(sorted(formats))}); "
+                            "a folder or pattern must hold one format")
+        return formats.pop()
+    name = str(path).lower().split("?")[0]
+    for suffix in (".gz", ".gzip", ".bz2", ".zst", ".zstd", ".xz"):
+        name = name.removesuffix(suffix)
+    ext = os.path.splitext(name)[1].lstrip(".")
+    mapping = {"csv": "csv", "tsv": "tsv", "tab": "tsv", "json": "json", "jsonl": "jsonl", "ndjson": "jsonl",
+               "parquet": "parquet", "pq": "parquet", "feather": "feather", "arrow": "feather", "ipc": "feather",
+               "xlsx": "excel", "xls": "excel"}
+    if ext not in mapping:
+        raise DataError(f"{path}: cannot tell the format from the extension {ext!r}; expected one of "
+                        ".csv .tsv .json .jsonl .parquet .feather .xlsx")
+    return mapping[ext]
+
+
+def dataset_columns(path: str, delimiter: str | None = None) -> list[str] | None:
+    """The dataset's column names where the header or schema alone tells them, else None. A CSV's header
+    is read in the dialect ingest will use (``tasks.dataset.csv_dialect``: sniffed, or the config's ``delimiter``;
+    compressed files decompressed)."""
+    fmt = detect_format(path)
+    try:
+        if fmt in ("csv", "tsv"):
+            return csv_dialect.header(path, fmt, delimiter)[0]
+        if fmt == "parquet":
+            with open_input(path) as fh:
+                return pq.read_schema(fh).names
+        if fmt == "feather":
+            with open_input(path) as fh:
+                return feather.read_table(fh).column_names
+    except Exception:  # unreadable here: ingest reports the problem with its own message
+        return None
+    return None

@@ -1,0 +1,128 @@
+"""What the data report (``tasks/report/page.py``) plots, recorded by the encode stage per partition.
+
+The report reads only the artifact (manifest statistics, fitted metadata): it never makes a second
+pass over the data. So ``encode`` records, per partition, mergeable statistics over the rows it
+publishes (every split; oversampled training rows counted as published):
+
+* number: ``encode.values.<f>``, a histogram of the values as read (after the missing-value fill),
+  and ``encode.encoded.<f>``, one of the published values (normalized, or bin ids). Bucket starts
+  come from the fitted metadata only (``HIST_BUCKETS`` equal buckets from the fitted min to max,
+  and for the published values from the encoded min to max), never from the partition, so the
+  partials merge to the same counts for any partitioning; values outside the fitted range (other
+  splits) fall in the two outer buckets.
+* sequence, text (int mode): ``encode.length.<f>`` (row lengths before truncation, counting
+  ``<START>``/``<STOP>``) and ``encode.truncated.<f>`` (``tasks.runtime.statistics.sequence_lengths``). The
+  length is read off the encoded ids (non-``<PAD>`` slots); only rows that fill every slot, which may
+  have been truncated, are tokenized again to learn their full length.
+* set, bag, sequence, text: ``encode.oov.<split>.<f>``, the rows with at least one ``<UNK>`` token
+  (category features get theirs from ``tasks.encode.stage``: rows that are ``<UNK>``).
+* binary features and category outputs: ``encode.classes.<split>.<f>``, a histogram of the published
+  ids (bucket ``i + 1`` = id ``i``; binary: 0 false, 1 true): per split, after balancing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.lazy import pandas as pd
+from tasks.runtime.statistics import Counter, Histogram, Statistic, sequence_lengths
+
+HIST_BUCKETS = 30
+PAD_ID = 0
+
+
+def range_starts(lo: float, hi: float, buckets: int = HIST_BUCKETS) -> list[float]:
+    """Bucket starts for ``buckets`` equal buckets over ``[lo, hi]``: the last start is the float just
+    above ``hi``, so ``hi`` itself counts in the last inner bucket and only larger values overflow."""
+    lo, hi = float(lo), float(hi)
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return []
+    if hi <= lo:
+        return [lo, float(np.nextafter(lo, np.inf))]
+    starts = np.linspace(lo, hi, buckets + 1)
+    starts[0], starts[-1] = lo, np.nextafter(hi, np.inf)
+    return np.maximum.accumulate(starts).tolist()  # sorted even where rounding would not be
+
+
+def id_starts(n: int) -> list[float]:
+    """Starts for integer ids ``0..n-1``: bucket ``i + 1`` of the histogram holds id ``i``."""
+    return [float(i) for i in range(n + 1)]
+
+
+def number_starts(feature, metadata: dict) -> tuple[list[float], list[float]] | None:
+    """Bucket starts (as read, as published) of a number feature, from its fitted metadata only."""
+    lo, hi = metadata.get("min"), metadata.get("max")
+    if lo is None or hi is None:
+        return None
+    raw = range_starts(lo, hi)
+    if metadata.get("normalization") == "bins":
+        return raw, id_starts(int(metadata["num_bins"]))
+    ends = feature.encode(pd.Series([float(lo), float(hi)], dtype="float64"), metadata)[feature.name]
+    return raw, range_starts(float(np.min(ends)), float(np.max(ends)))
+
+
+def _finite(values) -> np.ndarray:
+    x = np.asarray(values, dtype=np.float64).reshape(-1)
+    return x[np.isfinite(x)]
+
+
+def _sequence_lengths(feature, values: pd.Series, ids: np.ndarray, width: int) -> np.ndarray:
+    lengths = (ids != PAD_ID).sum(axis=1).astype(np.int64)
+    full = np.flatnonzero(lengths >= width)
+    if len(full):
+        extra = 2 if getattr(feature, "uses_start_stop", False) else 0
+        lengths[full] = np.asarray(feature.tokens(values.iloc[full]).lengths, dtype=np.int64) + extra
+    return lengths
+
+
+def _rows(values, index: np.ndarray | None):
+    return values if index is None else values[index]
+
+
+def published_statistics(features, metadata: dict, frame: pd.DataFrame, encoded: dict[str, np.ndarray],
+                         index: np.ndarray | None) -> list[Statistic]:
+    """The statistics over every published row of one encoded partition, whatever its split (number
+    histograms, sequence lengths): ``frame`` is the prepared partition, ``encoded`` its encoded
+    columns, ``index`` the published rows (oversampled training rows repeated; None: every row once)."""
+    out: list[Statistic] = []
+    for f in features:
+        meta, col = metadata[f.name], encoded.get(f.name)
+        if col is None:
+            continue
+        if f.type_name == "number":
+            starts = number_starts(f, meta)
+            if starts is not None:
+                before = Histogram(f"encode.values.{f.name}", starts[0])
+                before.add_array(_finite(_rows(frame[f.name].to_numpy(dtype="float64", na_value=np.nan), index)))
+                after = Histogram(f"encode.encoded.{f.name}", starts[1])
+                after.add_array(_finite(_rows(col, index)))
+                out += [before, after]
+        unk = (meta.get("str2idx") or {}).get("<UNK>")
+        if (f.type_name in ("set", "bag", "sequence", "text") and unk is not None and col.ndim == 2
+                and "max_sequence_length" in meta and len(_rows(col, index))):  # ids, n x L
+            values = frame[f.name] if index is None else frame[f.name].take(index).reset_index(drop=True)
+            lengths = _sequence_lengths(f, values, _rows(col, index), col.shape[1])
+            out += sequence_lengths("encode", f.name, lengths, int(meta["max_sequence_length"])).items.values()
+    return out
+
+
+def split_statistics(features, metadata: dict, columns: dict[str, np.ndarray], split_name: str) -> list[Statistic]:
+    """The per-split statistics of one split of one encoded partition (OOV rows, class counts)."""
+    out: list[Statistic] = []
+    for f in features:
+        meta, col = metadata[f.name], columns.get(f.name)
+        if col is None:
+            continue
+        kind = f.type_name
+        unk = (meta.get("str2idx") or {}).get("<UNK>")
+        if kind in ("set", "bag", "sequence", "text") and unk is not None and col.ndim == 2:
+            if "max_sequence_length" in meta:  # ids, n x L
+                out.append(Counter(f"encode.oov.{split_name}.{f.name}", int((col == unk).any(axis=1).sum())))
+            elif col.shape[1] == meta.get("vocab_size"):  # multi-hot / counts, n x vocab_size
+                out.append(Counter(f"encode.oov.{split_name}.{f.name}", int((col[:, unk] != 0).sum())))
+        n = 2 if kind == "binary" else meta.get("vocab_size") if f.is_output and kind == "category" else None
+        if n is not None and col.ndim == 1:
+            hist = Histogram(f"encode.classes.{split_name}.{f.name}", id_starts(int(n)))
+            hist.add_array(col.astype(np.float64))
+            out.append(hist)
+    return out

@@ -1,0 +1,156 @@
+"""ingest from a pandas or Dask DataFrame passed in Python (DESIGN section 4), narrowly.
+
+``tasks.ingest.stage.run`` hands a context whose ``dataset`` is a DataFrame here. Columns are converted
+the way the JSON reader converts records: number features' columns to float64 (a value that is not
+a number is a DataError naming the row and column), other columns to strings (non-string scalars
+JSON-encoded). Media columns (image/audio features) may also hold in-memory values: encoded
+bytes, numpy arrays (HWC or CHW images; audio samples), PIL images, ``{"bytes", "path"}`` dicts
+(Hugging Face datasets), audio ``{"array", "sampling_rate"}`` dicts. Each is first written to the
+media cache, ``<cache_dir>/media/<feature>/<hash>.png|wav`` (or the bytes' own format), named by a
+hash of its type and content and written only if absent, and replaced by the reference
+``media-cache:<feature>/<file>``; strings stay paths (relative ones: to the working directory).
+
+The fingerprint is the sha256 of the table's Arrow IPC stream (one record batch per
+``PART_ROWS`` rows, no schema metadata), so equal data gives equal cache keys however the frame
+was partitioned, and the cache folder's location does not enter it. A Dask DataFrame is computed
+into memory first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from core.code_version import module_version
+from core.errors import DataError
+from core.lazy import pandas as pd
+from storage import media_audio, media_image
+from storage.media import store_batch
+from tasks.features.media import MediaFeature
+from tasks.ingest.common import check_columns
+from tasks.ingest.spec import PART_ROWS, ingest_spec, write_parts
+from tasks.runtime.context import run_cached
+from tasks.runtime.statistics import Statistics
+
+CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
+
+SOURCE = "<DataFrame>"
+
+
+def is_frame(dataset) -> bool:
+    return hasattr(dataset, "columns") and hasattr(dataset, "dtypes") and not isinstance(dataset, (str, Path))
+
+
+def _pandas(dataset):
+    """A Dask DataFrame computed; anything else as it is."""
+    if "dask.dataframe" not in sys.modules:  # not imported: the dataset cannot be one (and 0.65 s not paid)
+        return dataset
+    import dask.dataframe as dd  # imported already (checked above)
+
+    return dataset.compute() if isinstance(dataset, dd.DataFrame) else dataset
+
+
+def _missing(v) -> bool:
+    return v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and math.isnan(v))
+
+
+def _scalar_text(v, row: int, column: str) -> str | None:
+    if _missing(v):
+        return None
+    if isinstance(v, str):
+        return v
+    if hasattr(v, "item") and not isinstance(v, np.ndarray):
+        v = v.item()
+    if isinstance(v, np.ndarray):
+        v = v.tolist()
+    try:
+        return json.dumps(v)
+    except TypeError:
+        raise DataError(f"{SOURCE}: row {row + 1}, column '{column}': cannot read a {type(v).__name__} as text") from None
+
+
+def _numbers(values, column: str) -> pa.Array:
+    numeric = pd.to_numeric(values, errors="coerce").astype("float64")
+    bad = numeric.isna().to_numpy() & ~values.isna().to_numpy()
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise DataError(f"{SOURCE}: row {i + 1}, column '{column}': expected a number, got {values.iloc[i]!r}")
+    return pa.array(numeric.to_numpy(), type=pa.float64(), from_pandas=True)
+
+
+def _media_value(feature, cache_dir: str, v, row: int) -> str | None:
+    """A media column's value -> a path string or a ``media-cache:`` reference."""
+    if isinstance(v, str):
+        return v
+    if _missing(v):
+        return None
+    if isinstance(v, dict) and ("bytes" in v or "path" in v) and "array" not in v:
+        if v.get("bytes") is not None:
+            v = v["bytes"]
+        elif v.get("path") is not None:
+            return str(v["path"])
+        else:
+            return None
+    if hasattr(v, "numpy") and callable(v.numpy) and not isinstance(v, np.ndarray):  # a torch tensor
+        v = v.detach().cpu().numpy() if hasattr(v, "detach") else v.numpy()
+    try:
+        if feature.media_kind == "image":
+            return media_image.store_value(cache_dir, feature.name, v)
+        return media_audio.store_value(cache_dir, feature.name, v, feature.options.sampling_rate)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise DataError(f"{SOURCE}: row {row + 1}, column '{feature.column}': {feature.describe()} cannot store "
+                        f"this {type(v).__name__} value: {exc}") from None
+
+
+def frame_table(ctx, spec) -> pa.Table:
+    """The DataFrame's configured columns as an Arrow table, media values stored in the media cache."""
+
+    df = _pandas(ctx.dataset)
+    check_columns(SOURCE, [str(c) for c in df.columns], spec.columns)
+    media = {}
+    for f in ctx.features:
+        if isinstance(f, MediaFeature):
+            media.setdefault(f.column, f)
+    cache_dir = str(ctx.cache.root)
+    arrays = []
+    for column, kind in spec.columns.items():
+        values = df[column].reset_index(drop=True)
+        if column in media:
+            f = media[column]
+            with store_batch():  # one locked staging folder for the column's files, not a lock per file
+                texts = [_media_value(f, cache_dir, v, i) for i, v in enumerate(values.tolist())]
+            arrays.append(pa.array(texts, type=pa.string()))
+        elif kind == "float64":
+            arrays.append(_numbers(values, column))
+        else:
+            arrays.append(pa.array([_scalar_text(v, i, column) for i, v in enumerate(values.tolist())],
+                                   type=pa.string()))
+    return pa.Table.from_arrays(arrays, names=list(spec.columns))
+
+
+def fingerprint(table: pa.Table) -> str:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table.combine_chunks(), max_chunksize=PART_ROWS)
+    return hashlib.sha256(sink.getvalue()).hexdigest()
+
+
+def run(ctx):
+    spec = ingest_spec(ctx)
+    table = frame_table(ctx, spec)
+    fp = fingerprint(table)
+
+    def compute(out: Path) -> Statistics:
+        rows = write_parts(table.to_batches(max_chunksize=PART_ROWS), spec, out / "data", SOURCE)
+        (out / "ingest.json").write_text(json.dumps({"fingerprint": fp, "rows": rows, "spec": spec.slice()}))
+        stats = Statistics()
+        stats.counter("ingest.rows_out", rows)
+        return stats
+
+    return run_cached(ctx, "ingest", CODE_VERSION, [fp], spec.slice(), compute)

@@ -1,0 +1,1 @@
+"""The publish stage: the artifact written atomically."""

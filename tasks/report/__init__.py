@@ -1,0 +1,1 @@
+"""The data report: one self-contained HTML page per artifact."""

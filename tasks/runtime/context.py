@@ -1,0 +1,126 @@
+"""What every stage receives: the resolved config, feature objects, cache and run options.
+
+``StageResult`` is what a stage returns (and what Prefect tasks pass between them): the cache
+key, the entry's folder, whether it came from the cache, and its statistics. No Dask collection
+ever crosses a stage boundary, only paths and keys.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+from core.code_version import class_version
+from storage.cache import StageCache, cache_key
+from tasks.config.plugins import feature_code
+from tasks.config.schema import Config
+from tasks.features import build_all
+from tasks.features.base import FeatureType
+from tasks.runtime import progress
+from tasks.runtime.statistics import Statistics
+
+
+@dataclass
+class RunContext:
+    config: Config
+    dataset: str
+    cache: StageCache
+    npartitions: int | None = None
+    output: str = "artifacts"
+    fingerprint: str | None = None  # the dataset's, when the caller has already hashed it (tasks.ingest.stage)
+
+    def __post_init__(self) -> None:
+        # Untyped features get their type (and a feature object) from the infer_types stage.
+        typed = self.config.model_copy(update={"input_features": [f for f in self.config.input_features if f.type],
+                                               "output_features": [f for f in self.config.output_features if f.type]})
+        self.features: list[FeatureType] = build_all(typed)
+
+    def with_config(self, config: Config) -> "RunContext":
+        """The same run with another config (the typed one, after infer_types); ``self`` is unchanged."""
+        return replace(self, config=config)
+
+    def feature(self, name: str) -> FeatureType:
+        return next(f for f in self.features if f.name == name)
+
+    def features_slice(self, names: list[str] | None = None) -> list[dict]:
+        """The config slice of the named features (all by default), for cache keys."""
+        chosen = [f for f in self.config.features if names is None or f.name in names]
+        built = {f.name: f for f in self.features}
+        # the feature type's code: a built-in type's modules (core.code_version), a custom type's source
+        return [{"name": f.name, "type": f.type, "column": f.source_column, "preprocessing": f.preprocessing,
+                 "output": self.config.is_output(f.name),
+                 **({"code": code} if (code := feature_code(f.type) or _builtin_code(built.get(f.name))) else {})}
+                for f in chosen]
+
+
+def _builtin_code(feature: FeatureType | None) -> str | None:
+    return class_version(type(feature)) if feature is not None else None
+
+
+@dataclass
+class StageResult:
+    stage: str
+    key: str
+    path: str
+    cached: bool
+    seconds: float = 0.0
+    statistics: dict = field(default_factory=dict)
+    artifact: dict | None = None  # publish only: artifact_path, artifact_id, rows, reused
+
+    def to_json(self) -> dict:
+        return {"stage": self.stage, "key": self.key, "path": self.path, "cached": self.cached,
+                "seconds": round(self.seconds, 4), "statistics": self.statistics,
+                **({"artifact": self.artifact} if self.artifact is not None else {})}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "StageResult":
+        return cls(**data)
+
+
+STATS_FILE = "statistics.json"
+PAUSE_ENV = "PREPFLOW_TEST_PAUSE_AT"
+
+
+def pause_point(stage: str) -> None:
+    """Crash-test hook, inert unless ``PREPFLOW_TEST_PAUSE_AT=<stage>`` is set: the stage stops with its
+    output half-written (cache entry or artifact still in its temporary folder), writes its pid to
+    ``PREPFLOW_TEST_PAUSE_FILE`` and sleeps, so a test can SIGKILL the run at that point."""
+    if os.environ.get(PAUSE_ENV) != stage:
+        return
+    if os.environ.get("PREPFLOW_TEST_PAUSE_FILE"):
+        Path(os.environ["PREPFLOW_TEST_PAUSE_FILE"]).write_text(str(os.getpid()))
+    time.sleep(3600)
+
+
+def timed(stage_fn: Callable[..., StageResult], *args) -> StageResult:
+    """Run a stage function; its result's ``seconds`` cover the whole call (what the stage does before
+    or after its cached step too: reading the ingested parts, first imports), not only ``run_cached``."""
+    start = time.perf_counter()
+    result = stage_fn(*args)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def run_cached(ctx: RunContext, stage: str, code_version: str, parents: list[str], config_slice: object,
+               compute: Callable[[Path], Statistics]) -> StageResult:
+    """Return the cached entry for this key, or run ``compute(tmp_dir)`` and store it atomically."""
+    start = time.perf_counter()
+    progress.started(stage)  # the CLI's "started" line
+    key = cache_key(stage, code_version, parents, config_slice)
+    hit = ctx.cache.get(stage, key)
+    if hit is not None:
+        ctx.cache.sweep_once(stage)  # leftovers of killed runs, though this stage writes nothing
+        stats = json.loads((hit / STATS_FILE).read_text()) if (hit / STATS_FILE).exists() else {}
+        progress.finished(stage, time.perf_counter() - start, True, stats)
+        return StageResult(stage, key, str(hit), True, time.perf_counter() - start, stats)
+    with ctx.cache.writer(stage, key) as tmp, progress.stage(stage):
+        stats = compute(tmp)
+        (tmp / STATS_FILE).write_text(json.dumps(stats.to_json(), sort_keys=True))
+        pause_point(stage)
+    progress.finished(stage, time.perf_counter() - start, False, stats.to_json())
+    return StageResult(stage, key, str(ctx.cache.path(stage, key)), False, time.perf_counter() - start,
+                       stats.to_json())

@@ -1,0 +1,1 @@
+"""The split stage: each input row assigned to train, validation or test."""

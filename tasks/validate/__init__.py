@@ -1,0 +1,1 @@
+"""The data-quality gates: validate_raw and validate_encoded."""

@@ -1,0 +1,1 @@
+"""The vocab (fit) stage: vocabularies and statistics of every feature."""
