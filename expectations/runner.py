@@ -8,7 +8,7 @@ GX's row-wise results); a user suite with expectations that need the whole table
 all partitions. The partitions' parts are gathered by a tree of Dask tasks (``core.task_tree``),
 so that this process receives one value whatever the number of partitions; on the way, a kernel that
 ``combines`` (the uniqueness of dense integer keys: the encoded gate's ``__row__``) merges its partials
-there, on the workers, and only a summary reaches this process (``kernels.ValuesToBeUnique``: the
+there, on the workers, and only a summary reaches this process (``unique_kernel.ValuesToBeUnique``: the
 counts, and the keys found twice, whose rows the partitions then flag on the workers). The merge runs
 where ``run`` is called and handles small values only (counts, the first unexpected values, sorted keys
 for uniqueness). GX is imported only when a user suite has expectations without a kernel: a run with the
@@ -26,7 +26,7 @@ import dask
 from core.lazy import pandas as pd
 from core.task_fusion import fused
 from core.task_tree import tree
-from expectations import gx_suites, kernels, results
+from expectations import gx_suites, kernel_base, kernels, results
 from expectations.suites import is_generated
 
 
@@ -139,15 +139,15 @@ def run(named: list[tuple[str, dict]], parts: list, columns: list[str], schedule
     whole = computed[1] if len(computed) > 1 else [[] for _ in plans]
 
     out: list[list] = [[None] * len(s["expectations"]) for _src, s in named]
-    rescan: list[tuple[int, int, kernels.Kernel]] = []  # (group, position in it, kernel) whose merge asked
-    flags: list[tuple[int, int, kernels.Kernel, kernels.Flag]] = []  # the same, with the repeated keys found
+    rescan: list[tuple[int, int, kernel_base.Kernel]] = []  # (group, position in it, kernel) whose merge asked
+    flags: list[tuple[int, int, kernel_base.Kernel, kernel_base.Flag]] = []  # the same, with the repeated keys found
     for k, (i, positions, group) in enumerate(groups):
         for j, check in enumerate(group):
             partials = bundle["combined"][k, j] if (k, j) in bundle["combined"] else [s[0][k][j] for s in scanned]
             r = check.merge(partials)
-            if r is kernels.RESCAN:
+            if r is kernel_base.RESCAN:
                 rescan.append((k, j, check))
-            elif isinstance(r, kernels.Flag):
+            elif isinstance(r, kernel_base.Flag):
                 flags.append((k, j, check, r))
             out[i][positions[j] if positions is not None else j] = r
     if flags:  # repeated keys found on the workers: each partition flags its rows holding one

@@ -315,7 +315,7 @@ def encoded_order(chunks: list[list], _shaped=None) -> list[int]:
     """The encoded gate's chunks in the order the runner's gathering tree takes them: by the first input
     partition they hold rows of (the number in ``part-NNNNN``), so that the training, validation and test
     chunks of the same input rows meet early and their ``__row__`` bitmaps complete each other's blocks
-    (``expectations.kernels.BitBlocks``). The chunks themselves stay in encoded order."""
+    (``expectations.unique_kernel.BitBlocks``). The chunks themselves stay in encoded order."""
 
     def first_part(chunk: list) -> int:
         return min(int(Path(path).stem.rsplit("-", 1)[1]) for path, *_rest in chunk)

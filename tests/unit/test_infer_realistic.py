@@ -13,6 +13,7 @@ import yaml
 
 from flows.cli import main as cli_main
 from storage.artifact import Artifact
+from tasks.infer_types import rules
 from tasks.infer_types import stage as infer_types
 from tests.helpers import run, write_csv
 
@@ -62,7 +63,7 @@ def flights(n: int = 5000) -> pd.DataFrame:
     })
 
 
-def infer(df: pd.DataFrame, folder: Path, target: str) -> dict[str, infer_types.Inferred]:
+def infer(df: pd.DataFrame, folder: Path, target: str) -> dict[str, rules.Inferred]:
     path = write_csv(df, folder / "data.csv")
     return {i.name: i for i in infer_types.infer_dataset(str(path), target=target)[0]}
 

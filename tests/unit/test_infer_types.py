@@ -15,6 +15,7 @@ import yaml
 from core.errors import ConfigError, DataError
 from flows.cli import main as cli_main
 from tasks.config.loader import load_config
+from tasks.infer_types import profile, rules
 from tasks.infer_types import stage as infer_types
 from tasks.ingest import stage as ingest
 from tests.helpers import run, write_csv
@@ -158,7 +159,7 @@ def test_inference_is_independent_of_partitioning(crafted, tmp_path, monkeypatch
     results, sketches = [], []
     for npartitions in (1, 3, 8):
         profiles = infer_types.profile_columns(str(tmp_path / "data"), columns, npartitions)
-        results.append({c: infer_types.decide(c, profiles[c]).to_json() for c in columns})
+        results.append({c: rules.decide(c, profiles[c]).to_json() for c in columns})
         sketches.append({c: (profiles[c]["hll"], profiles[c]["counts"], profiles[c]["token_counts"],
                              profiles[c]["sample"], profiles[c]["media_sample"], profiles[c]["media_ext"])
                          for c in columns})
@@ -170,36 +171,36 @@ def test_inference_is_independent_of_partitioning(crafted, tmp_path, monkeypatch
 
 def test_hyperloglog_estimates_distinct_counts_and_merges_exactly():
     values = np.array([f"v{i}" for i in range(60_000)], dtype=object)
-    whole = infer_types.hll_registers(infer_types._hashes(values))
-    halves = np.maximum(infer_types.hll_registers(infer_types._hashes(values[::2])),
-                        infer_types.hll_registers(infer_types._hashes(values[1::2])))
+    whole = profile.hll_registers(profile._hashes(values))
+    halves = np.maximum(profile.hll_registers(profile._hashes(values[::2])),
+                        profile.hll_registers(profile._hashes(values[1::2])))
     assert np.array_equal(whole, halves)
-    assert abs(infer_types.hll_estimate(whole) - 60_000) < 0.03 * 60_000
-    assert infer_types.hll_estimate(infer_types.hll_registers(infer_types._hashes(values[:100]))) in range(97, 104)
+    assert abs(profile.hll_estimate(whole) - 60_000) < 0.03 * 60_000
+    assert profile.hll_estimate(profile.hll_registers(profile._hashes(values[:100]))) in range(97, 104)
 
 
 def test_distinct_counts_cover_every_row_not_a_head_sample():
     # 12,000 rows: the first 10,000 hold 3 values, the rest are unique: a head sample calls it a category
     values = pd.Series([*np.repeat(["a", "b", "c"], [4000, 3000, 3000]), *(f"id{i}" for i in range(2000))],
                        dtype="string")
-    prof = infer_types.profile_values(values)
-    count, exact = infer_types.distinct(prof)
+    prof = profile.profile_values(values)
+    count, exact = profile.distinct(prof)
     assert count == 2003 and exact
     big = pd.Series([f"id{i % 29_000}" for i in range(30_000)], dtype="string")  # beyond exact value counts
-    count, exact = infer_types.distinct(infer_types.profile_values(big))
+    count, exact = profile.distinct(profile.profile_values(big))
     assert exact and count == 29_000  # the set of value hashes
 
 
 def test_distinct_counts_are_exact_across_partitions_and_never_above_the_row_count(monkeypatch):
     values = pd.Series([f"u{i}" for i in range(20_000)], dtype="string")  # 20,000 unique values
-    parts = [infer_types.profile_values(values[i::3].reset_index(drop=True)) for i in range(3)]
-    merged = infer_types.merge_profiles(infer_types.merge_profiles(parts[0], parts[1]), parts[2])
-    assert infer_types.distinct(merged) == (20_000, True)
-    monkeypatch.setattr(infer_types, "EXACT_DISTINCT_CAP", 5_000)  # beyond it: HyperLogLog, capped at the rows
-    prof = infer_types.profile_values(values)
-    count, exact = infer_types.distinct(prof)
+    parts = [profile.profile_values(values[i::3].reset_index(drop=True)) for i in range(3)]
+    merged = profile.merge_profiles(profile.merge_profiles(parts[0], parts[1]), parts[2])
+    assert profile.distinct(merged) == (20_000, True)
+    monkeypatch.setattr(profile, "EXACT_DISTINCT_CAP", 5_000)  # beyond it: HyperLogLog, capped at the rows
+    prof = profile.profile_values(values)
+    count, exact = profile.distinct(prof)
     assert not exact and count <= 20_000 and abs(count - 20_000) < 600
-    item = infer_types.decide("user", prof)
+    item = rules.decide("user", prof)
     assert item.type is None and re.search(r"ID-like \(~\d+ distinct values in 20000 rows", item.reason)
     assert int(re.search(r"~(\d+)", item.reason).group(1)) <= 20_000
 
@@ -315,12 +316,12 @@ def test_a_media_column_with_one_missing_file_is_excluded_naming_the_file(tmp_pa
 
 
 def test_media_files_are_checked_on_a_bounded_sample_the_same_for_any_partitioning(tmp_path, monkeypatch):
-    monkeypatch.setattr(infer_types, "MEDIA_SAMPLE", 10)
+    monkeypatch.setattr(profile, "MEDIA_SAMPLE", 10)
     monkeypatch.setattr(ingest, "PART_ROWS", 16)
     names = [f"clips/{i:03d}.wav" for i in range(60)]
     data = _media_table(tmp_path / "d", [*names, *names[:20]])  # 80 rows, 60 distinct values
     # the sample: the 10 distinct values with the lowest stable hashes, not the first rows or folder
-    order = np.argsort(infer_types._hashes(np.array(names, dtype=object)), kind="stable")
+    order = np.argsort(profile._hashes(np.array(names, dtype=object)), kind="stable")
     sampled = {names[i] for i in order[:10]}
     assert sampled != set(sorted(names)[:10])
     spec = ingest.IngestSpec({"media": "string"}, "csv")
@@ -347,11 +348,11 @@ def test_media_files_are_checked_on_a_bounded_sample_the_same_for_any_partitioni
     ([f"f{i}.mp3" for i in range(10)] + [f"f{i}.FLAC" for i in range(10)], "audio"),
 ])
 def test_media_rules(tmp_path, values, expected):
-    prof = infer_types.profile_values(pd.Series(values, dtype="string"))
+    prof = profile.profile_values(pd.Series(values, dtype="string"))
     for v in values:
         if "://" not in v and "/" not in v:
             (tmp_path / v).touch()
-    item = infer_types.decide("c", prof, media_place=infer_types.MediaPlace(str(tmp_path)))
+    item = rules.decide("c", prof, media_place=rules.MediaPlace(str(tmp_path)))
     assert item.type == expected, item.reason
 
 
@@ -361,17 +362,17 @@ def test_media_paths_resolve_like_the_media_stage(tmp_path):
     for i in range(3):
         (tmp_path / "root" / "pics" / f"{i}.png").touch()
     inside = [f"pics/{i}.png" for i in range(3)]
-    place = infer_types.MediaPlace(str(tmp_path), {"image": "root"})
-    assert infer_types.check_media_files(inside, "image", place).missing == []
-    assert infer_types.check_media_files(inside, "image", infer_types.MediaPlace(str(tmp_path))).local == 3
-    escaped = infer_types.check_media_files(["../outside.png", str(tmp_path / "outside.png")], "image", place)
+    place = rules.MediaPlace(str(tmp_path), {"image": "root"})
+    assert rules.check_media_files(inside, "image", place).missing == []
+    assert rules.check_media_files(inside, "image", rules.MediaPlace(str(tmp_path))).local == 3
+    escaped = rules.check_media_files(["../outside.png", str(tmp_path / "outside.png")], "image", place)
     assert escaped.local == 2 and all("outside media_root" in why for _raw, why in escaped.missing)
-    urls = infer_types.check_media_files(["s3://b/a.png", "x.png"], "image", infer_types.MediaPlace("s3://b/data"))
+    urls = rules.check_media_files(["s3://b/a.png", "x.png"], "image", rules.MediaPlace("s3://b/data"))
     assert (urls.urls, urls.local, urls.missing) == (2, 0, [])  # relative under a URL dataset: a URL, not fetched
-    prof = infer_types.profile_values(pd.Series(inside * 3, dtype="string"))
-    reason = infer_types.decide("c", prof, media_place=place).reason
+    prof = profile.profile_values(pd.Series(inside * 3, dtype="string"))
+    reason = rules.decide("c", prof, media_place=place).reason
     assert reason == "all 9 values are image file paths ending in .png; all 3 distinct files exist"
-    item = infer_types.decide("c", prof, media_place=infer_types.MediaPlace(str(tmp_path / "elsewhere")))
+    item = rules.decide("c", prof, media_place=rules.MediaPlace(str(tmp_path / "elsewhere")))
     assert item.type is None and "3 of the 3 sampled files do not exist" in item.reason
 
 
@@ -402,11 +403,11 @@ def _frame_ctx(df, config: dict, tmp: Path):
     return RunContext(parse_config(config), df, StageCache(tmp / "cache"), None, str(tmp / "out"))
 
 
-def _stage_decision(df, config: dict, tmp: Path) -> infer_types.Inferred:
+def _stage_decision(df, config: dict, tmp: Path) -> rules.Inferred:
     """The pipeline's infer_types stage (after ingest) on an in-memory frame, in a fresh cache."""
     ctx = _frame_ctx(df, config, tmp)
     item = infer_types.load(infer_types.run(ctx, ingest.run(ctx)))["media"]
-    return infer_types.Inferred(**item)
+    return rules.Inferred(**item)
 
 
 def _config_file(config: dict, tmp: Path) -> str:

@@ -1,4 +1,4 @@
-"""Uniqueness of dense integer keys (expectations.kernels.ValuesToBeUnique): a partition's distinct keys in
+"""Uniqueness of dense integer keys (expectations.unique_kernel.ValuesToBeUnique): a partition's distinct keys in
 a narrow range go to the merge as a bitmap (the encoded gate's ``__row__``: one bit a row, not two int64
 copies, in the flow process); any repeat makes the runner rescan with the exact partials. Whatever the
 route, the result is the exact one."""
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from expectations import kernels, runner
+from expectations import kernel_base, runner, unique_kernel
 
 SUITE = {"name": "u", "meta": {"generated_by": "prepflow"},
          "expectations": [{"type": "expect_column_values_to_be_unique", "kwargs": {"column": "k"},
@@ -37,7 +37,7 @@ def _run(parts: list[pd.DataFrame]) -> list[dict]:
 
 def _exact(parts, monkeypatch) -> list[dict]:
     with monkeypatch.context() as m:
-        m.setattr(kernels.ValuesToBeUnique, "exact", True)
+        m.setattr(unique_kernel.ValuesToBeUnique, "exact", True)
         return _run(parts)
 
 
@@ -57,7 +57,7 @@ def test_every_route_gives_the_exact_result(keys, cuts, nullable, with_nulls):
 
 def test_dense_distinct_keys_go_as_bitmaps_and_a_repeat_across_partitions_is_found(monkeypatch):
     parts = _parts(list(range(1000)), [250, 500, 750], nullable=False)
-    check = kernels.ValuesToBeUnique({"column": "k"}, ["k"])
+    check = unique_kernel.ValuesToBeUnique({"column": "k"}, ["k"])
     assert all("bitmap" in check.partial(p) for p in parts)
     assert [r["success"] for r in _run(parts)] == [True, True]
     repeated = _parts([*range(500), 3, *range(501, 1000)], [250, 500, 750], nullable=False)  # 3 twice, apart
@@ -69,7 +69,7 @@ def test_dense_distinct_keys_go_as_bitmaps_and_a_repeat_across_partitions_is_fou
 
 
 def test_wide_or_repeating_keys_take_the_exact_partial():
-    check = kernels.ValuesToBeUnique({"column": "k"}, ["k"])
+    check = unique_kernel.ValuesToBeUnique({"column": "k"}, ["k"])
     assert "bitmap" not in check.partial(pd.DataFrame({"k": np.array([0, 10**9], np.int64)}))
     assert "bitmap" not in check.partial(pd.DataFrame({"k": np.array([1, 2, 2], np.int64)}))
     assert "bitmap" not in check.partial(pd.DataFrame({"k": np.array([1.0, 2.0])}))
@@ -83,17 +83,17 @@ def test_combined_on_the_workers_in_any_order_and_grouping_gives_the_flat_merge(
     grouping give the exact result: at once when no key repeats, else after the partitions flag the rows of
     the repeated keys the blocks found; they never ask for the exact rescan."""
     parts = _parts(keys, cuts, nullable=False)
-    check = kernels.ValuesToBeUnique({"column": "k"}, ["k"])
+    check = unique_kernel.ValuesToBeUnique({"column": "k"}, ["k"])
     states = [check.leaf(check.partial(p), i) for i, p in enumerate(parts)]
     rnd.shuffle(states)
     while len(states) > 1:
         states = [check.combine(*states[i:i + fan_in]) for i in range(0, len(states), fan_in)]
     combined = check.merge(check.finish(states[0]))
-    exact = kernels.ValuesToBeUnique({"column": "k"}, ["k"])
+    exact = unique_kernel.ValuesToBeUnique({"column": "k"}, ["k"])
     exact.exact = True
     want = exact.merge([exact.partial(p) for p in parts])
-    assert combined is not kernels.RESCAN
-    if isinstance(combined, kernels.Flag):
+    assert combined is not kernel_base.RESCAN
+    if isinstance(combined, kernel_base.Flag):
         assert want["result"]["unexpected_count"] > 0
         assert combined.keys.tolist() == sorted({k for k in keys if keys.count(k) > 1})
         combined = check.merge_flagged(combined, [check.flag(p, combined.keys) for p in parts])
@@ -116,7 +116,7 @@ def _split_chunks(n: int, seed: int) -> tuple[list[pd.DataFrame], list[int]]:
 def test_the_flow_receives_a_summary_and_the_tree_order_keeps_the_workers_states_small(monkeypatch):
     n = 1 << 22
     parts, order = _split_chunks(n, seed=3)
-    check = kernels.ValuesToBeUnique({"column": "k"}, ["k"])
+    check = unique_kernel.ValuesToBeUnique({"column": "k"}, ["k"])
     bitmap_bytes = sum(check.partial(p)["bitmap"].nbytes for p in parts)
     assert bitmap_bytes > 3 * n // 8 * 0.9  # ~3 bits a row: what the flow used to receive
     received, largest = [], []
@@ -126,14 +126,14 @@ def test_the_flow_receives_a_summary_and_the_tree_order_keeps_the_workers_states
         received.append(len(pickle.dumps(out)))
         return out
 
-    union = kernels.BitBlocks.union
+    union = unique_kernel.BitBlocks.union
 
     def recording(self, *others):
         out = union(self, *others)
         largest.append(out.nbytes())
         return out
 
-    monkeypatch.setattr(kernels.BitBlocks, "union", recording)
+    monkeypatch.setattr(unique_kernel.BitBlocks, "union", recording)
     for tree_order in (None, order):
         received.clear()
         largest.clear()
@@ -145,7 +145,7 @@ def test_the_flow_receives_a_summary_and_the_tree_order_keeps_the_workers_states
     # in partition order the training chunks' union holds ~n/8 bytes of bits before the validation and
     # test chunks complete its blocks; gathered by input rows, only the blocks at the frontier are open
     assert in_partition_order >= n // 8 // 2
-    assert max(largest) <= 8 * kernels.BitBlocks.BYTES  # 96 KiB here
+    assert max(largest) <= 8 * unique_kernel.BitBlocks.BYTES  # 96 KiB here
     assert 3 * max(largest) < in_partition_order  # 384 KiB here
 
 
@@ -173,7 +173,7 @@ def test_repeats_found_on_the_workers_are_flagged_there_and_reported_exactly(mon
 
 
 def test_past_max_repeated_the_exact_rescan_still_gives_the_exact_result(monkeypatch):
-    monkeypatch.setattr(kernels.BitBlocks, "MAX_REPEATED", 3)
+    monkeypatch.setattr(unique_kernel.BitBlocks, "MAX_REPEATED", 3)
     parts = _parts([*range(100), *range(10)], [50, 100], nullable=False)  # 10 keys twice
     computes = []
     [entry] = runner.run([("generated:encoded", SUITE)], parts, ["k"], scheduler=_recording(computes))
@@ -213,7 +213,7 @@ def test_keys_too_wide_for_a_bitmap_are_combined_as_blocks_without_a_rescan(monk
     wide = pd.DataFrame({"k": np.r_[np.arange(0, 4096), np.arange(n - 4096, n)]})
     dense = [pd.DataFrame({"k": np.arange(a, a + 8192)}) for a in range(4096, n - 4096, 8192)]
     parts = [*dense, wide]
-    check = kernels.ValuesToBeUnique({"column": "k"}, ["k"])
+    check = unique_kernel.ValuesToBeUnique({"column": "k"}, ["k"])
     assert "bitmap" not in check.partial(wide) and all("bitmap" in check.partial(p) for p in dense)
     computes = []
 
@@ -234,15 +234,15 @@ def test_keys_too_wide_for_a_bitmap_are_combined_as_blocks_without_a_rescan(monk
 @given(st.lists(st.integers(-2**40, 2**40), max_size=200, unique=True))
 def test_blocks_of_sorted_keys_hold_exactly_those_keys(keys):
     keys = np.sort(np.asarray(keys, dtype=np.int64))
-    blocks = kernels.BitBlocks.of_keys(keys)
+    blocks = unique_kernel.BitBlocks.of_keys(keys)
     if blocks is None:  # too sparse: more than MAX_BYTES_PER_KEY a key and more than MIN_LIMIT
-        assert len(np.unique(keys // kernels.BitBlocks.BITS)) * kernels.BitBlocks.BYTES \
-            > max(kernels.BitBlocks.MAX_BYTES_PER_KEY * len(keys), kernels.BitBlocks.MIN_LIMIT)
+        assert len(np.unique(keys // unique_kernel.BitBlocks.BITS)) * unique_kernel.BitBlocks.BYTES \
+            > max(unique_kernel.BitBlocks.MAX_BYTES_PER_KEY * len(keys), unique_kernel.BitBlocks.MIN_LIMIT)
         return
     held = []
     for number, bits in blocks.blocks.items():
-        bits = np.full(kernels.BitBlocks.BYTES, 0xFF, np.uint8) if bits is None else bits
-        held += (number * kernels.BitBlocks.BITS + np.flatnonzero(np.unpackbits(bits, bitorder="little"))).tolist()
+        bits = np.full(unique_kernel.BitBlocks.BYTES, 0xFF, np.uint8) if bits is None else bits
+        held += (number * unique_kernel.BitBlocks.BITS + np.flatnonzero(np.unpackbits(bits, bitorder="little"))).tolist()
     assert sorted(held) == keys.tolist()
 
 
