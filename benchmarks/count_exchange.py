@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from criteo_like import CARDINALITIES, _hex8, _mix32, _zipf_ranks  # noqa: E402
 from vocab_order import cpu  # noqa: E402
 
-from tasks.ingest.common import write_ipc  # noqa: E402
+from tasks.runtime.frame import write_ipc  # noqa: E402
 from tasks.vocab.category import bucket_of, read_bucket, write_buckets  # noqa: E402
 
 

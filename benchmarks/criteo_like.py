@@ -461,7 +461,7 @@ def main() -> None:
                 if polars_cpu:
                     ratios.setdefault((variant, workers), []).append(result["per_row"]["ratio_to_polars"])
                 if args.shuffle_volume and volume is None and not args.csv:
-                    from tasks.ingest.stage import PART_ROWS
+                    from tasks.ingest.spec import PART_ROWS
 
                     volume = shuffle_volume(data, result["split_path"], PART_ROWS)
                 result["shuffle"] = volume

@@ -34,13 +34,14 @@ def main() -> None:
 
         generate(int(sys.argv[2]) if len(sys.argv) > 2 else 3_400_000, path)
     from benchmarks.tabular import CATS, FLOATS, INTS, LABEL
+    from tasks.ingest import spec as ingest_spec
     from tasks.ingest import stage as ingest
 
     columns = {**{c: "float64" for c in [*INTS, *FLOATS, LABEL]}, **{c: "string" for c in CATS}}
-    spec = ingest.IngestSpec(columns=columns, format="csv")
+    spec = ingest_spec.IngestSpec(columns=columns, format="csv")
     with tempfile.TemporaryDirectory(prefix="csv-ingest-") as tmp:
         c0, w0 = cpu(), time.perf_counter()
-        rows = ingest.write_parts(ingest.read_batches(str(path), spec), spec, Path(tmp) / "data", str(path))
+        rows = ingest_spec.write_parts(ingest.read_batches(str(path), spec), spec, Path(tmp) / "data", str(path))
         c1, w1 = cpu(), time.perf_counter()
     print(f"rows {rows} cpu_s {c1 - c0:.3f} wall_s {w1 - w0:.3f}")
 

@@ -45,22 +45,18 @@ def config(formats: list[str]) -> dict:
     }
 
 
-class _Result:
-    def __init__(self, path: Path):
-        self.path = str(path)
-
-
 def build(workdir: Path, rows: int, seed: int = 0, formats: tuple[str, ...] = ("npy", "parquet")) -> Path:
     """Publish a synthetic artifact with the real publisher; returns its folder (reused if present)."""
     import pyarrow as pa
 
     from storage.cache import StageCache
     from tasks.config.loader import parse_config
-    from tasks.ingest.common import write_ipc
     from tasks.publish import stage as publish
     from tasks.publish.rows import rows_path
+    from tasks.runtime import fitted_metadata
     from tasks.runtime.context import RunContext
-    from tasks.vocab import stage as vocab
+    from tasks.runtime.frame import write_ipc
+    from tasks.runtime.outputs import Encoded, Fitted
 
     out = workdir / f"artifacts-{rows}-{'-'.join(formats)}"
     if (out / "LATEST").is_file():
@@ -90,9 +86,9 @@ def build(workdir: Path, rows: int, seed: int = 0, formats: tuple[str, ...] = ("
             for i in range(N_NUM)}
     meta |= {f"cat_{i}": {"type": "category", "vocab_size": CARDINALITY} for i in range(N_CAT)}
     meta["label"] = {"type": "binary"}
-    (fitted / vocab.METADATA_FILE).write_text(json.dumps(meta))
+    fitted_metadata.write(fitted, meta)
     start = time.perf_counter()
-    art = publish.run(ctx, "synthetic-" + str(rows), _Result(encoded), _Result(fitted), {})
+    art = publish.publish(ctx, {}, "synthetic-" + str(rows), Encoded.at(encoded), Fitted.at(fitted), {})
     print(f"published {rows} rows in {time.perf_counter() - start:.1f} s: {art['artifact_path']}")
     return Path(art["artifact_path"])
 

@@ -27,8 +27,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from core import combiner
 from tasks.features.text import TextFeature, TextPreprocessing
-from tasks.runtime import combine
 
 
 def generate(rows: int, vocab_size: int, seed: int = 0) -> pd.Series:
@@ -63,7 +63,7 @@ def timed(label: str, rows: int, fn, results: list) -> object:
 
 
 def fit(feature, parts: list[pd.Series]) -> dict:
-    return combine.fit_batches(feature.fit_combiner({}), parts)
+    return combiner.fit_batches(feature.fit_combiner({}), parts)
 
 
 def encode_all(feature, meta: dict, parts: list[pd.Series]) -> None:

@@ -101,7 +101,7 @@ def one_process(dataset: str, suite: str | None, generated: bool, workdir: str, 
     try:
         from tasks.config.loader import parse_config
     except ImportError:  # checkouts before the config loader was split out
-        from tasks.config.schema import parse_config
+        from tasks.config.loader import parse_config
 
     cpu: dict[str, float] = {}
     original = context.run_cached

@@ -264,10 +264,11 @@ def _run(args: argparse.Namespace, config, start: float) -> dict:
     """The run's summary: a published artifact reused, or the flow's (or in-process runner's)."""
     fingerprint = None  # the dataset's sha256, computed once per run and handed to ingest
     if not args.always_run_flow and "://" not in args.output:
+        from tasks.graph import artifact_code_versions
         from tasks.publish import stage as publish
 
         fingerprint = _fingerprint(args)
-        reused = publish.reusable(args.output, fingerprint, config)
+        reused = publish.reusable(args.output, fingerprint, config, artifact_code_versions())
         if reused is not None:
             from storage.artifact import Artifact
 
@@ -444,9 +445,9 @@ def _setup_infer(p: argparse.ArgumentParser) -> None:
 
 @command("infer", _setup_infer)
 def cmd_infer(args: argparse.Namespace) -> int:
-    """Print a config (YAML) with a type per column and a comment saying why (tasks/infer_types/stage.py)."""
+    """Print a config (YAML) with a type per column and a comment saying why (flows/infer.py)."""
+    from flows.infer import infer_dataset, render_config
     from tasks.config.loader import load_config
-    from tasks.infer_types.stage import infer_dataset, render_config
 
     if args.npartitions is not None and args.npartitions < 1:
         raise ConfigError(f"--npartitions must be at least 1, got {args.npartitions}")
@@ -511,7 +512,7 @@ def _setup_validate(p: argparse.ArgumentParser) -> None:
 def cmd_validate(args: argparse.Namespace) -> int:
     """A data gate: exit 0 when every gate passes, 1 with a report when one fails, 2 on a usage error."""
     from flows.reporting import print_validation
-    from tasks.validate.stage import validate_dataset
+    from flows.validation import validate_dataset
 
     if args.npartitions is not None and args.npartitions < 1:
         raise ConfigError(f"--npartitions must be at least 1, got {args.npartitions}")

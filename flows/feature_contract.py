@@ -45,14 +45,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from core.combiner import Combiner
 from core.errors import NotFittedError
 from core.lazy import pandas as pd
 from storage.media import MediaError, read_bytes, resolve
+from tasks.config.constants import ROW
 from tasks.features import REGISTRY
 from tasks.features.base import FeatureType
 from tasks.features.media import MediaFeature
-from tasks.runtime.combine import Combiner
-from tasks.runtime.frame import ROW, carries, cast_partition, first_last_valid, normalize_and_fill
+from tasks.runtime.frame import carries, cast_partition, first_last_valid, normalize_and_fill
 from tasks.serving.preprocessor import Preprocessor
 from tasks.serving.preprocessor import _as_ingested as as_ingested  # the column as ingest hands it to cast
 

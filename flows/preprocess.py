@@ -1,21 +1,18 @@
 """The Prefect runner of the stage graph: ``preprocess`` runs each node of ``tasks.graph`` as a task.
 
-The flow parses the config once (a path is read here, a mapping validated) and hands every task the
-normalized config as a value with its hash, never a path: editing the YAML during a run changes
-nothing in it. Each task is a thin wrapper around the node's stage function, which does its own
-content-addressed caching; tasks pass ``StageResult`` dicts (keys and paths), never Dask collections,
-and a task's parents are exactly the results its stage reads, so the UI's graph shows the real data
-dependencies. A stage served from the cache finishes in a ``Completed`` state named ``Cached`` whose
-cache key is prepflow's. Prefect's own result caching is off: prepflow's keys hash file *content*.
-
-``tasks.runner.run_pipeline`` is the in-process runner of the same graph;
-``tests/contract/test_runners_agree.py`` checks that both publish the same bytes.
+The flow parses the config once (a path is read here, a mapping validated) and walks the graph with
+``tasks.runner.run_graph``, the loop the in-process runner uses too; its ``call`` runs each node as a
+Prefect task (``stage_task``) around the same ``tasks.runner.execute``, which does the stage's own
+content-addressed caching and enforces gates. Tasks pass typed stage outputs (keys and paths), never
+Dask collections, and a task's parents are exactly the outputs its stage reads, so the UI's graph shows
+the real data dependencies. A stage served from the cache finishes in a ``Completed`` state named
+``Cached`` whose cache key is prepflow's. Prefect's own result caching is off: prepflow's keys hash file
+*content*. A gate's results go to the UI as an artifact before a failing ``fail`` gate stops the flow.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 from dask import delayed
@@ -28,19 +25,14 @@ from prefect.utilities.annotations import opaque, quote
 from flows.reporting import report_artifact, statistics_artifact, validation_artifact
 from flows.resilience import retry_options
 from storage.cache import StageCache
-from storage.hashing import stable_hash
-from tasks import steps
 from tasks.config.loader import load_config, parse_config
 from tasks.config.schema import Config
-from tasks.custom import plan as custom_plan
-from tasks.graph import Node, expand
-from tasks.infer_types import stage as infer_types
-from tasks.publish.stage import normalized_config
 from tasks.report import page as report
-from tasks.runner import PipelineResult
+from tasks.runner import PipelineResult, execute, run_graph
 from tasks.runtime import dask_run
-from tasks.runtime.context import RunContext, StageResult
-from tasks.validate import stage as validate
+from tasks.runtime.context import RunContext
+from tasks.runtime.node import Node
+from tasks.runtime.outputs import Output
 
 # Transient I/O (S3, network filesystems) is retried with exponential backoff; prepflow's own errors
 # and other failures are not (flows/resilience.py).
@@ -56,25 +48,11 @@ def config_value(config: str | os.PathLike | dict | Config) -> Config:
     return load_config(config)
 
 
-def _params(config: Config, dataset: str, output: str, cache_dir: str, npartitions: int | None,
-            fingerprint: str | None) -> dict:
-    """What every task receives: the normalized config (a value) and its hash, and the run's options."""
-    config_json = normalized_config(config)
-    return {"config": config_json, "config_hash": stable_hash(config_json, 16), "dataset": dataset,
-            "output": output, "cache_dir": cache_dir, "npartitions": npartitions, "fingerprint": fingerprint}
-
-
-def _ctx(params: dict) -> RunContext:
-    return RunContext(config_value(params["config"]), params["dataset"], StageCache(params["cache_dir"]),
-                      params.get("npartitions"), params["output"], params.get("fingerprint"))
-
-
-def _state(result: StageResult):
-    data = result.to_json()
+def _state(result: Output):
     if result.cached:
-        return Completed(data=data, name="Cached", message=f"{result.stage}: reused cache entry {result.key}",
+        return Completed(data=result, name="Cached", message=f"{result.stage}: reused cache entry {result.key}",
                          state_details=StateDetails(cache_key=f"prepflow:{result.stage}:{result.key}"))
-    return data
+    return result
 
 
 def _data(value):
@@ -83,17 +61,18 @@ def _data(value):
 
 
 @task(name="stage", **TASK_OPTS)
-def stage_task(params: dict, node: dict, *parents: dict):
-    """One node of the graph (``node``: its fields); the run is named after the stage."""
-    step = Node(**{**node, "parents": tuple(node["parents"]), "args": tuple(node["args"])})
-    ctx = _ctx(params)
-    start = time.perf_counter()
-    result = step.resolve()(ctx, *step.args, *[StageResult.from_json(p) for p in parents])
-    result.seconds = time.perf_counter() - start  # the whole stage call, first imports included
-    if step.gate:  # results to the UI first, then a failing `fail` gate raises and stops the flow
-        validation_artifact([validate.load(result)])
-        validate.enforce(ctx, result)
-    return _state(result)
+def stage_task(ctx: RunContext, node: Node, *inputs: Output):
+    """One node of the graph; the task run is named after the stage (``with_options``)."""
+    return _state(execute(node, ctx, list(inputs), on_gate=lambda result: validation_artifact([result.results()])))
+
+
+def _prefect_call(node: Node, ctx: RunContext, inputs: list[Output]) -> Output:
+    """``tasks.runner.run_graph``'s call: the node as a Prefect task. The context and node are quoted and
+    the inputs opaque: Prefect walks every argument twice per task run looking for futures and upstream
+    results; opaque still lets it recognize each input as a task's result (the UI's edges) without walking
+    into it (encode's statistics alone are ~2,300 values)."""
+    run = stage_task.with_options(name=node.name)
+    return _data(run(quote(ctx), quote(node), *(opaque(i) for i in inputs)))
 
 
 @task(name="report", **TASK_OPTS)
@@ -129,12 +108,6 @@ def _shared_path(path: str) -> str:
     return path if "://" in str(path) else os.path.abspath(path)
 
 
-def _node_json(node: Node) -> dict:
-    return {"name": node.name, "function": node.function, "parents": list(node.parents),
-            "versioned_by": node.versioned_by, "args": list(node.args), "gate": node.gate,
-            "retypes": node.retypes, "in_artifact": node.in_artifact}
-
-
 @flow(name="preprocess", log_prints=True)
 def preprocess(config: str | dict, dataset: str, output: str = "artifacts", cache_dir: str = ".prepflow-cache",
                npartitions: int | None = None, dask_address: str | None = None,
@@ -144,25 +117,13 @@ def preprocess(config: str | dict, dataset: str, output: str = "artifacts", cach
     hashed it (``prepflow run`` does, to look for a published artifact), so it is read once."""
     ctx = RunContext(config_value(config), dataset, StageCache(_shared_path(cache_dir)), npartitions, output,
                      dataset_fingerprint)
-    steps.preflight(ctx, local=not dask_address)  # a bad config, suite or DAG fails before any task
-    params = _params(ctx.config, dataset, output, _shared_path(cache_dir), npartitions, dataset_fingerprint)
-    results: dict[str, dict] = {}
     # The flow run carries the run's tags (flows/run_labels.py); its task runs none. Prefect asks its API for
     # tag concurrency slots before each tagged task run and releases them after, two requests per task.
     with TagsContext(current_tags=set()), dask_run.client(dask_address):
-        for node in expand(custom_plan.names(ctx.config)):
-            run = stage_task.with_options(name=node.name)
-            # Prefect walks every argument twice per task run, looking for futures and upstream results.
-            # params and node: quoted (not walked). The parents: opaque, so Prefect still recognizes each
-            # one as a task's result (the UI's edges) without walking into it (encode's statistics alone
-            # are ~2,300 values)
-            results[node.name] = _data(run(quote(params), quote(_node_json(node)),
-                                           *(opaque(results[p]) for p in node.parents)))
-            if node.retypes:  # later tasks get the typed config, as a value
-                ctx = infer_types.apply(ctx, StageResult.from_json(results[node.name]))
-                params = _params(ctx.config, dataset, output, params["cache_dir"], npartitions, dataset_fingerprint)
-        stages = [StageResult.from_json(r) for r in results.values()]
-        summary = PipelineResult(results["publish"]["artifact"], stages).summary()
+        # a bad config, suite or DAG fails in run_graph's checks, before any task
+        results = run_graph(ctx, _prefect_call, local=not dask_address)
+        stages = list(results.values())
+        summary = PipelineResult(results["publish"].artifact, stages).summary()
         statistics_artifact(stages)
         summary["report_path"] = _data(report_task(summary))  # on a worker of the cluster, if any
     get_run_logger().info("artifact %s (%s)", summary["artifact_id"], summary["artifact_path"])

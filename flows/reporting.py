@@ -21,8 +21,7 @@ from expectations.report import format_gate, markdown
 from flows import local_server
 from flows.bookkeeping import best_effort
 from tasks.report.page import markdown_summary
-from tasks.runner import merged_statistics
-from tasks.runtime.statistics import summary_rows
+from tasks.runtime.statistics import merged, summary_rows
 
 PRESIGNED_SECONDS = 7 * 24 * 3600  # the longest an S3 (SigV4) presigned URL may live
 STATISTICS_KEY = "prepflow-statistics"
@@ -41,7 +40,7 @@ def statistics_artifact(stages: list) -> None:
 
 
     best_effort("statistics artifact", create_table_artifact, key=STATISTICS_KEY,
-                table=statistics_table(merged_statistics(stages)),
+                table=statistics_table(merged(stages)),
                 description="prepflow statistics, merged over partitions and stages")
 
 

@@ -1,7 +1,7 @@
 """The ``validate`` Prefect flow: ``prepflow validate`` as a flow, for deployments and CI data gates.
 
-Same work as the CLI command (``tasks.validate.stage.validate_dataset``): the raw gate of each config and
-the given suites on the raw table. The gate results are a Markdown artifact
+The same work as ``prepflow validate`` (``flows.validation.validate_dataset``): the raw gate of each
+config and the given suites on the raw table. The gate results are a Markdown artifact
 (``prepflow-validation``); a failing gate fails the flow run with ``ValidationFailed``.
 """
 
@@ -12,7 +12,7 @@ from prefect import flow, get_run_logger
 from core.errors import ValidationFailed
 from expectations.report import format_gate
 from flows.reporting import validation_artifact
-from tasks.validate.stage import validate_dataset
+from flows.validation import validate_dataset
 
 
 @flow(name="validate", log_prints=True)

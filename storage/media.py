@@ -306,6 +306,15 @@ def open_media_columns(root: Path, chunks: dict[str, dict], arrays: dict[str, np
     return {name: (MediaColumn(root, chunks[name], arr) if name in chunks else arr) for name, arr in arrays.items()}
 
 
+def output_media_dir(output: str | Path) -> Path | None:
+    """``<output>/media``, where the lazy_cached memmaps of a local output live; None for a remote output
+    (the loader builds them in its own cache)."""
+    output = str(output)
+    if "://" in output and not output.startswith("file://"):
+        return None
+    return Path(output[len("file://"):] if output.startswith("file://") else output) / MEDIA_DIR
+
+
 def ensure_memmaps(artifact_path: str | Path) -> list[Path]:
     """Build the lazy_cached memmaps of a local artifact that are not complete yet; returns them all."""
     path = locate(artifact_path)

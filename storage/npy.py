@@ -34,3 +34,62 @@ def load(path: str | Path, mmap_mode: str | None = None) -> np.ndarray:
             return np.memmap(fh, dtype=dtype, mode=mmap_mode, offset=offset, shape=shape, order=order)
         data = np.fromfile(fh, dtype=dtype, count=count)
     return data.reshape(shape, order=order)
+
+
+class MappedArray:
+    """An ``.npy`` file where it is used: indexing, ``len``, comparisons and ``np.asarray`` memory-map the
+    file (in the process that does it); pickled, it is its path. So a stage that hands one to its Dask tasks
+    (the split of every input row, the balance multiplicities) sends a path, not bytes per row, and the flow
+    process reads it only where it asks for the array."""
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        self._array: np.ndarray | None = None
+
+    def _load(self) -> np.ndarray:
+        if self._array is None:
+            self._array = load(self.path, mmap_mode="r")
+        return self._array
+
+    def __reduce__(self):
+        return (MappedArray, (self.path,))
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def __getitem__(self, key):
+        return self._load()[key]
+
+    def __array__(self, dtype=None, copy=None):
+        array = self._load()
+        if copy:
+            return np.array(array, dtype=dtype, copy=True)
+        return array if dtype is None else array.astype(dtype)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._load().shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._load().dtype
+
+    def __eq__(self, other):
+        return self._load() == other
+
+    def __ne__(self, other):
+        return self._load() != other
+
+    def __lt__(self, other):
+        return self._load() < other
+
+    def __le__(self, other):
+        return self._load() <= other
+
+    def __gt__(self, other):
+        return self._load() > other
+
+    def __ge__(self, other):
+        return self._load() >= other
+
+    __hash__ = None

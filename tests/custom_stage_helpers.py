@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from core import plugins as core_plugins
 from tasks import Stage
 from tasks.runtime.statistics import Counter, Histogram
 
@@ -25,7 +26,6 @@ PLUGIN_DIST = "prepflow-example-plugin"
 def ensure_example_plugin() -> None:
     """``pip install --no-deps -e examples/plugin`` into this interpreter's environment unless it is
     there (``make test`` installs it); then make this process see its entry points and package."""
-    from tasks.config import plugins
 
     try:
         metadata.distribution(PLUGIN_DIST)
@@ -40,7 +40,7 @@ def ensure_example_plugin() -> None:
                                 "-e", str(PLUGIN)], check=True)
         site.addsitedir(sysconfig.get_paths()["purelib"])  # runs the new editable .pth in this process
         importlib.invalidate_caches()
-    plugins.entry_points.cache_clear()
+    core_plugins.entry_points.cache_clear()
 
 
 class LogDistance(Stage):

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from storage.cache import StageCache
-from tasks.runner import STAGES
+from tasks.graph import STAGES
 from tests.conftest import run_cli
 
 CORPUS = Path(__file__).parent / "bad_inputs"

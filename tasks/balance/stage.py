@@ -29,13 +29,14 @@ from dask import delayed
 from core.code_version import module_version
 from core.errors import ConfigError
 from storage.fs import write_at
+from tasks.config.constants import ROW
 from tasks.custom.prepared import filled_partitions
-from tasks.fill_missing import stage as fill_missing
-from tasks.ingest import stage as ingest_mod
-from tasks.runtime import frame
+from tasks.runtime import dask_run, frame
 from tasks.runtime.context import run_cached
+from tasks.runtime.dask_run import row_chunks
+from tasks.runtime.node import FILLED, Node
+from tasks.runtime.outputs import Ingested, MissingStates, Multiplicity, SplitAssignment
 from tasks.runtime.statistics import Statistics
-from tasks.split import stage as split_mod
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 
@@ -51,7 +52,7 @@ def label_feature(ctx) -> str:
 def _train_labels(prepared, name):
     f = prepared.frame
     train = f.loc[f[frame.SPLIT] == 0]
-    return train[ingest_mod.ROW].to_numpy(dtype=np.int64), train[name].astype("string").to_numpy(dtype=object)
+    return train[ROW].to_numpy(dtype=np.int64), train[name].astype("string").to_numpy(dtype=object)
 
 
 def _plan(counts: dict[str, int], oversample: float | None, undersample: float | None):
@@ -84,7 +85,7 @@ def _class_counts(prepared, name) -> tuple[dict[str, int], int, int]:
     """The partition's training rows per class; its first and last input row (-1: no row)."""
     rows, labels = _train_labels(prepared, name)
     classes, counts = np.unique(labels.astype(str), return_counts=True)
-    all_rows = prepared.frame[ingest_mod.ROW].to_numpy(dtype=np.int64)
+    all_rows = prepared.frame[ROW].to_numpy(dtype=np.int64)
     return (dict(zip(classes.tolist(), counts.tolist(), strict=True)),
             int(all_rows[0]) if len(all_rows) else -1, int(all_rows[-1]) if len(all_rows) else -1)
 
@@ -116,23 +117,29 @@ def _apply(prepared, name, kind: str, cls: str, local: list[np.ndarray], j: int,
     write_at(path, mult.astype("<u4", copy=False), offset + 4 * span[0])
 
 
-def run(ctx, ingest, split, missing):
+def config_slice(ctx) -> dict:
+    cfg = ctx.config.preprocessing.balance
+    enabled = cfg.oversample_minority is not None or cfg.undersample_majority is not None
+    return {"balance": cfg.model_dump(), "seed": ctx.config.preprocessing.split.seed,
+            "label": label_feature(ctx) if enabled else None}
+
+
+def run(ctx, ingest: Ingested, split: SplitAssignment, missing: MissingStates):
     cfg = ctx.config.preprocessing.balance
     seed = ctx.config.preprocessing.split.seed
     enabled = cfg.oversample_minority is not None or cfg.undersample_majority is not None
     label = label_feature(ctx) if enabled else None
-    config_slice = {"balance": cfg.model_dump(), "seed": seed, "label": label}
 
     def compute(out: Path) -> Statistics:
         stats = Statistics()
         if not enabled:
             (out / "balance.json").write_text(json.dumps({"enabled": False}))
             return stats
-        assign = split_mod.load(split)
-        states = fill_missing.load(missing)
-        parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
+        assign = split.assignment()
+        states = missing.states()
+        parts = frame.partitions(ingest.data_dir, ctx.npartitions)
         prepared = filled_partitions(parts, ctx.features, assign, states)
-        found = frame.compute([delayed(_class_counts)(p, label) for p in prepared])
+        found = dask_run.compute([delayed(_class_counts)(p, label) for p in prepared])
         counts: dict[str, int] = {}
         for partial, _first, _last in found:
             for c, k in partial.items():
@@ -144,14 +151,14 @@ def run(ctx, ingest, split, missing):
         array = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint32, shape=(n,))  # np.save's header
         offset = array.offset
         del array
-        frame.compute([delayed(_ones)(str(path), offset, lo, hi) for lo, hi in split_mod._chunks(n)])
+        dask_run.compute([delayed(_ones)(str(path), offset, lo, hi) for lo, hi in row_chunks(n)])
         after = dict(counts)
         plan = _plan(counts, cfg.oversample_minority, cfg.undersample_majority)
         if plan is not None:
             kind, cls, args = plan
             starts = np.concatenate([[0], np.cumsum([f[0].get(cls, 0) for f in found])[:-1]]).astype(int).tolist()
             local = delayed(_by_partition)(kind, args, seed, starts)  # on a worker: one position per draw
-            frame.compute([delayed(_apply)(p, label, kind, cls, local, j, (f[1], f[2]), str(path), offset)
+            dask_run.compute([delayed(_apply)(p, label, kind, cls, local, j, (f[1], f[2]), str(path), offset)
                            for j, (p, f) in enumerate(zip(prepared, found, strict=True))])
             after[cls] = counts[cls] + args[1] if kind == "over" else counts[cls] - args[1]
         (out / "balance.json").write_text(json.dumps({"enabled": True, "label": label}))
@@ -159,10 +166,8 @@ def run(ctx, ingest, split, missing):
             stats.counter(f"balance.class_count_after.{c}", after[c])
         return stats
 
-    return run_cached(ctx, "balance", CODE_VERSION, [ingest.key, split.key, missing.key], config_slice, compute)
+    return run_cached(ctx, "balance", CODE_VERSION, [ingest.key, split.key, missing.key], config_slice(ctx),
+                      compute, Multiplicity)
 
 
-def load(result) -> split_mod.Assignment | None:
-    """``multiplicity.npy`` as a handle that pickles as its path (``tasks.split.stage.Assignment``); None: no balancing."""
-    path = Path(result.path) / "multiplicity.npy"
-    return split_mod.Assignment(path) if path.exists() else None
+NODE = Node("balance", run, inputs=("ingest", "split", FILLED), output=Multiplicity, reads=config_slice)

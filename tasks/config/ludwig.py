@@ -98,7 +98,7 @@ LUDWIG_TYPES = (*LUDWIG_ONLY, "h3")  # Ludwig's feature types (h3: not one of pr
 
 
 # ``compatibility: ludwig``: Ludwig's defaults where prepflow's differ, for input features, applied under
-# ``defaults.<type>`` and the features' own options (tasks.features.resolve_preprocessing); the config also
+# ``defaults.<type>`` and the features' own options (tasks.config.loader.resolve_preprocessing); the config also
 # defaults ``fit_on`` to ``all`` then. Checked against Ludwig 0.11 and 0.17 fitting their own metadata
 # (tests/integration/test_ludwig_preprocess.py): binary of Ludwig's true/false strings, sequence, text
 # (``symbols: ludwig``: Ludwig's ids, ties in first-occurrence order), vector, timeseries and date give

@@ -4,7 +4,7 @@ This module is the schema only; it imports no feature type. Read a config with
 ``tasks.config.loader.load_config``/``parse_config``, which bring Ludwig's forms to this one
 (``tasks.config.ludwig``), validate it here (unknown keys and bad values raise ``ConfigError`` naming
 the key path and the closest valid spelling) and resolve each feature's ``preprocessing`` with its
-feature type (``tasks.features.resolve_preprocessing``).
+feature type (``tasks.config.loader.resolve_preprocessing``).
 
 Ludwig's model-side sections (``combiner``, ``trainer``, ``hyperopt``, ...) and feature keys
 (``encoder``, ``decoder``, ``loss``, ...) are declared here so that editors and "did you mean" know
@@ -14,25 +14,24 @@ normalized config or the artifact id.
 
 from __future__ import annotations
 
-import difflib
 import typing
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from core.options import StrictModel
 
 LUDWIG_FEATURE_KEYS = ("encoder", "decoder", "loss", "tied", "dependencies", "reduce_input",
                        "reduce_dependencies", "top_k", "calibration", "threshold", "class_similarities",
                        "column", "proc_column", "active", "augmentation", "input_size")
 
 
-class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
-
-
 class FeatureConfig(BaseModel):
     """One input or output feature. ``preprocessing`` is validated by the feature type."""
 
     model_config = ConfigDict(extra="forbid")
+    # Ludwig's model-side keys are accepted but never offered as "did you mean" (core.options)
+    hidden_keys: typing.ClassVar[tuple[str, ...]] = tuple(k for k in LUDWIG_FEATURE_KEYS if k != "column")
     name: str = Field(min_length=1)
     type: str | None = None  # None: inferred from the data (``infer_types``)
     column: str | None = None  # Ludwig: the dataset column; defaults to ``name``
@@ -215,82 +214,6 @@ class Config(StrictModel):
             raise ValueError("preprocessing.balance: balancing needs exactly one output feature of type binary or "
                              f"category, the config has {[(f.name, f.type) for f in outputs]}")
         return self
-
-
-# --------------------------------------------------------------------------------------
-# Error formatting
-
-
-def _loc_to_path(loc: tuple) -> str:
-    path = ""
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        else:
-            path += ("." if path else "") + str(part)
-    return path
-
-
-def _known_fields(model: type[BaseModel], loc: tuple) -> list[str]:
-    """Field names valid at the parent of ``loc`` (for 'did you mean')."""
-    current: Any = model
-    for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        if isinstance(current, type) and issubclass(current, BaseModel):
-            field = current.model_fields.get(part)
-            if field is None:
-                return []
-            current = _model_of(field.annotation)
-        else:
-            return []
-    if isinstance(current, type) and issubclass(current, BaseModel):
-        names = list(current.model_fields)
-        if current is FeatureConfig:
-            names = [n for n in names if n not in LUDWIG_FEATURE_KEYS or n == "column"]
-        return names
-    return []
-
-
-def _model_of(annotation: Any) -> Any:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in typing.get_args(annotation):
-        found = _model_of(arg)
-        if found is not None:
-            return found
-    return None
-
-
-def suggest(word: str, choices: list[str]) -> str:
-    match = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return f"; did you mean '{match[0]}'?" if match else (
-        f"; valid keys: {', '.join(choices)}" if choices else "")
-
-
-def format_validation_error(exc: ValidationError, model: type[BaseModel], prefix: str = "",
-                            owner: str | None = None) -> str:
-    return format_errors(exc.errors(), model, prefix, owner)
-
-
-def format_errors(errors: list, model: type[BaseModel], prefix: str = "", owner: str | None = None) -> str:
-    """pydantic error dicts as lines ``<prefix><key path>: <what is wrong>``."""
-    lines = []
-    for err in errors:
-        loc = tuple(err["loc"])
-        path = prefix + _loc_to_path(loc)
-        if err["type"] == "extra_forbidden":
-            lines.append(f"{path}: unknown key{suggest(str(loc[-1]), _known_fields(model, loc))}")
-        elif err["type"] == "literal_error":
-            expected = err["ctx"]["expected"].replace("'", "").replace(" or ", ", ")
-            subject = f"the '{loc[-1]}' parameter of {owner}" if owner else "the value"
-            lines.append(f"{path}: {subject} must be one of {expected}. Got {err['input']!r} instead.")
-        elif err["type"] == "missing":
-            lines.append(f"{path}: required key is missing")
-        else:
-            msg = err["msg"].removeprefix("Value error, ")
-            lines.append(f"{path}: {msg} (got {err.get('input')!r})" if loc else msg)
-    return "\n".join(lines)
 
 
 def json_schema() -> dict:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from core.errors import ConfigError
 from expectations.suites import SuiteError, check_suite, referenced_columns
+from storage.hashing import stable_hash
 
 NUMERIC_EXPECTATIONS = ("expect_column_values_to_be_between", "expect_column_mean_to_be_between",
                         "expect_column_sum_to_be_between", "expect_column_stdev_to_be_between",
@@ -55,3 +56,13 @@ def extra_raw_columns(config, available: list[str] | None) -> dict[str, str]:
                 continue
             out[column] = "float64" if column in numeric or out.get(column) == "float64" else "string"
     return out
+
+
+def suites_key(config_json: dict) -> dict:
+    """The content hashes of the user suites a normalized config names (for the artifact id)."""
+    validation = config_json.get("validation") or {}
+    paths = [p for gate in ("raw", "encoded")
+             for p in ([validation.get(gate)] if isinstance(validation.get(gate), str) else validation.get(gate) or [])]
+    if not paths:
+        return {}
+    return {"suites": [[p, stable_hash(load_suite_file(p), 64)] for p in paths]}

@@ -1,6 +1,6 @@
 """The custom stages' DAG: built from ``config.stages`` and validated before any data is read.
 
-Built-in stages run in a fixed order (``tasks.graph.STAGES``). A custom stage is placed by
+Built-in stages run in a fixed order (``tasks.config.constants.BUILTIN_STAGES``, as ``tasks.graph`` declares them). A custom stage is placed by
 ``after:``, a built-in stage or another custom stage, and runs inside the per-partition preparation
 that every later stage shares (``tasks.custom.steps``), in one of two phases:
 
@@ -42,16 +42,15 @@ from core.errors import (
     NotConnectedError,
     TypeMismatchError,
 )
+from core.options import format_validation_error
 from core.plugins import STAGES_GROUP, code_version, entry_points, load_subclass
-from tasks.config.schema import format_validation_error
+from tasks.config.constants import BUILTIN_STAGES
 from tasks.custom.stage import FEATURE_KINDS, Stage, compatible, feature_accepts, spec_kind
-from tasks.graph import STAGES
 
 __all__ = ["BadInputOrOutputError", "BadTopologyError", "DuplicateNameError", "InvalidDAGError",
            "InvalidStatisticsError", "InvalidTransformOutputError", "InvalidTypeSignatureError",
            "NotConnectedError", "TypeMismatchError", "PlannedStage", "StagePlan", "build_plan"]
 
-BUILTIN_STAGES = STAGES
 RAW_ANCHORS = ("ingest", "infer_types", "validate_raw", "split")
 FILLED_ANCHORS = ("fill_missing", "balance")
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")

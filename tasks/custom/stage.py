@@ -60,10 +60,10 @@ from typing import Any, ClassVar, Mapping
 
 from pydantic import BaseModel
 
+from core.combiner import Combiner
 from core.errors import InvalidStatisticsError
 from core.lazy import pandas as pd
 from core.plugins import FEATURES_GROUP, entry_points
-from tasks.runtime.combine import Combiner
 from tasks.runtime.statistics import Statistic, Statistics
 
 KINDS = ("float", "int", "bool", "string", "datetime", "object")

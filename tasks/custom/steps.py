@@ -32,20 +32,20 @@ from pathlib import Path
 import numpy as np
 from dask import delayed
 
+from core import combiner
 from core.code_version import module_version
+from core.combiner import WithNulls
 from core.errors import DataError, InvalidStatisticsError, InvalidTransformOutputError, TypeMismatchError
 from core.lazy import pandas as pd
+from tasks.config.constants import ROW
 from tasks.custom.dag import PlannedStage
-from tasks.custom.plan import STATES_KEY, names, plan_of
+from tasks.custom.plan import STATES_KEY, plan_of
 from tasks.custom.stage import compatible, empty_column, named_statistics, series_kind, spec_kind, worker_copy
 from tasks.features.base import FeatureType
-from tasks.fill_missing import stage as fill_missing
-from tasks.ingest import stage as ingest_mod
-from tasks.ingest.common import ROW
-from tasks.runtime import combine, frame
-from tasks.runtime.context import run_cached, timed
+from tasks.runtime import dask_run, frame
+from tasks.runtime.context import run_cached
+from tasks.runtime.outputs import Ingested, MissingStates, SplitAssignment
 from tasks.runtime.statistics import Statistics
-from tasks.split import stage as split_mod
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 STAGE_FILE = "stage.json"
@@ -217,15 +217,15 @@ def carries(parts: list, lay: Layout, assign: np.ndarray, states: dict) -> list[
     early = {f.name: states[f.name] for f in lay.features if lay.phase(f) == "raw"}
     late = {f.name: states[f.name] for f in lay.features if lay.phase(f) == "filled"}
     result: list[dict] = [{} for _ in parts]
-    a = frame.shared(assign)
+    a = dask_run.shared(assign)
     for group, base in ((early, None), (late, "first")):
         names = frame.needs_carries(group)
         if not names:
             continue
         sub = lay.without_pending() if base else layout([p for p in lay.stages if p.phase == "raw"],
                                                         [f for f in lay.features if f.name in early])
-        s = frame.shared(_keep(states, names))
-        edges = frame.compute([delayed(_edges)(p, i, frame.shared(sub), a, s, result[i] or None, names)
+        s = dask_run.shared(_keep(states, names))
+        edges = dask_run.compute([delayed(_edges)(p, i, dask_run.shared(sub), a, s, result[i] or None, names)
                                for i, p in enumerate(parts)])
         for i, c in enumerate(frame.carries(edges, names)):
             result[i] = {**result[i], **c}
@@ -246,14 +246,14 @@ def filled_partitions(parts: list, features: list[FeatureType], assign: np.ndarr
     stages, states = split_states(states)
     lay = layout(stages, features)
     carry = carries(parts, lay, assign, states)
-    L, a, s = frame.shared(lay), frame.shared(assign), frame.shared(states)
+    L, a, s = dask_run.shared(lay), dask_run.shared(assign), dask_run.shared(states)
     return [delayed(_prepared)(p, i, L, a, s, c) for i, (p, c) in enumerate(zip(parts, carry, strict=True))]
 
 
 # ---- the cached step of one custom stage ---------------------------------------------------------
 
 def _fit_partition(pdf, index, lay, target: PlannedStage, assign, states, carry, fit_on):
-    """One partition's accumulator of the stage (``combine.accumulate``; none without fit rows) and the
+    """One partition's accumulator of the stage (``combiner.accumulate``; none without fit rows) and the
     statistics its ``add`` emitted."""
     stats = Statistics()
     if target.phase == "raw":
@@ -264,7 +264,7 @@ def _fit_partition(pdf, index, lay, target: PlannedStage, assign, states, carry,
     if len(fit) == 0:
         return {}, stats
     worker = worker_copy(target.stage)
-    acc = combine.accumulate({target.name: worker},
+    acc = combiner.accumulate({target.name: worker},
                              {target.name: _coerce_inputs(target, fit.reset_index(drop=True), index)})
     if worker._emitted:
         stats = stats.merge(named_statistics(worker, worker._emitted))
@@ -279,8 +279,8 @@ def _produce(pdf, index, lay, assign, states, carry, fit_on, collect):
         if f.missing_strategy == "drop_row":
             drop |= df[f.name].isna().to_numpy()
     fit = frame.fit_rows(df.loc[~drop], fit_on)
-    combiners = {f.name: fill_missing.WithNulls(f.missing_combiner()) for f in lay.pending}
-    return combine.accumulate(combiners, {f.name: fit[f.name] for f in lay.pending}), stats
+    combiners = {f.name: WithNulls(f.missing_combiner()) for f in lay.pending}
+    return combiner.accumulate(combiners, {f.name: fit[f.name] for f in lay.pending}), stats
 
 
 def _merged(p: PlannedStage, total: Statistics, parts: list[Statistics]) -> Statistics:
@@ -304,7 +304,7 @@ def _json_state(p: PlannedStage, state) -> dict:
         raise InvalidTransformOutputError(f"stage '{p.name}': the fitted state is not JSON ({exc})") from None
 
 
-def run(ctx, index: int, ingest, split, previous):
+def run(ctx, index: int, ingest: Ingested, split: SplitAssignment, previous: MissingStates):
     """Stage entry point for the ``index``-th custom stage (in run order); ``previous`` is the
     fill_missing result or the previous custom stage's."""
     plan = plan_of(ctx.config)
@@ -316,30 +316,30 @@ def run(ctx, index: int, ingest, split, previous):
                     "fit_on": fit_on}
 
     def compute(out: Path) -> Statistics:
-        earlier, states = split_states(fill_missing.load(previous))
-        assign = split_mod.load(split)
-        parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
+        earlier, states = split_states(previous.states())
+        assign = split.assignment()
+        parts = frame.partitions(ingest.data_dir, ctx.npartitions)
         stats = Statistics()
         state = None
         if target.fits:
             lay = layout(earlier, known, reads=target.passthrough)
             carry = carries(parts, lay, assign, states)
-            L, a, s = frame.shared(lay), frame.shared(assign), frame.shared(states)
-            results = frame.compute([delayed(_fit_partition)(p, i, L, target, a, s, c, fit_on)
+            L, a, s = dask_run.shared(lay), dask_run.shared(assign), dask_run.shared(states)
+            results = dask_run.compute([delayed(_fit_partition)(p, i, L, target, a, s, c, fit_on)
                                      for i, (p, c) in enumerate(zip(parts, carry, strict=True))])
             stats = _merged(target, stats, [st for _, st in results])
-            fitted = combine.merge_extract({target.name: target.stage}, [acc for acc, _ in results])
+            fitted = combiner.merge_extract({target.name: target.stage}, [acc for acc, _ in results])
             if target.name not in fitted:
                 raise DataError(f"stage '{target.name}': no {'training ' if fit_on == 'train' else ''}rows to fit on")
             state = _json_state(target, fitted[target.name])
         current = [*earlier, replace(target, state=state)]
         lay = layout(current, known, made)
         carry = carries(parts, lay.without_pending(), assign, states)
-        L, a, s = frame.shared(lay), frame.shared(assign), frame.shared(states)
-        results = frame.compute([delayed(_produce)(p, i, L, a, s, c, fit_on, target.name)
+        L, a, s = dask_run.shared(lay), dask_run.shared(assign), dask_run.shared(states)
+        results = dask_run.compute([delayed(_produce)(p, i, L, a, s, c, fit_on, target.name)
                                  for i, (p, c) in enumerate(zip(parts, carry, strict=True))])
         stats = _merged(target, stats, [st for _, st in results])
-        fitted = combine.merge_extract({f.name: fill_missing.WithNulls(f.missing_combiner()) for f in made},
+        fitted = combiner.merge_extract({f.name: WithNulls(f.missing_combiner()) for f in made},
                                        [acc for acc, _ in results])
         for f in made:
             states[f.name], nulls = fitted[f.name]
@@ -349,18 +349,8 @@ def run(ctx, index: int, ingest, split, previous):
         (out / STAGE_FILE).write_text(json.dumps(current[-1].to_json(), sort_keys=True, indent=1))
         return stats
 
-    return run_cached(ctx, target.name, CODE_VERSION, [ingest.key, split.key, previous.key], config_slice, compute)
-
-
-def run_all(ctx, ingest, split, missing) -> list:
-    """Every custom stage's step, in order (``[]`` without custom stages); the last one's result
-    takes fill_missing's place as the ``missing`` parent of the later stages."""
-    results = []
-    previous = missing
-    for i in range(len(names(ctx.config))):
-        previous = timed(run, ctx, i, ingest, split, previous)
-        results.append(previous)
-    return results
+    return run_cached(ctx, target.name, CODE_VERSION, [ingest.key, split.key, previous.key], config_slice, compute,
+                      MissingStates)
 
 
 def load_state(result) -> dict:

@@ -28,8 +28,8 @@ from dask import delayed
 from core.errors import DataError
 from storage.fs import filesystem, is_url, open_input, strip_file_scheme
 from storage.hashing import hash_stream, stable_hash
+from tasks.dataset.files import base_of, dataset_files, is_multi, readable
 from tasks.dataset.info import detect_format
-from tasks.ingest.parquet import base_of, dataset_files, is_multi, readable
 from tasks.runtime.dask_run import compute
 
 BLOCK = 64 << 20  # bytes per hashing task; the CSV reader's byte ranges are this size too

@@ -4,20 +4,22 @@ checks made before any data is read use them)."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 
 from core.errors import DataError
+from core.lazy import pandas as pd
 from storage.fs import open_input
 from tasks.dataset import csv_dialect
-from tasks.ingest import parquet as ingest_parts
+from tasks.dataset.files import dataset_files, is_multi
 
 
 def detect_format(path: str) -> str:
-    if ingest_parts.is_multi(path):  # a folder or glob: the one format of its files
-        formats = {detect_format(f) for f in ingest_parts.dataset_files(path)}
+    if is_multi(path):  # a folder or glob: the one format of its files
+        formats = {detect_format(f) for f in dataset_files(path)}
         if len(formats) > 1:
             raise DataError(f"{path}: the files have different formats ({', '.join(sorted(formats))}); "
                             "a folder or pattern must hold one format")
@@ -52,3 +54,28 @@ def dataset_columns(path: str, delimiter: str | None = None) -> list[str] | None
     except Exception:  # unreadable here: ingest reports the problem with its own message
         return None
     return None
+
+
+def column_names(path: str, fmt: str, delimiter: str | None = None) -> list[str]:
+    """Every column name of a dataset of format ``fmt``, in file order, reading what it must (a JSON file
+    whole, the first 1,000 records of a JSON Lines file); CSV/TSV in the dialect sniffed from the file
+    (``delimiter``: the config's override)."""
+    if fmt in ("csv", "tsv"):
+        return csv_dialect.header(path, fmt, delimiter)[0]
+    if fmt == "parquet":
+        with open_input(path) as fh:
+            return list(pq.ParquetFile(fh).schema_arrow.names)
+    if fmt == "feather":
+        with open_input(path) as fh:
+            return list(feather.read_table(fh).column_names)
+    if fmt == "excel":
+        with open_input(path) as fh:
+            return [str(c) for c in pd.read_excel(fh, nrows=0).columns]
+    with open_input(path) as fh:
+        data = fh.read().decode("utf-8", errors="replace")
+    if fmt == "jsonl":
+        records = [json.loads(line) for line in data.splitlines()[:1000] if line.strip()]
+    else:
+        loaded = json.loads(data)
+        records = loaded[:1000] if isinstance(loaded, list) else [dict.fromkeys(loaded)]
+    return list(dict.fromkeys(k for r in records if isinstance(r, dict) for k in r))

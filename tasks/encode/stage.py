@@ -16,36 +16,24 @@ import pyarrow as pa
 from dask import delayed
 
 from core.code_version import module_version
-from tasks.balance import stage as balance_mod
+from core.task_tree import tree
+from tasks.config.constants import ROW, SPLIT_NAMES
 from tasks.custom.prepared import filled_partitions
 from tasks.encode import feature_stats
-from tasks.fill_missing import stage as fill_missing
-from tasks.ingest import stage as ingest_mod
-from tasks.ingest.common import write_ipc
-from tasks.runtime import frame
+from tasks.runtime import dask_run, frame
 from tasks.runtime.context import run_cached
+from tasks.runtime.frame import to_arrow, write_ipc
+from tasks.runtime.node import FILLED, Node
+from tasks.runtime.outputs import Encoded, Fitted, Ingested, MissingStates, Multiplicity, SplitAssignment
 from tasks.runtime.statistics import Statistics
-from tasks.split import stage as split_mod
-from tasks.split.stage import SPLIT_NAMES
-from tasks.vocab import stage as vocab
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
-
-
-def to_arrow(values: np.ndarray) -> pa.Array:
-    """1-D arrays as plain columns, n x d (or n x a x b) arrays as fixed-size lists."""
-    if values.ndim == 1:
-        return pa.array(values)
-    flat = pa.array(np.ascontiguousarray(values).reshape(-1))
-    for width in reversed(values.shape[1:]):
-        flat = pa.FixedSizeListArray.from_arrays(flat, width)
-    return flat
 
 
 def encode_frame(features, metadata: dict, df) -> dict[str, np.ndarray]:
     """Each feature sees its column indexed by input row (``__row__``), so an error can name the row."""
     out: dict[str, np.ndarray] = {}
-    rows = df[ingest_mod.ROW].to_numpy() if ingest_mod.ROW in df else None
+    rows = df[ROW].to_numpy() if ROW in df else None
     for f in features:
         values = df[f.name] if rows is None else df[f.name].set_axis(rows)
         out.update(f.encode(values, metadata[f.name]))
@@ -65,7 +53,7 @@ def _encode_partition(prepared, index, features, metadata, mult, out_dir):
     # from the encoded arrays, which are smaller than the typed frame.
     encoded = encode_frame(features, metadata, df)
     split_of = df[frame.SPLIT].to_numpy()
-    input_rows = df[ingest_mod.ROW].to_numpy(dtype=np.int64)
+    input_rows = df[ROW].to_numpy(dtype=np.int64)
     takes = [np.flatnonzero(split_of == split_id) for split_id in range(len(SPLIT_NAMES))]
     if mult is not None and len(takes[0]):
         takes[0] = np.repeat(takes[0], np.asarray(mult[input_rows[takes[0]]], dtype=np.int64))
@@ -103,36 +91,36 @@ def _merge_results(*results: tuple[Statistics, dict]) -> tuple[Statistics, dict]
     return stats, rows
 
 
-def run(ctx, ingest, split, missing, balance, fitted):
-    config_slice = {"features": ctx.features_slice()}
+def config_slice(ctx) -> dict:
+    return {"features": ctx.features_slice()}
+
+
+def run(ctx, ingest: Ingested, split: SplitAssignment, missing: MissingStates, balance: Multiplicity,
+        fitted: Fitted):
 
     def compute(out: Path) -> Statistics:
-        assign = split_mod.load(split)
-        states = fill_missing.load(missing)
-        mult = balance_mod.load(balance)
+        assign = split.assignment()
+        states = missing.states()
+        mult = balance.multiplicity()
         # category columns as ingest stored them, dictionaries: each distinct value counted and looked up once
-        parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions,
+        parts = frame.partitions(ingest.data_dir, ctx.npartitions,
                                  frame.dictionary_columns(ctx.features, bool(ctx.config.stages)))
         prepared = filled_partitions(parts, ctx.features, assign, states)
         # the metadata with its inline vocabularies, read by one task (on a worker of a cluster): the flow
         # process never parses them (tasks.runtime.fitted_metadata); workers read Parquet vocabularies by path
-        md = delayed(vocab.load_full, pure=True)(str(fitted.path), resolve_files=True)
-        f, m = frame.shared(ctx.features), frame.shared(mult)
+        md = delayed(Fitted.read_full, pure=True)(str(fitted.path), resolve_files=True)
+        f, m = dask_run.shared(ctx.features), dask_run.shared(mult)
 
         tasks = [delayed(_encode_partition)(p, i, f, md, m, out) for i, p in enumerate(prepared)]
         # the partitions' statistics and row counts merged on the workers: this process receives one of each
-        stats, counts = frame.compute([frame.tree(tasks, _merge_results)])[0] if tasks else (Statistics(), {})
+        stats, counts = dask_run.compute([tree(tasks, _merge_results)])[0] if tasks else (Statistics(), {})
         counts = {s: counts.get(s, 0) for s in SPLIT_NAMES}
         (out / "encode.json").write_text(json.dumps({"rows": counts, "parts": len(tasks)}))
         return stats
 
     return run_cached(ctx, "encode", CODE_VERSION, [ingest.key, split.key, missing.key, balance.key, fitted.key],
-                      config_slice, compute)
+                      config_slice(ctx), compute, Encoded)
 
 
-def split_parts(result, split_name: str) -> list[Path]:
-    return sorted((Path(result.path) / split_name).glob("part-*.arrow"))
-
-
-def row_counts(result) -> dict[str, int]:
-    return json.loads((Path(result.path) / "encode.json").read_text())["rows"]
+NODE = Node("encode", run, inputs=("ingest", "split", FILLED, "balance", "vocab"), output=Encoded,
+            reads=config_slice)

@@ -30,10 +30,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field
 
+from core.combiner import Combiner
 from core.errors import DataError, NotFittedError
 from core.lazy import pandas as pd
-from tasks.config.schema import StrictModel
-from tasks.runtime.combine import Combiner
+from core.options import StrictModel
 
 MISSING_STRATEGIES = ("fill_with_const", "fill_with_mode", "fill_with_mean", "fill_with_false",
                       "fill_with_true", "bfill", "ffill", "drop_row")

@@ -17,13 +17,14 @@ from pathlib import Path
 import numpy as np
 
 from core.code_version import module_version
+from core.combiner import WithNulls
 from tasks.custom import plan as custom_plan
 from tasks.features.base import NullCount
-from tasks.ingest import stage as ingest_mod
 from tasks.runtime import combine, frame
 from tasks.runtime.context import run_cached
+from tasks.runtime.node import Node
+from tasks.runtime.outputs import Ingested, MissingStates, SplitAssignment
 from tasks.runtime.statistics import Statistics
-from tasks.split import stage as split_mod
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 
@@ -48,17 +49,22 @@ def _batches(pdf, features, assign, fit_on, counted):
     return out
 
 
-def run(ctx, ingest, split):
+def config_slice(ctx) -> dict:
     ctx = custom_plan.raw_view(ctx)  # features on columns a custom stage makes are fitted by its step
+    return {"features": ctx.features_slice(), "fit_on": ctx.config.preprocessing.fit_on}
+
+
+def run(ctx, ingest: Ingested, split: SplitAssignment):
+    key_slice = config_slice(ctx)
+    ctx = custom_plan.raw_view(ctx)
     fit_on = ctx.config.preprocessing.fit_on
-    config_slice = {"features": ctx.features_slice(), "fit_on": fit_on}
 
     def compute(out: Path) -> Statistics:
-        assign = split_mod.load(split)
+        assign = split.assignment()
         combiners = {f.name: WithNulls(f.missing_combiner()) for f in ctx.features}
         counted = {name for name, c in combiners.items() if not c.needs_values()}
         # a category column as ingest stored it (a dictionary) where only its nulls are counted: not decoded
-        parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions,
+        parts = frame.partitions(ingest.data_dir, ctx.npartitions,
                                  frame.dictionary_columns(ctx.features, bool(ctx.config.stages), counted))
         fitted = combine.fit(combiners, parts, _batches, ctx.features, assign, fit_on, counted)
         states = {}
@@ -69,30 +75,8 @@ def run(ctx, ingest, split):
         (out / "missing.json").write_text(json.dumps(states, sort_keys=True, indent=1))
         return stats
 
-    return run_cached(ctx, "fill_missing", CODE_VERSION, [ingest.key, split.key], config_slice, compute)
+    return run_cached(ctx, "fill_missing", CODE_VERSION, [ingest.key, split.key], key_slice, compute,
+                      MissingStates)
 
 
-class WithNulls(combine.Combiner):
-    """A missing-value combiner whose ``extract`` also gives the nulls in the fit rows (a statistic)."""
-
-    def __init__(self, inner: combine.Combiner):
-        self.inner = inner
-
-    def create(self):
-        return self.inner.create()
-
-    def add(self, acc, batch):
-        return self.inner.add(acc, batch)
-
-    def needs_values(self) -> bool:
-        return self.inner.needs_values()
-
-    def merge(self, a, b):
-        return self.inner.merge(a, b)
-
-    def extract(self, acc) -> tuple[dict, int]:
-        return self.inner.extract(acc), acc["nulls"]
-
-
-def load(result) -> dict:
-    return json.loads((Path(result.path) / "missing.json").read_text())
+NODE = Node("fill_missing", run, inputs=("ingest", "split"), output=MissingStates, reads=config_slice)

@@ -49,18 +49,13 @@ from dask import delayed
 from core.errors import DataError
 from storage.arrow_blocks import fixed_blocks
 from storage.fs import filesystem, write_at
+from tasks.config.constants import ROW
 from tasks.dataset import csv_dialect
-from tasks.ingest import parquet as ingest_parts
+from tasks.dataset.files import dataset_files, readable
 from tasks.ingest import spec as ingest_spec
-from tasks.ingest.common import (
-    ROW,
-    check_columns,
-    dictionary_encoded,
-    first_infinity,
-    normalize_batch,
-    write_ipc,
-)
+from tasks.ingest.common import check_columns, dictionary_encoded, first_infinity, normalize_batch
 from tasks.runtime.dask_run import compute
+from tasks.runtime.frame import write_ipc
 
 RANGE_BYTES = 64 << 20  # bytes per range task (a range's bytes and its parsed table are in memory at once)
 NULL_VALUES = ["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"]
@@ -183,7 +178,7 @@ def plan(files: list[str], spec, range_bytes: int) -> list[Unit]:
     """Every file's units in dataset order; reads each file's head only (``csv_dialect.SNIFF_BYTES``)."""
     units: list[Unit] = []
     for i, path in enumerate(files):
-        source = ingest_parts.readable(path)
+        source = readable(path)
         sample = csv_dialect.head(path)
         names, dialect = csv_dialect.header(path, spec.format, spec.delimiter, sample=sample)
         check_columns(path, names, spec.columns)
@@ -335,7 +330,7 @@ def write_parts(dataset: str, spec, out_dir: Path, read_whole, range_bytes: int 
     single reader (``tasks.ingest.stage.read_batches``), passed in so that this module does not import it;
     ``range_bytes``: default ``RANGE_BYTES``."""
 
-    files = ingest_parts.dataset_files(dataset)
+    files = dataset_files(dataset)
     units = plan(files, spec, range_bytes or RANGE_BYTES)
     out_dir.mkdir(parents=True, exist_ok=True)
     out = str(out_dir)

@@ -36,6 +36,7 @@ from tasks.features.media import MediaFeature
 from tasks.ingest.common import check_columns
 from tasks.ingest.spec import PART_ROWS, ingest_spec, write_parts
 from tasks.runtime.context import run_cached
+from tasks.runtime.outputs import Ingested
 from tasks.runtime.statistics import Statistics
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
@@ -117,7 +118,7 @@ def frame_table(ctx, spec) -> pa.Table:
     for f in ctx.features:
         if isinstance(f, MediaFeature):
             media.setdefault(f.column, f)
-    cache_dir = str(ctx.cache.root)
+    cache_dir = ctx.media_cache_root
     arrays = []
     for column, kind in spec.columns.items():
         values = df[column].reset_index(drop=True)
@@ -153,4 +154,4 @@ def run(ctx):
         stats.counter("ingest.rows_out", rows)
         return stats
 
-    return run_cached(ctx, "ingest", CODE_VERSION, [fp], spec.slice(), compute)
+    return run_cached(ctx, "ingest", CODE_VERSION, [fp], spec.slice(), compute, Ingested)

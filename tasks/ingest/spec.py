@@ -14,11 +14,13 @@ import pyarrow as pa
 
 from core.errors import DataError
 from storage.arrow_blocks import fixed_blocks
+from tasks.config.constants import ROW
 from tasks.config.suites import extra_raw_columns
 from tasks.custom import plan as custom_plan
 from tasks.dataset.info import dataset_columns, detect_format
-from tasks.ingest.common import ROW, dictionary_encoded, normalize_batch, reject_infinities, write_ipc
+from tasks.ingest.common import dictionary_encoded, normalize_batch, reject_infinities
 from tasks.runtime import frame
+from tasks.runtime.frame import write_ipc
 
 PART_ROWS = 1 << 18  # rows per cached Arrow IPC part
 

@@ -32,20 +32,17 @@ from core.errors import DataError
 from core.lazy import pandas as pd
 from storage.fs import open_input
 from tasks.dataset import csv_dialect
+from tasks.dataset.files import dataset_files
 from tasks.dataset.fingerprint import fingerprint
-from tasks.dataset.info import detect_format
 from tasks.ingest import csv_ranges as ingest_csv
 from tasks.ingest import dataframe as ingest_frame
 from tasks.ingest import parquet as ingest_parts
-from tasks.ingest.common import ROW
 from tasks.ingest.common import check_columns as _check_columns
 from tasks.ingest.spec import PART_ROWS, IngestSpec, ingest_spec, write_parts
 from tasks.runtime.context import run_cached
+from tasks.runtime.node import Node
+from tasks.runtime.outputs import Ingested
 from tasks.runtime.statistics import Statistics
-
-# the ingest stage's public names, some defined in the modules it shares with the DataFrame ingest
-__all__ = ["ROW", "PART_ROWS", "IngestSpec", "detect_format", "fingerprint", "ingest_spec", "read_batches",
-           "write_parts", "run", "num_rows", "fingerprint_of", "data_dir"]
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 # Local CSVs up to this size are read whole by pyarrow's multi-threaded reader (2-3x faster on two cores than
@@ -204,11 +201,16 @@ def read_batches(path: str, spec: IngestSpec):
             "excel": _read_excel}[fmt](path, spec)
 
 
-def run(ctx, fingerprint_hex: str | None = None):
+def config_slice(ctx) -> dict:
+    """What ingest reads of the config: the columns and how (``IngestSpec.slice``)."""
+    return ingest_spec(ctx).slice()
+
+
+def run(ctx):
     if ingest_frame.is_frame(ctx.dataset):  # a pandas/Dask DataFrame passed in Python
         return ingest_frame.run(ctx)
     spec = ingest_spec(ctx)
-    fp = fingerprint_hex or ctx.fingerprint or fingerprint(ctx.dataset)
+    fp = ctx.fingerprint or fingerprint(ctx.dataset)
 
     def compute(out: Path) -> Statistics:
         if ingest_parts.handles(spec):  # Parquet (a file, folder or glob): row groups read by Dask tasks
@@ -216,7 +218,7 @@ def run(ctx, fingerprint_hex: str | None = None):
         elif ingest_csv.handles(spec):  # CSV/TSV (a file, folder or glob): byte ranges read by Dask tasks
             rows = ingest_csv.write_parts(ctx.dataset, spec, out / "data", read_batches)
         else:  # the other formats in this process, a folder's or glob's files one after the other
-            files = ingest_parts.dataset_files(ctx.dataset)
+            files = dataset_files(ctx.dataset)
             rows = write_parts(itertools.chain.from_iterable(read_batches(f, spec) for f in files), spec,
                                out / "data", ctx.dataset)
         (out / "ingest.json").write_text(json.dumps({"fingerprint": fp, "rows": rows, "spec": spec.slice()}))
@@ -224,16 +226,7 @@ def run(ctx, fingerprint_hex: str | None = None):
         stats.counter("ingest.rows_out", rows)
         return stats
 
-    return run_cached(ctx, "ingest", CODE_VERSION, [fp], spec.slice(), compute)
+    return run_cached(ctx, "ingest", CODE_VERSION, [fp], spec.slice(), compute, Ingested)
 
 
-def num_rows(ingest_path: str) -> int:
-    return json.loads((Path(ingest_path) / "ingest.json").read_text())["rows"]
-
-
-def fingerprint_of(result) -> str:
-    return json.loads((Path(result.path) / "ingest.json").read_text())["fingerprint"]
-
-
-def data_dir(ingest_path: str) -> str:
-    return str(Path(ingest_path) / "data")
+NODE = Node("ingest", run, output=Ingested, reads=config_slice)

@@ -44,27 +44,24 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.feather as feather
-import pyarrow.parquet as pq
 from dask import delayed
 
 from core.code_version import module_version
 from core.errors import DataError
 from storage import media, npy
 from storage.fs import write_at
-from storage.hashing import stable_hash
-from storage.remote import is_remote
-from tasks.encode.stage import split_parts, to_arrow
+from tasks.config.constants import SPLIT_NAMES
 from tasks.features.media import MediaFeature
-from tasks.ingest.common import write_ipc
-from tasks.runtime import fitted_metadata, frame, progress
+from tasks.runtime import dask_run, fitted_metadata, progress
 from tasks.runtime.context import StageResult, run_cached
 from tasks.runtime.dask_run import on_cluster
+from tasks.runtime.frame import to_arrow, write_ipc
+from tasks.runtime.node import Node
+from tasks.runtime.outputs import MEDIA_STATE_FILE, Encoded, Fitted, MediaCached
 from tasks.runtime.statistics import Statistics, decode_failures, sequence_lengths
-from tasks.split.stage import SPLIT_NAMES
-from tasks.vocab import stage as vocab
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
-STATE_FILE = "media_cache.json"
+STATE_FILE = MEDIA_STATE_FILE
 CHUNK_ROWS = 2048  # rows per rewritten part: bounds memory in eager mode
 
 
@@ -101,10 +98,6 @@ class Sources:
         return np.array([e is not None for e in self.error], dtype=bool)
 
 
-def media_features(ctx) -> list[MediaFeature]:
-    return [f for f in ctx.features if isinstance(f, MediaFeature)]
-
-
 def _rows_path(part: Path) -> Path:
     return part.with_name(part.name.replace("part-", "rows-").rsplit(".", 1)[0] + ".npy")
 
@@ -113,11 +106,11 @@ def _read_ipc(path: Path, columns: list[str] | None = None) -> pa.Table:
     return feather.read_table(str(path), columns=columns, memory_map=True)
 
 
-def _collect(encoded, features: list[MediaFeature]) -> tuple[list[Part], dict[str, Sources]]:
+def _collect(encoded: Encoded, features: list[MediaFeature]) -> tuple[list[Part], dict[str, Sources]]:
     by_name = {f.name: Sources(f) for f in features}
     parts = []
     for split_id, split_name in enumerate(SPLIT_NAMES):
-        for path in split_parts(encoded, split_name):
+        for path in encoded.split_parts(split_name):
             table = _read_ipc(path, [f.name for f in features])
             uids = {}
             for name, src in by_name.items():
@@ -136,7 +129,7 @@ def _resolve(ctx, src: Sources) -> None:
         try:
             if raw is None:
                 raise media.MediaError("missing value (the missing-value strategy left it empty)")
-            source, error, key = media.resolve(raw, base, opts.media_root, str(ctx.cache.root)), None, None
+            source, error, key = media.resolve(raw, base, opts.media_root, ctx.media_cache_root), None, None
             key = source
         except media.MediaError as exc:
             source, error, key = None, str(exc), ("error", raw)
@@ -174,7 +167,7 @@ def _hash_all(all_sources: list[Sources]) -> None:
     todo = sorted({s for src in all_sources for s, e in zip(src.sources, src.error, strict=True) if e is None})
     if on_cluster():
         chunks = [todo[i:i + HASH_TASK_SOURCES] for i in range(0, len(todo), HASH_TASK_SOURCES)]
-        hashed = [r for chunk in frame.compute([delayed(_hash_sources, pure=False)(c) for c in chunks]) for r in chunk]
+        hashed = [r for chunk in dask_run.compute([delayed(_hash_sources, pure=False)(c) for c in chunks]) for r in chunk]
         results = dict(zip(todo, hashed, strict=True))
     else:
         threads = max(src.feature.options.num_processes or media.default_threads() for src in all_sources)
@@ -236,10 +229,16 @@ def _check_fail_early(parts: list[Part], all_sources: list[Sources]) -> None:
 
 # ---- the stage ----------------------------------------------------------------------------------
 
-def run(ctx, fitted, encoded) -> StageResult:
-    features = media_features(ctx)
+def config_slice(ctx) -> dict:
+    """The media features' options and ``fit_on`` (the media content's hash joins the key in ``run``)."""
+    return {"features": ctx.features_slice([f.name for f in ctx.media_features()]),
+            "fit_on": ctx.config.preprocessing.fit_on}
+
+
+def run(ctx, fitted: Fitted, encoded: Encoded) -> StageResult:
+    features = ctx.media_features()
     if not features:  # nothing to decode: encode's result is this stage's
-        return StageResult("media_cache", encoded.key, encoded.path, encoded.cached, 0.0, {})
+        return MediaCached("media_cache", encoded.key, encoded.path, encoded.cached, 0.0, {})
     start = time.perf_counter()
     with progress.stage("media_cache"):
         parts, by_name = _collect(encoded, features)
@@ -250,12 +249,12 @@ def run(ctx, fitted, encoded) -> StageResult:
     _check_fail_early(parts, all_sources)
     content = _content(all_sources)
     fit_on = ctx.config.preprocessing.fit_on
-    config_slice = {"features": ctx.features_slice([f.name for f in features]), "fit_on": fit_on, "content": content}
 
     def compute(out: Path) -> Statistics:
         return _compute(ctx, out, fitted, parts, all_sources, content, fit_on)
 
-    result = run_cached(ctx, "media_cache", CODE_VERSION, [encoded.key, fitted.key], config_slice, compute)
+    result = run_cached(ctx, "media_cache", CODE_VERSION, [encoded.key, fitted.key],
+                        {**config_slice(ctx), "content": content}, compute, MediaCached)
     # the stage's time includes reading and hashing every source (above), on a cache hit too
     return dataclasses.replace(result, seconds=time.perf_counter() - start)
 
@@ -280,15 +279,6 @@ def _sample(parts, src: Sources, fit_on: str):
             continue
 
 
-def _output_media_dir(ctx) -> Path | None:
-    """``<output>/media`` for a local output; None for a remote one (the loader builds memmaps there)."""
-
-    output = str(ctx.output)
-    if is_remote(output):
-        return None
-    return Path(output[len("file://"):] if output.startswith("file://") else output) / media.MEDIA_DIR
-
-
 @dataclass
 class SplitSlots:
     sids: np.ndarray  # slot -> sid
@@ -309,7 +299,7 @@ def _slots(parts: list[Part], src: Sources, split_id: int) -> SplitSlots:
 
 def _compute(ctx, out: Path, fitted, parts: list[Part], all_sources: list[Sources], content: str,
              fit_on: str) -> Statistics:
-    metadata = vocab.load_full(fitted.path)  # rewritten below, inline vocabularies included
+    metadata = Fitted.read_full(fitted.path)  # rewritten below, inline vocabularies included
     stats = Statistics()
     codecs = {}
     for src in all_sources:
@@ -321,7 +311,7 @@ def _compute(ctx, out: Path, fitted, parts: list[Part], all_sources: list[Source
         codecs[f.name] = f.codec(meta)
 
     scratch = out / "_scratch"
-    media_dir = _output_media_dir(ctx)
+    media_dir = media.output_media_dir(ctx.output)
     writers: list[media.MemmapWriter] = []
     slots: dict[tuple[str, int], SplitSlots] = {}
     try:
@@ -340,7 +330,7 @@ def _compute(ctx, out: Path, fitted, parts: list[Part], all_sources: list[Source
         slots.clear()
         shutil.rmtree(scratch, ignore_errors=True)
     fitted_metadata.write(out, metadata)
-    vocab.copy_files(fitted, metadata, out, link=True)  # Parquet vocabularies: publish reads them from this entry
+    fitted.copy_files(metadata, out, link=True)  # Parquet vocabularies: publish reads them from this entry
     (out / "encode.json").write_text(json.dumps({"rows": counts, "parts": len(parts)}))
     (out / STATE_FILE).write_text(json.dumps({"content": content, "code_version": CODE_VERSION,
                                               "features": [s.feature.name for s in all_sources]}))
@@ -458,7 +448,7 @@ def _decode_on_workers(all_sources, codecs, slots) -> dict[tuple[str, int], list
     keys, tasks = [], []
     for src in all_sources:
         name = src.feature.name
-        codec = frame.shared(codecs[name])
+        codec = dask_run.shared(codecs[name])
         for split_id in range(len(SPLIT_NAMES)):
             sl = slots[(name, split_id)]
             sids = sl.sids.tolist()
@@ -471,7 +461,7 @@ def _decode_on_workers(all_sources, codecs, slots) -> dict[tuple[str, int], list
                 keys.append((name, split_id))
                 tasks.append(delayed(_decode_slots, pure=False)(codec, items, target))
     out: dict[tuple[str, int], list] = {(s.feature.name, i): [] for s in all_sources for i in range(len(SPLIT_NAMES))}
-    for key, result in zip(keys, frame.compute(tasks), strict=True):
+    for key, result in zip(keys, dask_run.compute(tasks), strict=True):
         out[key].extend(result)
     return out
 
@@ -500,7 +490,7 @@ def _rewrite_parts(out: Path, parts, all_sources, codecs, slots, stats: Statisti
     counts = dict.fromkeys(SPLIT_NAMES, 0)
     skipped = {src.feature.name: 0 for src in all_sources}
     filled = dict(skipped)
-    for part, (kept, part_skipped, part_filled) in zip(parts, frame.compute(tasks), strict=True):
+    for part, (kept, part_skipped, part_filled) in zip(parts, dask_run.compute(tasks), strict=True):
         counts[SPLIT_NAMES[part.split_id]] += kept
         for name in skipped:
             skipped[name] += part_skipped[name]
@@ -569,47 +559,6 @@ def _write_tables(out: Path, all_sources, codecs, slots) -> None:
 
 # ---- what later stages read ----------------------------------------------------------------------
 
-def _rewrote(med, encoded) -> bool:
-    return med.path != encoded.path
 
-
-def outputs(med, fitted, encoded) -> tuple:
-    """``(fitted, encoded)`` for validate(encoded) and publish: this stage's entry when it rewrote the
-    parts (its statistics merged with encode's, whose row counters the gate reads), else vocab's and
-    encode's results unchanged."""
-    if not _rewrote(med, encoded):
-        return fitted, encoded
-    merged = Statistics.from_json(encoded.statistics).merge(Statistics.from_json(med.statistics)).to_json()
-    return med, StageResult(med.stage, med.key, med.path, med.cached, med.seconds, merged)
-
-
-def fingerprint(med, base: str) -> str:
-    """The artifact's dataset fingerprint: the table's, combined with the media content hash."""
-    if med is None or not (Path(med.path) / STATE_FILE).is_file():
-        return base
-
-    state = json.loads((Path(med.path) / STATE_FILE).read_text())
-    return stable_hash([base, state["content"], state["code_version"]], 64)
-
-
-def publish_split(encoded, split_name: str, folder: Path) -> list[dict]:
-    """Copy the split's media tables into the artifact; their ``source_spec`` chunks."""
-
-    chunks = []
-    for table in sorted((Path(encoded.path) / split_name).glob(f"*{media.TABLE_SUFFIX}")):
-        meta = json.loads(pq.read_schema(table).metadata[media.TABLE_META])
-        codec = media.codec_from_json(meta["codec"])
-        shutil.copyfile(table, folder / table.name)
-        chunk = {"type": "media", "features": [meta["feature"]], "files": [f"{split_name}/{table.name}"],
-                 "mode": meta["mode"], "dtype": f"torch.{codec.dtype.name}", "shape": list(codec.shape)}
-        if meta.get("memmap"):
-            chunk["memmap"] = meta["memmap"]
-        chunks.append(chunk)
-    return chunks
-
-
-def ensure_memmaps(ctx, artifact: dict) -> None:
-    """After publish: build any lazy_cached memmap of the artifact that is missing (local outputs)."""
-    if _output_media_dir(ctx) is None or not any(f.mode == "lazy_cached" for f in media_features(ctx)):
-        return
-    media.ensure_memmaps(artifact["artifact_path"])
+NODE = Node("media_cache", run, inputs=("vocab", "encode"), output=MediaCached, reads=config_slice,
+            in_artifact=False)  # its content hash joins the artifact id through the dataset fingerprint

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.feather as feather
 
 from storage import npy
-from tasks.ingest.common import ROW
+from tasks.config.constants import ROW
 
 COLUMN_SPEC = {"dtype": "torch.int64", "shape": [], "feature": ROW}  # publish's column spec (tasks.publish.stage)
 DESCRIPTION = ("the row's 0-based position in the input (for several files, in their concatenation); "

@@ -44,7 +44,8 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from storage.fs import HashingWriter, is_url, open_output, write_at
-from tasks.publish.rows import ROW, read_part, with_row
+from tasks.config.constants import ROW
+from tasks.publish.rows import read_part, with_row
 from tasks.runtime.context import pause_point
 from tasks.runtime.frame import ipc_num_rows
 

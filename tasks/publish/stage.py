@@ -19,34 +19,34 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
+import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import yaml
 from dask import delayed
 
 from core.errors import ConfigError
-from storage import remote, split_binary
+from storage import media, remote, split_binary
 from storage.cache import list_files, sha256_files
 from storage.fs import strip_file_scheme
 from storage.hashing import stable_hash
 from storage.tmpdirs import TempFile, TempFolder, sweep
 from tasks.config import plugins
-from tasks.config.constants import SPLIT_NAMES
-from tasks.encode import stage as encode_mod
-from tasks.graph import artifact_code_versions
-from tasks.media_cache import stage as media_cache
+from tasks.config.constants import ROW, SPLIT_NAMES
+from tasks.config.suites import suites_key
 from tasks.publish import rows as published_rows
 from tasks.publish import shards
 from tasks.publish import split_binary as publish_split_binary
 from tasks.report.page import TEMP_NAME
-from tasks.runtime import frame
-from tasks.runtime.context import pause_point
-from tasks.validate import stage as validate
-from tasks.vocab import stage as vocab
-
-# The stage modules (tasks.encode.stage, tasks.vocab.stage: pandas, Dask) are imported where an artifact
-# is written, not here: a rerun that reuses the published artifact only needs its id (``reusable``).
+from tasks.runtime import dask_run, progress
+from tasks.runtime.context import StageResult, pause_point
+from tasks.runtime.fitted_metadata import METADATA_FILE
+from tasks.runtime.node import Node
+from tasks.runtime.outputs import Encoded, Fitted, GateResult, Published
+from tasks.runtime.statistics import merged
 
 SCHEMA_VERSION = 1
 ENCODING_VERSION = "1"
@@ -55,22 +55,18 @@ MANIFEST = "manifest.json"
 LATEST = "LATEST"
 
 
-def code_versions() -> dict[str, str]:
-    """Every stage's code version: a change in any stage's output gives a new artifact id."""
-    return artifact_code_versions()
-
-
-def artifact_id(fingerprint: str, config_json: dict) -> str:
-    # the manifest holds validation results: a changed user suite makes a new artifact; an edited
-    # plugin (custom stage or feature type) too
+def artifact_id(fingerprint: str, config_json: dict, code_versions: dict[str, str]) -> str:
+    """A hash of the dataset fingerprint, the normalized config, the encoding version and the code versions
+    of the stages whose output the artifact holds (``tasks.graph.artifact_code_versions``). The manifest
+    holds validation results: a changed user suite makes a new artifact; an edited plugin (custom stage or
+    feature type) too."""
     return stable_hash({"fingerprint": fingerprint, "config": config_json, "encoding": ENCODING_VERSION,
-                        "code": code_versions(), **validate.suites_key(config_json),
-                        **plugins.code_key(config_json)}, 24)
+                        "code": code_versions, **suites_key(config_json), **plugins.code_key(config_json)}, 24)
 
 
-def reusable(output: str, fingerprint: str, config) -> dict | None:
+def reusable(output: str, fingerprint: str, config, code_versions: dict[str, str]) -> dict | None:
     """The published artifact for these inputs, if it exists with a manifest and intact file sizes."""
-    art_id = artifact_id(fingerprint, normalized_config(config))
+    art_id = artifact_id(fingerprint, normalized_config(config), code_versions)
     path = Path(output) / art_id
     try:
         manifest = json.loads((path / MANIFEST).read_text())
@@ -152,7 +148,7 @@ def column_specs(ctx, metadata: dict) -> dict[str, dict]:
             if col.dtype.startswith("int") and "vocab_size" in metadata[f.name] and not col.shape:
                 spec["cardinality"] = metadata[f.name]["vocab_size"]
             specs[col.name] = spec
-    specs[published_rows.ROW] = dict(published_rows.COLUMN_SPEC)  # each row's input position, every split
+    specs[ROW] = dict(published_rows.COLUMN_SPEC)  # each row's input position, every split
     return specs
 
 
@@ -258,7 +254,30 @@ def sweep_output(output: Path) -> list[str]:
     return sorted(sweep(output, (".tmp-", f".{LATEST}."), names) + sweep(output, TEMP_NAME, names))
 
 
-def run(ctx, fingerprint: str, encoded, fitted, stage_stats: dict, validation: dict | None = None) -> dict:
+def run(ctx, code_versions: dict[str, str], *inputs: StageResult) -> StageResult:
+    """The publish stage: every stage's output is its input (their statistics merge into the manifest).
+    Its result's ``key`` is the artifact id, ``path`` the artifact's folder, ``artifact`` what ``publish``
+    returned."""
+    start = time.perf_counter()
+    progress.started("publish")  # publish is not a run_cached stage: its lines are said here
+    by_stage = {r.stage: r for r in inputs}
+    media_cached = by_stage["media_cache"]  # decoded media: its entry replaces encode's and vocab's
+    fitted, encoded = media_cached.outputs(by_stage["vocab"], by_stage["encode"])
+    fingerprint = media_cached.fingerprint(by_stage["ingest"].fingerprint)  # media content joins the id
+    validation = {}
+    for gate in (r for r in inputs if isinstance(r, GateResult)):
+        data = gate.results()
+        validation[data["gate"]] = data
+    art = publish(ctx, code_versions, fingerprint, encoded, fitted, merged(inputs), validation)
+    ensure_memmaps(ctx, art)
+    result = Published("publish", art["artifact_id"], art["artifact_path"], art["reused"],
+                       time.perf_counter() - start, artifact=art)
+    progress.finished("publish", result.seconds, result.cached, {})
+    return result
+
+
+def publish(ctx, code_versions: dict[str, str], fingerprint: str, encoded: Encoded, fitted: Fitted,
+            stage_stats: dict, validation: dict | None = None) -> dict:
     """Publish and return ``{"artifact_path", "artifact_id", "rows", "reused"}``.
 
     An fsspec URL output (``s3://bucket/prefix``): the row files (Parquet shards, ``.npy`` columns,
@@ -269,15 +288,16 @@ def run(ctx, fingerprint: str, encoded, fitted, stage_stats: dict, validation: d
     """
 
     if remote.is_remote(ctx.output):
-        art_id = artifact_id(fingerprint, normalized_config(ctx.config))
+        art_id = artifact_id(fingerprint, normalized_config(ctx.config), code_versions)
         return remote.publish(str(ctx.output), art_id,
-                              lambda root, art_url: _publish(ctx, root, fingerprint, encoded, fitted, stage_stats,
-                                                             validation, art_url))
-    return _publish(ctx, Path(strip_file_scheme(str(ctx.output))), fingerprint, encoded, fitted, stage_stats,
-                    validation)
+                              lambda root, art_url: _publish(ctx, root, code_versions, fingerprint, encoded, fitted,
+                                                             stage_stats, validation, art_url))
+    return _publish(ctx, Path(strip_file_scheme(str(ctx.output))), code_versions, fingerprint, encoded, fitted,
+                    stage_stats, validation)
 
 
-def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: dict,
+def _publish(ctx, output: Path, code_versions: dict[str, str], fingerprint: str, encoded: Encoded, fitted: Fitted,
+             stage_stats: dict,
              validation: dict | None = None, art_url: str | None = None) -> dict:
     """Build the artifact under ``output``; with ``art_url`` (a remote output) its row files are
     written there by the Dask tasks instead, and only the small rest is staged in ``output``."""
@@ -285,14 +305,14 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
     output.mkdir(parents=True, exist_ok=True)
     sweep_output(output)  # leftovers of killed runs (a live run's are locked, so kept)
     config_json = normalized_config(ctx.config)
-    art_id = artifact_id(fingerprint, config_json)
-    rows = encode_mod.row_counts(encoded)
+    art_id = artifact_id(fingerprint, config_json, code_versions)
+    rows = encoded.row_counts()
     existing = find_existing(output, art_id)
     if existing is not None:
         write_latest(output, art_id)
         return {"artifact_path": str(existing), "artifact_id": art_id, "rows": rows, "reused": True}
 
-    metadata = vocab.load(fitted)
+    metadata = fitted.metadata()
     columns = column_specs(ctx, metadata)
     pub = ctx.config.publish
 
@@ -306,7 +326,7 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
         tasks: list = []
         for split_name in SPLIT_NAMES:
             (staging / split_name).mkdir()
-            chunks, split_tasks = _split_tasks(split_name, encode_mod.split_parts(encoded, split_name),
+            chunks, split_tasks = _split_tasks(split_name, encoded.split_parts(split_name),
                                                staging.absolute() / split_name,  # workers have their own cwd
                                                columns, rows[split_name], pub, layout,
                                                f"{art_url}/{split_name}" if art_url else None)
@@ -315,21 +335,21 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
         # the Parquet vocabularies beside the metadata (in the manifest), copied by Dask tasks too
         tasks.extend(delayed(shards.copy_file, pure=False)(src, f"{art_url}/{rel}" if art_url else
                                                            str(staging.absolute() / rel), rel)
-                     for src, rel in vocab.file_sources(fitted, metadata))
+                     for src, rel in fitted.file_sources(metadata))
         described: dict[str, dict] = {}
-        for files in frame.compute(tasks):
+        for files in dask_run.compute(tasks):
             described.update(files)
         for split_name in SPLIT_NAMES:
-            source_spec[split_name].extend(media_cache.publish_split(encoded, split_name, staging / split_name))
-        vocab.copy_metadata(fitted, staging)  # the same bytes as json.dumps(metadata, sort_keys=True, ...)
-        published_rows.add_to_metadata(staging / vocab.METADATA_FILE)  # + the __row__ column's entry
+            source_spec[split_name].extend(publish_media_tables(encoded, split_name, staging / split_name))
+        fitted.copy_metadata(staging)  # the same bytes as json.dumps(metadata, sort_keys=True, ...)
+        published_rows.add_to_metadata(staging / METADATA_FILE)  # + the __row__ column's entry
         feature_spec = {
             "feature_spec": {name: {k: v for k, v in spec.items() if k != "feature"} for name, spec in columns.items()},
             "source_spec": source_spec,
             "channel_spec": channel_spec(ctx, columns),
             "metadata": {"artifact_id": art_id, "prepflow_version": PREPFLOW_VERSION,
-                         "rows": rows, "training_set_metadata": vocab.METADATA_FILE,
-                         "row_id": {"column": published_rows.ROW, "description": published_rows.DESCRIPTION}},
+                         "rows": rows, "training_set_metadata": METADATA_FILE,
+                         "row_id": {"column": ROW, "description": published_rows.DESCRIPTION}},
         }
         for file_name, spec in split_binary.artifact_specs(feature_spec, layout, rows).items():
             (staging / file_name).write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -360,3 +380,31 @@ def _publish(ctx, output: Path, fingerprint: str, encoded, fitted, stage_stats: 
         return {"artifact_path": str(final), "artifact_id": art_id, "rows": rows, "reused": False}
     finally:
         staging_folder.close()
+
+
+def publish_media_tables(encoded, split_name: str, folder: Path) -> list[dict]:
+    """Copy the split's media tables into the artifact; their ``source_spec`` chunks."""
+
+    chunks = []
+    for table in sorted((Path(encoded.path) / split_name).glob(f"*{media.TABLE_SUFFIX}")):
+        meta = json.loads(pq.read_schema(table).metadata[media.TABLE_META])
+        codec = media.codec_from_json(meta["codec"])
+        shutil.copyfile(table, folder / table.name)
+        chunk = {"type": "media", "features": [meta["feature"]], "files": [f"{split_name}/{table.name}"],
+                 "mode": meta["mode"], "dtype": f"torch.{codec.dtype.name}", "shape": list(codec.shape)}
+        if meta.get("memmap"):
+            chunk["memmap"] = meta["memmap"]
+        chunks.append(chunk)
+    return chunks
+
+
+def ensure_memmaps(ctx, artifact: dict) -> None:
+    """After publish: build any lazy_cached memmap of the artifact that is missing (local outputs)."""
+    if media.output_media_dir(ctx.output) is None or not any(f.mode == "lazy_cached" for f in ctx.media_features()):
+        return
+    media.ensure_memmaps(artifact["artifact_path"])
+
+
+# Its inputs are every stage before it and its argument the artifact's code versions: ``tasks.graph.expand``
+# fills in both.
+NODE = Node("publish", run, output=Published, preflight=lambda ctx, local: check_split_binary(ctx))

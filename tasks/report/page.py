@@ -38,7 +38,8 @@ import yaml
 from core.errors import DataError, PrepflowError
 from expectations.report import describe_failure
 from storage import npy, remote
-from storage.artifact import Artifact, arrow_to_numpy
+from storage.artifact import Artifact
+from storage.artifact_files import arrow_to_numpy
 from storage.fs import filesystem
 from storage.media import open_media_columns
 from storage.split_binary import prepflow_view

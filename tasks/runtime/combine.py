@@ -19,57 +19,13 @@ stage's category counts, a custom stage's emitted statistics).
 
 from __future__ import annotations
 
-from functools import reduce
 from typing import Any, Callable, Hashable, Mapping, Sequence
 
 from dask import delayed
 
-from tasks.runtime.dask_run import compute, shared, tree
-
-
-class Combiner:
-    """A mergeable fit (see the module docstring). Subclasses define ``create``, ``add`` and ``merge``;
-    ``extract`` defaults to the accumulator itself."""
-
-    def create(self) -> Any:
-        raise NotImplementedError(f"{type(self).__name__} must define create()")
-
-    def add(self, acc: Any, batch: Any) -> Any:
-        raise NotImplementedError(f"{type(self).__name__} must define add(acc, batch)")
-
-    def merge(self, a: Any, b: Any) -> Any:
-        raise NotImplementedError(f"{type(self).__name__} must define merge(a, b)")
-
-    def extract(self, acc: Any) -> Any:
-        return acc
-
-    def needs_values(self) -> bool:
-        """Whether ``add`` reads the batch's values; a combiner that says no may be given a summary batch
-        instead (a missing-value combiner: ``tasks.features.base.NullCount``). Yes by default."""
-        return True
-
-
-def accumulate(combiners: Mapping[Hashable, Combiner], batches: Mapping[Hashable, Any]) -> dict:
-    """One partition's accumulators (on a worker): ``add(create(), batch)`` per combiner whose key is in
-    ``batches`` (a key left out: the partition has no rows for it)."""
-    return {key: c.add(c.create(), batches[key]) for key, c in combiners.items() if key in batches}
-
-
-def merge_extract(combiners: Mapping[Hashable, Combiner], accumulators: Sequence[Mapping[Hashable, Any]]) -> dict:
-    """Key -> ``extract`` of the partitions' accumulators merged in partition order. A key no partition
-    accumulated is left out (the caller decides whether no rows is an error)."""
-    return {key: combiners[key].extract(acc) for key, acc in merge_all(combiners, *accumulators).items()}
-
-
-def merge_all(combiners: Mapping[Hashable, Combiner], *accumulators: Mapping[Hashable, Any]) -> dict:
-    """Several partitions' accumulators as one, key by key, merged in the given order (a key no partition
-    accumulated is left out)."""
-    out = {}
-    for key, c in combiners.items():
-        accs = [a[key] for a in accumulators if key in a]
-        if accs:
-            out[key] = reduce(c.merge, accs)
-    return out
+from core.combiner import Combiner, accumulate, merge_all, merge_extract
+from core.task_tree import tree
+from tasks.runtime.dask_run import compute, shared
 
 
 def merged(combiners, tasks: list) -> list:
@@ -95,6 +51,3 @@ def fit(combiners: Mapping[Hashable, Combiner], parts: Sequence, batches: Callab
     return merge_extract(combiners, compute(merged(c, [delayed(_partition)(p, c, batches, *a) for p in parts])))
 
 
-def fit_batches(combiner: Combiner, batches: Sequence[Any]) -> Any:
-    """``combiner`` fitted in memory over ``batches`` (one per partition), as ``fit`` does."""
-    return merge_extract({0: combiner}, [accumulate({0: combiner}, {0: b}) for b in batches])[0]

@@ -16,10 +16,10 @@ from typing import Callable
 
 from core.code_version import class_version
 from storage.cache import StageCache, cache_key
-from tasks.config.plugins import feature_code
 from tasks.config.schema import Config
-from tasks.features import build_all
+from tasks.features import build_all, feature_code
 from tasks.features.base import FeatureType
+from tasks.features.media import MediaFeature
 from tasks.runtime import progress
 from tasks.runtime.statistics import Statistics
 
@@ -32,6 +32,7 @@ class RunContext:
     npartitions: int | None = None
     output: str = "artifacts"
     fingerprint: str | None = None  # the dataset's, when the caller has already hashed it (tasks.ingest.stage)
+    media_dir: str | None = None  # where ``media-cache:`` references resolve (default: the stage cache's folder)
 
     def __post_init__(self) -> None:
         # Untyped features get their type (and a feature object) from the infer_types stage.
@@ -42,6 +43,15 @@ class RunContext:
     def with_config(self, config: Config) -> "RunContext":
         """The same run with another config (the typed one, after infer_types); ``self`` is unchanged."""
         return replace(self, config=config)
+
+    @property
+    def media_cache_root(self) -> str:
+        """The folder ``media-cache:`` references resolve under (``storage.media.resolve``)."""
+        return self.media_dir or str(self.cache.root)
+
+    def media_features(self) -> list[MediaFeature]:
+        """The image and audio features (the ones media_cache decodes)."""
+        return [f for f in self.features if isinstance(f, MediaFeature)]
 
     def feature(self, name: str) -> FeatureType:
         return next(f for f in self.features if f.name == name)
@@ -106,8 +116,9 @@ def timed(stage_fn: Callable[..., StageResult], *args) -> StageResult:
 
 
 def run_cached(ctx: RunContext, stage: str, code_version: str, parents: list[str], config_slice: object,
-               compute: Callable[[Path], Statistics]) -> StageResult:
-    """Return the cached entry for this key, or run ``compute(tmp_dir)`` and store it atomically."""
+               compute: Callable[[Path], Statistics], output: type[StageResult] = StageResult) -> StageResult:
+    """Return the cached entry for this key, or run ``compute(tmp_dir)`` and store it atomically; as an
+    ``output`` (the stage's typed output, ``tasks.runtime.outputs``)."""
     start = time.perf_counter()
     progress.started(stage)  # the CLI's "started" line
     key = cache_key(stage, code_version, parents, config_slice)
@@ -116,11 +127,10 @@ def run_cached(ctx: RunContext, stage: str, code_version: str, parents: list[str
         ctx.cache.sweep_once(stage)  # leftovers of killed runs, though this stage writes nothing
         stats = json.loads((hit / STATS_FILE).read_text()) if (hit / STATS_FILE).exists() else {}
         progress.finished(stage, time.perf_counter() - start, True, stats)
-        return StageResult(stage, key, str(hit), True, time.perf_counter() - start, stats)
+        return output(stage, key, str(hit), True, time.perf_counter() - start, stats)
     with ctx.cache.writer(stage, key) as tmp, progress.stage(stage):
         stats = compute(tmp)
         (tmp / STATS_FILE).write_text(json.dumps(stats.to_json(), sort_keys=True))
         pause_point(stage)
     progress.finished(stage, time.perf_counter() - start, False, stats.to_json())
-    return StageResult(stage, key, str(ctx.cache.path(stage, key)), False, time.perf_counter() - start,
-                       stats.to_json())
+    return output(stage, key, str(ctx.cache.path(stage, key)), False, time.perf_counter() - start, stats.to_json())

@@ -72,3 +72,12 @@ def shared(value):
     """Wrap a large argument (metadata, states, arrays) once, so Dask does not walk it per task."""
 
     return delayed(value, traverse=False)
+
+
+CHUNK_ROWS = 1 << 20  # input rows per task over a per-row file (a task holds a few arrays of 8 bytes per row)
+
+
+def row_chunks(n: int, size: int | None = None) -> list[tuple[int, int]]:
+    """``[lo, hi)`` ranges of ``size`` (default ``CHUNK_ROWS``) rows covering ``n`` rows: one Dask task each."""
+    size = size or CHUNK_ROWS
+    return [(lo, min(lo + size, n)) for lo in range(0, n, size)]

@@ -27,14 +27,31 @@ import pyarrow.ipc as ipc
 from dask import delayed
 
 from core.lazy import pandas as pd
+from tasks.config.constants import ROW
 from tasks.features.base import FeatureType
-from tasks.ingest.common import ROW
-from tasks.runtime.dask_run import compute, local_only, shared, tree  # noqa: F401  (frame.compute, ... for the stages)
+from tasks.runtime.dask_run import compute, shared
 
 if TYPE_CHECKING:  # Dask is imported when first used: a reused artifact's run never reads data
     import dask.dataframe as dd
 
 SPLIT = "__split__"
+
+
+def to_arrow(values: np.ndarray) -> pa.Array:
+    """1-D arrays as plain columns, n x d (or n x a x b) arrays as fixed-size lists."""
+    if values.ndim == 1:
+        return pa.array(values)
+    flat = pa.array(np.ascontiguousarray(values).reshape(-1))
+    for width in reversed(values.shape[1:]):
+        flat = pa.FixedSizeListArray.from_arrays(flat, width)
+    return flat
+
+
+def write_ipc(table: pa.Table, path: Path) -> None:
+    """Cache files are uncompressed Arrow IPC: ~10x faster to write and read back than Parquet here
+    (measured on the 336k-row flights table), and memory-mappable. Parquet is for artifacts."""
+
+    feather.write_feather(table, str(path), compression="uncompressed")
 
 
 def _strings(arrow_type):

@@ -1,7 +1,7 @@
 """Progress of long stages: Dask task completions, and each stage's start and end, reported to whoever
 listens (the CLI's lines and bar, flows/console.py).
 
-``run_cached`` names the running stage (``stage(name)``); ``tasks.runtime.frame.compute`` reports how many of
+``run_cached`` names the running stage (``stage(name)``); ``tasks.runtime.dask_run.compute`` reports how many of
 that compute's Dask tasks finished through a local-scheduler callback. A reporter is any callable
 ``(stage, done, total)``; the CLI installs one, tests install a list.
 

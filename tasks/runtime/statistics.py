@@ -256,3 +256,11 @@ def summary_rows(stats: dict) -> list[tuple[str, str]]:
                 value += f" ({100.0 * data['count'] / total:.2f}% of {total} rows)"
         rows.append((name, value))
     return rows
+
+
+def merged(results: Iterable) -> dict:
+    """The statistics of several stage results (``StageResult.statistics``) as one JSON mapping."""
+    total = Statistics()
+    for r in results:
+        total = total.merge(Statistics.from_json(r.statistics))
+    return total.to_json()

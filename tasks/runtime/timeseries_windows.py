@@ -43,9 +43,9 @@ from dask import delayed
 
 from core.errors import ConfigError, DataError
 from core.lazy import pandas as pd
+from tasks.config.constants import ROW
 from tasks.features.base import FeatureType
 from tasks.features.timeseries import TimeseriesFeature, parse_numbers
-from tasks.ingest.common import ROW
 from tasks.runtime.dask_run import compute, shared
 
 PREFIX = "__window__"

@@ -40,10 +40,10 @@ from core.errors import DataError
 from core.lazy import pandas as pd
 from storage.artifact import Artifact
 from storage.vocab_store import resolve
+from tasks.config.constants import ROW
 from tasks.custom.steps import serve, serving_columns, serving_plan
 from tasks.features import load_feature_class
 from tasks.features.number import NumberFeature
-from tasks.ingest.common import ROW
 from tasks.runtime.frame import normalize_and_fill
 
 METADATA_FILE = "training_set_metadata.json"

@@ -29,7 +29,7 @@ from core.errors import DataError
 from core.lazy import pandas as pd
 from storage import npy
 from storage.fs import write_at
-from tasks.ingest.common import ROW
+from tasks.config.constants import ROW
 from tasks.runtime.dask_run import compute as dask_compute
 from tasks.runtime.dask_run import summed
 from tasks.split.rows import (

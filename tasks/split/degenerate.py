@@ -28,7 +28,7 @@ import pyarrow.feather as feather
 from dask import delayed
 
 from core.errors import DataError
-from tasks.ingest.common import ROW
+from tasks.config.constants import ROW
 from tasks.runtime.dask_run import compute, shared
 
 log = logging.getLogger("prepflow.degenerate")

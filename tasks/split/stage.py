@@ -34,15 +34,15 @@ from dask import delayed
 from core.code_version import module_version
 from core.errors import ConfigError, DataError
 from core.lazy import pandas as pd
-from storage import npy
 from storage.fs import write_at
-from tasks.config.constants import SPLIT_NAMES
-from tasks.ingest import stage as ingest_mod
-from tasks.ingest.common import ROW
-from tasks.runtime import frame
+from storage.npy import MappedArray
+from tasks.config.constants import ROW, SPLIT_NAMES
+from tasks.runtime import dask_run, frame
 from tasks.runtime.context import run_cached
 from tasks.runtime.dask_run import compute as dask_compute
-from tasks.runtime.dask_run import summed
+from tasks.runtime.dask_run import row_chunks, summed
+from tasks.runtime.node import Node
+from tasks.runtime.outputs import Ingested, SplitAssignment
 from tasks.runtime.statistics import Statistics
 from tasks.split import degenerate
 from tasks.split.dates import NotOnWorkers, datetime_on_workers, datetime_split
@@ -97,12 +97,7 @@ def random_split(active: np.ndarray, probabilities: list[float], seed: int) -> n
 # its rows' split ids into ``split.npy`` at their offset (preallocated with ``np.save``'s header), so the
 # file's bytes equal those of the in-process ``random_split``.
 
-SPLIT_CHUNK_ROWS = 1 << 20  # row numbers per task (a task holds a few arrays of 8 bytes per row)
 BUCKET_BITS = 16
-
-
-def _chunks(n: int) -> list[tuple[int, int]]:
-    return [(lo, min(lo + SPLIT_CHUNK_ROWS, n)) for lo in range(0, n, SPLIT_CHUNK_ROWS)]
 
 
 def _hashes(seed: int, lo: int, hi: int, sample: tuple[int, int] | None) -> np.ndarray:
@@ -126,7 +121,7 @@ def select_hashes(seed: int, n: int, sample, ranks: list[int]) -> list[int]:
 
     if not ranks:
         return []
-    chunks = _chunks(n)
+    chunks = row_chunks(n)
     histogram = summed([delayed(_histogram)(seed, lo, hi, sample) for lo, hi in chunks])
     ends = np.cumsum(histogram)
     buckets = [int(np.searchsorted(ends, r, side="right")) for r in ranks]
@@ -168,7 +163,7 @@ def random_on_workers(n: int, probabilities: list[float], seed: int, ratio: floa
     thresholds = (bounds.get(ends[0]), bounds.get(ends[1]))
     offset = new_split_file(path, n)
     dask_compute([delayed(_write_random)(str(path), offset, lo, hi, seed, sample, thresholds)
-                  for lo, hi in _chunks(n)])
+                  for lo, hi in row_chunks(n)])
     return keep, counts
 
 
@@ -298,15 +293,19 @@ def check_active(active: int, probabilities: list[float]) -> None:
                         f"{probabilities} needs at least 3 rows")
 
 
-def run(ctx, ingest):
+def config_slice(ctx) -> dict:
+    """What the split reads of the config: the split and sampling options, and the split column's hints."""
+    pre = ctx.config.preprocessing
+    hints = split_hints(ctx)
+    return {"split": pre.split.model_dump(), "sample_ratio": pre.sample_ratio, "sample_size": pre.sample_size,
+            "sample_seed": pre.sample_seed, **({"hints": hints} if hints else {})}
+
+
+def run(ctx, ingest: Ingested):
     """Stage entry point: writes ``split.npy``."""
-
-
     pre = ctx.config.preprocessing
     split = pre.split
     hints = split_hints(ctx)
-    config_slice = {"split": split.model_dump(), "sample_ratio": pre.sample_ratio, "sample_size": pre.sample_size,
-                    "sample_seed": pre.sample_seed, **({"hints": hints} if hints else {})}
     fn = SPLITTERS.get(split.type)
     if split.type != "random" and fn is None:
         raise DataError(f"preprocessing.split.type: '{split.type}' is not implemented yet")
@@ -317,21 +316,21 @@ def run(ctx, ingest):
                                   f"'{split.column}' is the {f.type} feature '{f.name}'")
 
     def compute(out: Path) -> Statistics:
-        n = ingest_mod.num_rows(ingest.path)
+        n = ingest.num_rows
         stats = Statistics()
         written = _split_on_workers(ctx, ingest, n, out / "split.npy", hints)
         if written is not None:  # on the workers: no per-row array in this process
             kept, counts = written
             check_active(kept, split.probabilities)
-            degenerate.check(ctx, ingest.path, Assignment(out / "split.npy"))  # warns or raises
+            degenerate.check(ctx, ingest.path, MappedArray(out / "split.npy"))  # warns or raises
             for i, name in enumerate(SPLIT_NAMES):
                 stats.counter(f"split.rows.{name}", counts[i])
             stats.counter("split.rows_not_sampled", n - kept)
             return stats
         keep = sample_mask(n, pre.sample_ratio, pre.sample_size, pre.sample_seed)
         assign = np.full(n, -1, dtype=np.int8)
-        parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
-        results = frame.compute([delayed(_column_of)(p, split.column) for p in parts])
+        parts = frame.partitions(ingest.data_dir, ctx.npartitions)
+        results = dask_run.compute([delayed(_column_of)(p, split.column) for p in parts])
         rows = np.concatenate([r[0] for r in results])
         values = pd.concat([r[1] for r in results], ignore_index=True)
         kept = keep[rows]
@@ -345,9 +344,9 @@ def run(ctx, ingest):
         stats.counter("split.rows_not_sampled", int((assign < 0).sum()))
         return stats
 
-    result = run_cached(ctx, "split", CODE_VERSION, [ingest.key], config_slice, compute)
+    result = run_cached(ctx, "split", CODE_VERSION, [ingest.key], config_slice(ctx), compute, SplitAssignment)
     if result.cached:  # features are not in the split's key: checked again for this run's features
-        degenerate.check(ctx, ingest.path, load(result))
+        degenerate.check(ctx, ingest.path, result.assignment())
     return result
 
 
@@ -360,7 +359,7 @@ def _split_on_workers(ctx, ingest, n: int, path: Path, hints: dict) -> tuple[int
     if split.type == "random":
         return random_on_workers(n, split.probabilities, split.seed, pre.sample_ratio, pre.sample_size,
                                  pre.sample_seed, path)
-    parts = frame.partitions(ingest_mod.data_dir(ingest.path), ctx.npartitions)
+    parts = frame.partitions(ingest.data_dir, ctx.npartitions)
     if split.type in ("fixed", "hash"):  # a row's split is its own value's: per partition
         return rowwise_on_workers(parts, n, split, pre.sample_ratio, pre.sample_size, pre.sample_seed, path)
     kept, sample = _sample_on_workers(n, pre.sample_ratio, pre.sample_size, pre.sample_seed)
@@ -392,67 +391,6 @@ def _column_of(pdf: pd.DataFrame, column: str):
     return pdf[ROW].to_numpy(dtype=np.int64), pdf[column].reset_index(drop=True)
 
 
-class Assignment:
-    """``split.npy`` where it is used: indexing, ``len``, comparisons and ``np.asarray`` memory-map the file
-    (in the process that does it); pickled, it is its path. So a stage that hands it to its Dask tasks
-    sends a path, not one byte per row, and the flow process reads it only where it asks for the array."""
-
-    def __init__(self, path: str | Path):
-        self.path = str(path)
-        self._array: np.ndarray | None = None
-
-    def _load(self) -> np.ndarray:
-        if self._array is None:
-            self._array = npy.load(self.path, mmap_mode="r")
-        return self._array
-
-    def __reduce__(self):
-        return (Assignment, (self.path,))
-
-    def __len__(self) -> int:
-        return len(self._load())
-
-    def __getitem__(self, key):
-        return self._load()[key]
-
-    def __array__(self, dtype=None, copy=None):
-        array = self._load()
-        if copy:
-            return np.array(array, dtype=dtype, copy=True)
-        return array if dtype is None else array.astype(dtype)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self._load().shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self._load().dtype
-
-    def __eq__(self, other):
-        return self._load() == other
-
-    def __ne__(self, other):
-        return self._load() != other
-
-    def __lt__(self, other):
-        return self._load() < other
-
-    def __le__(self, other):
-        return self._load() <= other
-
-    def __gt__(self, other):
-        return self._load() > other
-
-    def __ge__(self, other):
-        return self._load() >= other
-
-    __hash__ = None
-
-
-def load(split_result) -> Assignment:
-    """The split of every input row (int8: 0/1/2, -1 not sampled), as an ``Assignment`` of ``split.npy``."""
-    return Assignment(Path(split_result.path) / "split.npy")
 
 
 # split type -> fn(values of the split column for the kept rows, their row numbers, SplitConfig, hints)
@@ -464,3 +402,6 @@ SPLITTERS = {
                                                                 hints.get("datetime_format")),
     "hash": lambda values, rows, cfg, hints: hash_split(values, rows, cfg.probabilities, cfg.column, cfg.seed),
 }
+
+
+NODE = Node("split", run, inputs=("ingest",), output=SplitAssignment, reads=config_slice)

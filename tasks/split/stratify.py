@@ -24,7 +24,7 @@ from dask import delayed
 from core.errors import DataError
 from core.lazy import pandas as pd
 from storage.fs import write_at
-from tasks.ingest.common import ROW
+from tasks.config.constants import ROW
 from tasks.runtime.dask_run import compute as dask_compute
 from tasks.runtime.dask_run import summed
 from tasks.split.rows import kept_mask, mix64, new_split_file, partition_start

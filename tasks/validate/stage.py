@@ -56,28 +56,27 @@ from core.lazy import pandas as pd
 from expectations import gx_suites, runner
 from expectations.kernels import NUMBER_PATTERN
 from expectations.report import format_gate
-from expectations.suites import SuiteError, is_generated, referenced_columns
+from expectations.suites import SuiteError, is_generated
 from storage import npy
-from storage.cache import StageCache
 from storage.hashing import stable_hash
-from tasks.balance import stage as balance_mod
-from tasks.config.loader import load_config, parse_config
-from tasks.config.suites import NUMERIC_EXPECTATIONS, load_suite_file, user_suites
+from tasks.config.constants import ROW, SPLIT_NAMES
+from tasks.config.suites import user_suites
 from tasks.custom import plan as custom_plan
-from tasks.dataset.info import dataset_columns
-from tasks.encode import stage as encode_mod
-from tasks.infer_types import stage as infer_types
-from tasks.ingest import stage as ingest
-from tasks.ingest import stage as ingest_mod
-from tasks.ingest.stage import ROW
-from tasks.runtime import fitted_metadata, frame
-from tasks.runtime.context import RunContext, run_cached
+from tasks.runtime import dask_run, fitted_metadata, frame
+from tasks.runtime.context import run_cached
 from tasks.runtime.dask_run import summed
 from tasks.runtime.frame import ipc_num_rows
+from tasks.runtime.node import Node
+from tasks.runtime.outputs import (
+    Encoded,
+    Fitted,
+    GateResult,
+    Ingested,
+    MediaCached,
+    Multiplicity,
+    SplitAssignment,
+)
 from tasks.runtime.statistics import Statistics
-from tasks.split import stage as split_mod
-from tasks.split.stage import SPLIT_NAMES
-from tasks.vocab import stage as vocab
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 RESULTS_FILE = "validation.json"
@@ -96,16 +95,6 @@ def _exp(kind: str, **kwargs) -> dict:
 
 
 # ---- suite files ---------------------------------------------------------------------------------
-
-def suites_key(config_json: dict) -> dict:
-    """The content hashes of the user suites a normalized config names (for the artifact id)."""
-    validation = config_json.get("validation") or {}
-    paths = [p for gate in GATES for p in ([validation.get(gate)] if isinstance(validation.get(gate), str)
-                                           else validation.get(gate) or [])]
-    if not paths:
-        return {}
-    return {"suites": [[p, stable_hash(load_suite_file(p), 64)] for p in paths]}
-
 
 def preload(config, local: bool | None = None) -> None:
     """Start importing Great Expectations in a background thread when a user suite will need it, so
@@ -291,12 +280,12 @@ def raw_view(ingest_path: str, npartitions: int | None, read=None) -> tuple[list
     default), columns and row count. ``read(columns)``: the columns whose values the suites read
     (``expectations.runner.columns_read``; None: all); the partitions hold only those."""
 
-    rows = ingest_mod.num_rows(ingest_path)
-    data_dir = ingest_mod.data_dir(ingest_path)
-    columns = [c for c in frame.column_names(data_dir) if c != ingest_mod.ROW]
+    ingested = Ingested.at(ingest_path)
+    rows, data_dir = ingested.num_rows, ingested.data_dir
+    columns = [c for c in frame.column_names(data_dir) if c != ROW]
     wanted = read(columns) if read is not None else None
     parts = frame.partitions(data_dir, npartitions or -(-rows // VALIDATION_ROWS),
-                             columns=None if wanted is None else [*wanted, ingest_mod.ROW])
+                             columns=None if wanted is None else [*wanted, ROW])
     return [delayed(_raw_view)(p) for p in parts], columns, rows
 
 
@@ -304,7 +293,7 @@ def encoded_view(chunks: list[list], shaped: dict[str, bool], read=None) -> tupl
     """The encoded gate's partitions (one per chunk of ``_encoded_chunks``), columns and row count;
     ``shaped``: output column -> whether it is a matrix."""
 
-    s = frame.shared(shaped)
+    s = dask_run.shared(shaped)
     parts = [delayed(_encoded_chunk)(chunk, s) for chunk in chunks]
     columns = [n for name, matrix in shaped.items()
                for n in ([f"{name}__size", f"{name}__min", f"{name}__max"] if matrix else [name])]
@@ -359,8 +348,8 @@ def validate_view(named: list[tuple[str, dict]], view: str, args: list) -> tuple
 
     parts, columns, rows = VIEWS[view](*args, read=lambda columns: runner.columns_read(named, columns))
     order = ORDERS[view](*args) if view in ORDERS else None
-    # Dask's local default named, as in frame.compute: asking Dask would import distributed to find no Client
-    scheduler = dask.threaded.get if frame.local_only() else None
+    # Dask's local default named, as in dask_run.compute: asking Dask would import distributed to find no Client
+    scheduler = dask.threaded.get if dask_run.local_only() else None
     return run_suites(named, parts, columns, scheduler=scheduler, order=order), rows
 
 
@@ -382,7 +371,7 @@ def _run_gate(ctx, gate: str, parents: list[str], named: list[tuple[str, dict]],
         stats.counter(f"{stage}.failed", result["failed"])
         return stats
 
-    return run_cached(ctx, STAGE[gate], CODE_VERSION, parents, config_slice, compute)
+    return run_cached(ctx, STAGE[gate], CODE_VERSION, parents, config_slice, compute, GateResult)
 
 
 def _suites_for(ctx, gate: str, generated: dict | None) -> list[tuple[str, dict]]:
@@ -392,10 +381,17 @@ def _suites_for(ctx, gate: str, generated: dict | None) -> list[tuple[str, dict]
     return named + user_suites(ctx.config, gate)
 
 
-def run_raw(ctx, ingest):
+def preflight(ctx, local: bool) -> None:
+    """Every suite the config names loads (before any data is read); GX starts importing in the
+    background when a user suite needs it and Dask runs in this process (``local``)."""
+    check_config(ctx.config)
+    preload(ctx.config, local)
+
+
+def run_raw(ctx, ingest: Ingested):
     """Stage ``validate_raw``: the raw gate on the ingested table."""
 
-    dtypes = {c: t for c, t in frame.column_dtypes(ingest_mod.data_dir(ingest.path)).items() if c != ingest_mod.ROW}
+    dtypes = {c: t for c, t in frame.column_dtypes(ingest.data_dir).items() if c != ROW}
     named = _suites_for(ctx, "raw", raw_suite(ctx, dtypes))
     return _run_gate(ctx, "raw", [ingest.key], named, "raw",
                      lambda: [os.path.abspath(ingest.path), ctx.npartitions])
@@ -414,43 +410,45 @@ def split_counts(assign, mult, start: int, stop: int) -> np.ndarray:
     return np.array([weighted, np.count_nonzero(part == 1), np.count_nonzero(part == 2)], dtype=np.int64)
 
 
-def expected_encoded_rows(split, balance, encode_result) -> int:
+def expected_encoded_rows(split: SplitAssignment, balance: Multiplicity, encoded: Encoded) -> int:
     """Training rows weighted by multiplicity + validation + test rows - rows drop_row removed. The rows are
     counted by Dask tasks (the workers of a cluster) over ranges of ``split.npy`` and ``multiplicity.npy``,
     whose handles pickle as their paths: the flow's process reads neither (1 and 4 bytes per input row)."""
 
-    assign = split_mod.load(split)
-    mult = balance_mod.load(balance)
+    assign = split.assignment()
+    mult = balance.multiplicity()
     n = len(assign)  # the .npy header (memory-mapped, no data read)
     tasks = [delayed(split_counts, pure=False)(assign, mult, lo, min(lo + COUNT_ROWS, n))
              for lo in range(0, n, COUNT_ROWS)]
     weighted, validation, test = (int(c) for c in summed(tasks)) if tasks else (0, 0, 0)
-    dropped = sum(s["count"] for name, s in encode_result.statistics.items()
+    dropped = sum(s["count"] for name, s in encoded.statistics.items()
                   if name.startswith(("fill_missing.rows_dropped.", "media_cache.rows_skipped.")))
     return weighted + validation + test - dropped
 
 
-def run_encoded(ctx, split, balance, fitted, encode_result):
-    """Stage ``validate_encoded``: the encoded gate on every encoded row of every split."""
+def run_encoded(ctx, split: SplitAssignment, balance: Multiplicity, fitted: Fitted, encoded: Encoded,
+                media: MediaCached):
+    """Stage ``validate_encoded``: the encoded gate on every encoded row of every split (media_cache's
+    entry when it rewrote the parts)."""
 
-    metadata = vocab.load(fitted)
-    named = _suites_for(ctx, "encoded", encoded_suite(ctx, metadata, expected_encoded_rows(split, balance,
-                                                                                           encode_result)))
+    fitted, encoded = media.outputs(fitted, encoded)
+    metadata = fitted.metadata()
+    named = _suites_for(ctx, "encoded", encoded_suite(ctx, metadata, expected_encoded_rows(split, balance, encoded)))
 
     def view_args() -> list:
         shaped = {c.name: bool(c.shape) for f in ctx.features for c in f.output_columns(metadata[f.name])}
-        return [_encoded_chunks(encode_result, ctx.npartitions), shaped]
+        return [_encoded_chunks(encoded, ctx.npartitions), shaped]
 
-    return _run_gate(ctx, "encoded", [encode_result.key], named, "encoded", view_args)
+    return _run_gate(ctx, "encoded", [encoded.key], named, "encoded", view_args)
 
 
-def _encoded_chunks(encode_result, npartitions: int | None) -> list[list]:
+def _encoded_chunks(encoded: Encoded, npartitions: int | None) -> list[list]:
     """The encoded parts as ``[path, rows path, split id, offset, rows]`` (absolute paths), grouped in
     consecutive chunks of ~VALIDATION_ROWS rows each (or ``npartitions`` chunks)."""
 
     pieces, offset = [], 0
     for split_id, split_name in enumerate(SPLIT_NAMES):
-        for path in encode_mod.split_parts(encode_result, split_name):
+        for path in encoded.split_parts(split_name):
             rows_path = path.with_name(path.name.replace("part-", "rows-").rsplit(".", 1)[0] + ".npy")
             n = _num_rows(path)
             pieces.append([os.path.abspath(path), os.path.abspath(rows_path), split_id, offset, n])
@@ -471,13 +469,9 @@ def _num_rows(path: Path) -> int:
     return ipc_num_rows(path)
 
 
-def load(result) -> dict:
-    return json.loads((Path(result.path) / RESULTS_FILE).read_text())
-
-
-def enforce(ctx, result) -> dict:
+def enforce(ctx, result: GateResult) -> dict:
     """Raise ``ValidationFailed`` for a failing ``fail`` gate; log a warning for ``warn``."""
-    data = load(result)
+    data = GateResult.of(result).results()
     if data["success"]:
         return data
     text = format_gate(data)
@@ -488,57 +482,7 @@ def enforce(ctx, result) -> dict:
     return data
 
 
-def manifest_entry(results: list) -> dict:
-    """manifest.json ``validation``: each gate's results, by gate name."""
-    out = {}
-    for r in results:
-        if r.stage in STAGE.values():
-            data = load(r)
-            out[data["gate"]] = data
-    return out
-
-
-# ---- prepflow validate ---------------------------------------------------------------------------
-
-def _suite_only_config(dataset: str, named: list[tuple[str, dict]]):
-    """A config that ingests the dataset's columns (all, where the header tells them; else those the
-    suites name) and runs only the given suites on the raw table."""
-
-    numeric = {e.get("kwargs", {}).get("column") for _p, s in named for e in s["expectations"]
-               if e.get("type") in NUMERIC_EXPECTATIONS}
-    available = dataset_columns(dataset)
-    columns = available if available else list(dict.fromkeys(c for _p, s in named for c in referenced_columns(s)))
-    if not columns:
-        raise ConfigError(f"{dataset}: cannot tell the dataset's columns and the suites name none")
-    features = [{"name": c, "type": "number" if c in numeric else "category"} for c in columns]
-    return parse_config({"input_features": features,
-                         "validation": {"raw": [p for p, _s in named], "generated": False}}, "--suite")
-
-
-def validate_dataset(dataset: str, configs: list[str] = (), suites: list[str] = (),
-                     cache_dir: str = ".prepflow-cache", npartitions: int | None = None) -> dict:
-    """``prepflow validate``: the raw gate of each config (generated + its user suites) and the
-    ``suites`` on the raw table. Returns ``{"dataset", "success", "gates": [...]}``; a gate with
-    ``on_failure: warn`` does not make the whole result fail."""
-
-    if not configs and not suites:
-        raise ConfigError("prepflow validate needs --config CONFIG or --suite FILE (either may be repeated)")
-    named = [(str(p), load_suite_file(p)) for p in suites]  # usage errors before any data is read
-    loaded = [(str(c), load_config(c)) for c in configs]
-    for _path, config in loaded:
-        check_config(config)
-    if any(runner.needs_gx(s) for _p, s in named) or any(needs_gx(c) for _p, c in loaded):
-        gx_suites.preload()  # GX's import overlaps the ingest
-    runs = list(loaded)
-    if named:
-        runs.append(("--suite", _suite_only_config(dataset, named)))
-    gates = []
-    for label, config in runs:
-        ctx = RunContext(config, dataset, StageCache(cache_dir), npartitions)
-        ing = ingest.run(ctx)
-        if label != "--suite":
-            ctx = infer_types.apply(ctx, infer_types.run(ctx, ing))
-        gate = load(run_raw(ctx, ing))
-        gates.append({**gate, "config": label, "on_failure": config.validation.on_failure})
-    success = all(g["success"] or g["on_failure"] == "warn" for g in gates)
-    return {"dataset": dataset, "success": success, "gates": gates}
+RAW = Node("validate_raw", run_raw, inputs=("ingest",), output=GateResult, gate=True, enforce=enforce,
+           preflight=preflight)
+ENCODED = Node("validate_encoded", run_encoded, inputs=("split", "balance", "vocab", "encode", "media_cache"),
+               output=GateResult, gate=True, enforce=enforce)

@@ -57,10 +57,11 @@ from dask import delayed
 
 from core.task_fusion import fused
 from storage import lookup_hash, vocab_store
+from tasks.config.constants import ROW
 from tasks.features.category import Candidates, CategoryFeature, sum_buckets
-from tasks.ingest.common import write_ipc
-from tasks.runtime import fitted_metadata, frame
+from tasks.runtime import dask_run, fitted_metadata, frame
 from tasks.runtime.dask_run import on_cluster
+from tasks.runtime.frame import write_ipc
 
 VOCAB_DIR = "vocab"
 FEATURE, VALUE, COUNT, FIRST = "feature", "value", "count", "first"
@@ -81,7 +82,7 @@ def partition_counts(prepared, features: list[CategoryFeature], fit_on: str) -> 
     feature's combiner ``add(create(), values)``, the values indexed by input row position (``first``: a
     value's first row, for ``symbols: ludwig``)."""
     fit = frame.prepared_fit_rows(prepared, fit_on)
-    rows = fit[frame.ROW].to_numpy()
+    rows = fit[ROW].to_numpy()
     pieces = []
     for i, f in enumerate(features):
         acc = f.add(f.create(), fit[f.name].set_axis(rows))
@@ -296,7 +297,7 @@ def fit_tasks(prepared: list, features: list[CategoryFeature], fit_on: str, fold
 
     if not features or not prepared:
         return [delayed(partial)(p, *partial_args) for p in prepared] if partial is not None else [], []
-    f = frame.shared(features)
+    f = dask_run.shared(features)
     # partial_args positionally: a tuple holding a delayed value is rebuilt as a task in every call (~0.5 ms)
     both = [delayed(_partition, nout=2)(p, f, fit_on, partial, *partial_args) for p in prepared]
     partials = [b[0] for b in both] if partial is not None else []
@@ -368,8 +369,8 @@ def extract(features: list[CategoryFeature], reduced: list[dict], out: Path,
 
     if not features:
         return {}
-    r = frame.shared(reduced)
-    metas = frame.compute([delayed(extract_feature, pure=False)(f, i, r, str(out), partition_rows)
+    r = dask_run.shared(reduced)
+    metas = dask_run.compute([delayed(extract_feature, pure=False)(f, i, r, str(out), partition_rows)
                            for i, f in enumerate(features)])
     taken: set[str] = set()
     metadata = {}

@@ -55,10 +55,10 @@ def test_expanded_graph_inserts_custom_stages_and_feeds_their_result_forward():
     nodes = {n.name: n for n in expand(["freq"])}
     assert list(nodes) == [*STAGES[:STAGES.index("fill_missing") + 1], "freq",
                            *STAGES[STAGES.index("fill_missing") + 1:]]
-    assert nodes["freq"].parents == ("ingest", "split", "fill_missing")
-    assert nodes["balance"].parents == ("ingest", "split", "freq")
-    assert nodes["encode"].parents == ("ingest", "split", "freq", "balance", "vocab")
-    assert set(nodes["publish"].parents) == set(nodes) - {"publish"}
+    assert nodes["freq"].inputs == ("ingest", "split", "fill_missing")
+    assert nodes["balance"].inputs == ("ingest", "split", "freq")
+    assert nodes["encode"].inputs == ("ingest", "split", "freq", "balance", "vocab")
+    assert set(nodes["publish"].inputs) == set(nodes) - {"publish"}
 
 
 @pytest.mark.integration  # real processes: prepflow run with its local Prefect server, or fresh interpreters
@@ -93,4 +93,4 @@ def test_prefect_flow_and_in_process_runner_publish_the_same_bytes(tmp_path, cli
     stage = {t.id: t.name.split("-")[0] for t in task_runs}
     inputs = {stage[t.id]: {stage[i.id] for inputs in t.task_inputs.values() for i in inputs} for t in task_runs}
     assert {name: inputs[name] for name in stage.values() if name != "report"} == \
-        {n.name: set(n.parents) for n in expand(custom_plan.names(parse_config(CONFIG)))}
+        {n.name: set(n.inputs) for n in expand(custom_plan.names(parse_config(CONFIG)))}

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.runner import STAGES
+from tasks.graph import STAGES
 from tests.helpers import artifact_files, run, without_created_at, write_csv
 
 CONFIG = {

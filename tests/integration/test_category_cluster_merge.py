@@ -52,12 +52,12 @@ def _fit(features, data: Path, out: Path) -> tuple[int, dict]:
     from dask import delayed
 
     from storage import vocab_store
-    from tasks.runtime import frame
+    from tasks.runtime import dask_run
     from tasks.vocab import category as category_vocab
 
     prepared = [delayed(_read)(str(p)) for p in sorted(data.glob("*.parquet"))]
     _, reducers = category_vocab.fit_tasks(prepared, features, "all", out / "_candidates")
-    metadata = category_vocab.extract(features, frame.compute(reducers), out)
+    metadata = category_vocab.extract(features, dask_run.compute(reducers), out)
     for meta in metadata.values():
         if "vocab_file" in meta:
             meta["rows"] = vocab_store.read(out / meta["vocab_file"]["path"], meta["vocab_file"]["sha256"]).to_pydict()

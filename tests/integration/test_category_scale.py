@@ -96,7 +96,7 @@ def test_million_distinct_values_fit_on_memory_limited_workers(tmp_path, monkeyp
     from storage import vocab_store
     from tasks.config.loader import parse_config
     from tasks.features import build_all
-    from tasks.runtime import frame
+    from tasks.runtime import dask_run
     from tasks.vocab import category as category_vocab
 
     data = tmp_path / "data"
@@ -117,7 +117,7 @@ def test_million_distinct_values_fit_on_memory_limited_workers(tmp_path, monkeyp
         workers = set(client.scheduler_info()["workers"])
         prepared = [delayed(_read)(str(p)) for p in sorted(data.glob("*.parquet"))]
         _, reducers = category_vocab.fit_tasks(prepared, features, "all", out / "_candidates")
-        reduced = frame.compute(reducers)
+        reduced = dask_run.compute(reducers)
         assert set(client.scheduler_info()["workers"]) == workers  # no worker was killed and replaced
         peaks = client.run(_peak_rss_mb)
     limit_mb = 500e6 / 2**20

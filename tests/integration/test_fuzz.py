@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.errors import PrepflowError
+from tasks.ingest import spec as ingest_spec
 
 pytestmark = pytest.mark.integration
 
@@ -66,11 +67,11 @@ def test_config_loader_raises_only_prepflow_errors(data):
 def test_csv_ingest_raises_only_prepflow_errors(body, header):
     from tasks.ingest import stage as ingest
 
-    spec = ingest.IngestSpec(columns={"a": "float64", "b": "string"}, format="csv")
+    spec = ingest_spec.IngestSpec(columns={"a": "float64", "b": "string"}, format="csv")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "data.csv"
         path.write_bytes(header + body)
         try:
-            ingest.write_parts(ingest.read_batches(str(path), spec), spec, Path(tmp) / "out", str(path))
+            ingest_spec.write_parts(ingest.read_batches(str(path), spec), spec, Path(tmp) / "out", str(path))
         except PrepflowError:
             pass

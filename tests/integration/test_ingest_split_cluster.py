@@ -1,5 +1,5 @@
 """CSV byte ranges and the split on a 2-worker process cluster (issue 19): the range tasks, the in-place
-row numbering, the split's histogram/bucket/write tasks and the ``Assignment`` handle run in other
+row numbering, the split's histogram/bucket/write tasks and the ``MappedArray`` handle run in other
 processes and give the bytes of the single reader and of the in-process split."""
 
 from __future__ import annotations
@@ -9,9 +9,12 @@ import pyarrow as pa
 import pyarrow.feather as feather
 import pytest
 
+from storage.npy import MappedArray
 from tasks.ingest import csv_ranges as ingest_csv
+from tasks.ingest import spec as ingest_spec
 from tasks.ingest import stage as ingest
-from tasks.ingest.stage import IngestSpec
+from tasks.ingest.spec import IngestSpec
+from tasks.runtime import dask_run
 from tasks.split import stage as split
 
 pytestmark = pytest.mark.integration
@@ -44,7 +47,7 @@ def test_csv_ranges_on_workers_equal_the_single_reader(tmp_path, client):
                          for i in range(5000)]
     path = tmp_path / "d.csv"
     path.write_text("\r\n".join(lines) + "\r\n")
-    ingest.write_parts(ingest.read_batches(str(path), SPEC), SPEC, tmp_path / "one", str(path))
+    ingest_spec.write_parts(ingest.read_batches(str(path), SPEC), SPEC, tmp_path / "one", str(path))
     rows = ingest_csv.write_parts(str(path), SPEC, tmp_path / "ranges", ingest.read_batches, 4096)
     assert rows == 5000 and len(ingest_csv.plan([str(path)], SPEC, 4096)) > 10
     assert _table(tmp_path / "ranges").equals(_table(tmp_path / "one"))
@@ -54,19 +57,19 @@ def test_random_split_on_workers_equals_the_in_process_split(tmp_path, client):
     from dask import delayed
 
     n = 300_001
-    old = split.SPLIT_CHUNK_ROWS
-    split.SPLIT_CHUNK_ROWS = 50_000  # seven tasks (the workers import the module: their own default)
+    old = dask_run.CHUNK_ROWS
+    dask_run.CHUNK_ROWS = 50_000  # seven tasks (the workers import the module: their own default)
     try:
         split.random_on_workers(n, [0.7, 0.2, 0.1], 5, 0.5, None, 9, tmp_path / "split.npy")
     finally:
-        split.SPLIT_CHUNK_ROWS = old
+        dask_run.CHUNK_ROWS = old
     keep = split.sample_mask(n, 0.5, None, 9)
     expected = np.full(n, -1, dtype=np.int8)
     active = np.flatnonzero(keep)
     expected[active] = split.random_split(active, [0.7, 0.2, 0.1], 5)
     np.save(tmp_path / "expected.npy", expected)
     assert (tmp_path / "split.npy").read_bytes() == (tmp_path / "expected.npy").read_bytes()
-    handle = split.Assignment(tmp_path / "split.npy")
+    handle = MappedArray(tmp_path / "split.npy")
     picked = delayed(lambda a, rows: (a[rows], _pid()))(delayed(handle, traverse=False), np.arange(0, n, 1000))
     values, pid = client.compute(picked).result()
     assert pid != _pid()  # read on a worker, from the path
@@ -78,7 +81,7 @@ def test_stratified_split_on_workers_equals_the_in_process_split(tmp_path, clien
 
     import pandas as pd
 
-    from tasks.ingest.common import ROW
+    from tasks.config.constants import ROW
     from tasks.split.stratify import stratify_on_workers, stratify_split
 
     n = 40_000
@@ -105,7 +108,7 @@ def test_datetime_split_on_workers_equals_the_in_process_split(tmp_path, client)
 
     import pandas as pd
 
-    from tasks.ingest.common import ROW
+    from tasks.config.constants import ROW
     from tasks.split.dates import datetime_on_workers, datetime_split
 
     n = 30_000

@@ -39,7 +39,7 @@ CASES = [
 def untrusted_or_later(cache: Path, failed_stage: str) -> list[str]:
     """Temp folders, entries without a valid _entry.json, or any entry of the failed or a later stage."""
     from storage.cache import StageCache
-    from tasks.runner import STAGES
+    from tasks.graph import STAGES
 
     later = STAGES[STAGES.index(failed_stage):]
     bad = []

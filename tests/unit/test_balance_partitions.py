@@ -11,10 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tasks.balance import stage as balance
-from tasks.ingest.common import ROW
-from tasks.runtime import frame
+from tasks.config.constants import ROW
+from tasks.runtime import dask_run, frame
 from tasks.runtime.frame import Prepared
-from tasks.split import stage as split
 
 
 def single_array(n, rows, labels, oversample, undersample, seed) -> np.ndarray:
@@ -49,7 +48,7 @@ def partitioned(prepared: list[Prepared], n: int, oversample, undersample, seed,
     array = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint32, shape=(n,))
     offset = array.offset
     del array
-    for lo, hi in split._chunks(n):
+    for lo, hi in dask_run.row_chunks(n):
         balance._ones(str(path), offset, lo, hi)
     after = dict(counts)
     plan = balance._plan(counts, oversample, undersample)

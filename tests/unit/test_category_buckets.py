@@ -15,13 +15,13 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from core.combiner import fit_batches
 from core.errors import ConfigError, DataError
 from prepflow import Artifact, Preprocessor
 from storage import string_hash, vocab_store
+from tasks.config.constants import SPLIT_NAMES
 from tasks.config.loader import parse_config
 from tasks.features import build_all
-from tasks.runtime.combine import fit_batches
-from tasks.split.stage import SPLIT_NAMES
 from tests.helpers import artifact_files, run, without_created_at, write_csv
 
 ROOT = Path(__file__).resolve().parents[2]

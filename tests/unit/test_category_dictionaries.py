@@ -15,15 +15,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tasks.config.constants import ROW
 from tasks.config.loader import parse_config
 from tasks.features import category
 from tasks.features.category import CategoryFeature, _value_counts
 from tasks.ingest import csv_ranges as ingest_csv
 from tasks.ingest import spec as ingest_spec
 from tasks.ingest import stage as ingest_mod
-from tasks.ingest.common import DICTIONARY, ROW, dictionary_encoded, normalize_batch, write_ipc
+from tasks.ingest.common import DICTIONARY, dictionary_encoded, normalize_batch
 from tasks.runtime import frame
 from tasks.runtime.context import RunContext
+from tasks.runtime.frame import write_ipc
 from tests.helpers import artifact_files, run, without_created_at, write_csv
 
 
@@ -45,7 +47,7 @@ def _config(preprocessing: dict) -> dict:
 def _ingested_types(result) -> dict[str, pa.DataType]:
     """The column types of the first part ingest wrote."""
     ingest = next(s for s in result.stages if s.stage == "ingest")
-    part = sorted(Path(ingest_mod.data_dir(ingest.path)).glob("part-*.arrow"))[0]
+    part = sorted(Path(ingest.data_dir).glob("part-*.arrow"))[0]
     with pa.ipc.open_file(str(part)) as reader:
         return dict(zip(reader.schema.names, reader.schema.types, strict=True))
 
@@ -105,7 +107,7 @@ def test_only_columns_that_only_unk_filled_category_inputs_read_are_stored_as_di
 
 
 def test_every_other_reader_gets_plain_strings(tmp_path):
-    spec = ingest_mod.IngestSpec(columns={"c": "string", "s": "string"}, format="csv", dictionary=("c",))
+    spec = ingest_spec.IngestSpec(columns={"c": "string", "s": "string"}, format="csv", dictionary=("c",))
     for i, values in enumerate([["a", None, "b", "a"], ["b", "c", None, "c"]]):
         table = dictionary_encoded(normalize_batch(pa.table({"c": values, "s": values}), spec), spec)
         assert table.schema.field("c").type == DICTIONARY and table.schema.field("s").type == pa.string()

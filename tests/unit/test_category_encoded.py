@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.combiner import fit_batches
 from core.errors import ConfigError, DataError
 from flows.feature_contract import check_feature_type
 from prepflow import Artifact, Preprocessor
 from tasks.config.loader import parse_config
 from tasks.features import build_all
 from tasks.features.category import CategoryFeature
-from tasks.runtime.combine import fit_batches
 from tests.helpers import run, write_csv
 
 

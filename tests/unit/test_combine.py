@@ -15,9 +15,10 @@ from dask import delayed
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from core import combiner, task_tree
+from core.combiner import Combiner, accumulate, fit_batches, merge_extract
 from tasks import Stage
-from tasks.runtime import combine, dask_run
-from tasks.runtime.combine import Combiner, accumulate, fit_batches, merge_extract
+from tasks.runtime import combine
 from tests.unit.feature_helpers import feature
 
 
@@ -100,7 +101,7 @@ class _Concat(Combiner):
 @given(st.integers(0, 70), st.integers(2, 9))
 def test_the_merge_tree_keeps_partition_order(n, fan_in):
     parts = [delayed({"k": [i, -i]}) for i in range(n)]
-    root = dask_run.tree(parts, combine.merge_all, {"k": _Concat()}, fan_in=fan_in)
+    root = task_tree.tree(parts, combiner.merge_all, {"k": _Concat()}, fan_in=fan_in)
     if n == 0:
         assert root is None and combine.merged({"k": _Concat()}, parts) == []
         return

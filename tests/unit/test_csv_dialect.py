@@ -16,11 +16,13 @@ from hypothesis import strategies as st
 
 from core.errors import DataError
 from tasks.dataset import csv_dialect
+from tasks.dataset.info import detect_format
+from tasks.ingest import spec as ingest_spec
 from tasks.ingest import stage as ingest
 
 
 def read(path, columns: dict[str, str], fmt: str = "csv", delimiter: str | None = None) -> pa.Table:
-    spec = ingest.IngestSpec(columns=columns, format=fmt, delimiter=delimiter)
+    spec = ingest_spec.IngestSpec(columns=columns, format=fmt, delimiter=delimiter)
     parts = [pa.Table.from_batches([b]) if isinstance(b, pa.RecordBatch) else b
              for b in ingest.read_batches(str(path), spec)]
     return pa.concat_tables(parts).combine_chunks()
@@ -65,7 +67,7 @@ def test_compressed_csv_reads_like_the_plain_file(tmp_path, codec):
             out.write(plain.read_bytes())
     columns = {"id": "float64", "text": "string", "user": "string"}
     assert read(packed, columns).equals(read(plain, columns))
-    assert ingest.detect_format(str(packed)) == "csv"
+    assert detect_format(str(packed)) == "csv"
 
 
 @pytest.mark.parametrize("terminator", ["\n", "\r\n", "\r"])
@@ -119,8 +121,8 @@ def test_the_config_delimiter_overrides_the_sniffer(tmp_path):
     assert read(path, {"a": "float64", "b;c": "string"}).to_pydict() == {"a": [1.0, 4.0], "b;c": ["2;3", "5;6"]}
     assert read(path, {"a,b": "string", "c": "float64"}, delimiter=";").to_pydict() == {"a,b": ["1,2", "4,5"],
                                                                                          "c": [3.0, 6.0]}
-    assert ingest.IngestSpec({"a": "string"}, "csv", ";").slice()["delimiter"] == ";"
-    assert "delimiter" not in ingest.IngestSpec({"a": "string"}, "csv").slice()  # cache keys unchanged
+    assert ingest_spec.IngestSpec({"a": "string"}, "csv", ";").slice()["delimiter"] == ";"
+    assert "delimiter" not in ingest_spec.IngestSpec({"a": "string"}, "csv").slice()  # cache keys unchanged
 
 
 def test_a_ragged_row_error_says_what_was_detected(tmp_path):

@@ -12,13 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.errors import ConfigError
-from prepflow import Artifact, Preprocessor
-from tasks.config.loader import parse_config
-from tasks.custom import steps as custom_stages
-from tasks.custom.dag import (
+from core.errors import (
     BadInputOrOutputError,
     BadTopologyError,
+    ConfigError,
     DuplicateNameError,
     InvalidDAGError,
     InvalidStatisticsError,
@@ -26,8 +23,11 @@ from tasks.custom.dag import (
     InvalidTypeSignatureError,
     NotConnectedError,
     TypeMismatchError,
-    build_plan,
 )
+from prepflow import Artifact, Preprocessor
+from tasks.config.loader import parse_config
+from tasks.custom import steps as custom_stages
+from tasks.custom.dag import build_plan
 from tests.custom_stage_helpers import ensure_example_plugin, frame
 from tests.helpers import run, write_config, write_csv
 
@@ -398,8 +398,8 @@ def test_custom_feature_type_code_is_in_the_cache_key(dataset, tmp_path):
     from prepflow_example_plugin.features import HashedTokens
 
     from core.code_version import class_version
+    from core.plugins import code_version
     from storage.cache import StageCache
-    from tasks.config.plugins import code_version
     from tasks.features.category import CategoryFeature
     from tasks.runtime.context import RunContext
 
@@ -416,7 +416,8 @@ def test_code_version_is_the_module_source_hash_unless_a_version_is_declared():
 
     from prepflow_example_plugin import stages
 
-    from tasks.config.plugins import code_key, code_version
+    from core.plugins import code_version
+    from tasks.config.plugins import code_key
     from tests.custom_stage_helpers import LogDistance
 
     expected = hashlib.sha256(inspect.getsource(stages).encode()).hexdigest()

@@ -13,7 +13,6 @@ import pytest
 from core.errors import DataError
 from prepflow import Artifact
 from tasks.split import degenerate, stratify
-from tasks.split import stage as split
 from tests.helpers import run, write_csv
 
 N = 60
@@ -112,7 +111,7 @@ def test_filling_an_empty_split_takes_a_class_s_last_training_row_last():
     stratify._fill_empty_splits(counts, sizes, [0.6, 0.2, 0.2])
     assert counts[:, 1].sum() == 1 and counts[1, 0] == 1 and counts[2, 0] == 1  # moved from 'a'
     values = pd.Series(["a"] * 4 + ["b", "c"])
-    assign = split.stratify_split(values, np.arange(6), [0.6, 0.2, 0.2], 42, target="y", column="y")
+    assign = stratify.stratify_split(values, np.arange(6), [0.6, 0.2, 0.2], 42, target="y", column="y")
     assert set(assign[values.to_numpy() != "a"]) == {0}
 
 

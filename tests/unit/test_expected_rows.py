@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tasks.runtime.outputs import Multiplicity, SplitAssignment
 from tasks.validate import stage as validate
 
 
@@ -25,10 +26,9 @@ def test_the_count_is_the_same_for_any_range_size(tmp_path_factory, assign, bala
         np.save(folder / "multiplicity.npy", mult)
     encoded = SimpleNamespace(statistics={"fill_missing.rows_dropped.x": {"count": dropped},
                                           "encode.rows_out": {"count": 99}})
-    result = SimpleNamespace(path=str(folder))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(validate, "COUNT_ROWS", rows)
-        got = validate.expected_encoded_rows(result, result, encoded)
+        got = validate.expected_encoded_rows(SplitAssignment.at(folder), Multiplicity.at(folder), encoded)
     a = np.array(assign, dtype=np.int8)
     train = int(mult[a == 0].sum()) if balanced else int((a == 0).sum())
     assert got == train + int((a == 1).sum()) + int((a == 2).sum()) - dropped

@@ -10,11 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core import combiner
+from core.combiner import accumulate, merge_extract
+from tasks.config.constants import ROW
 from tasks.config.loader import parse_config
 from tasks.features.base import MissingStatistics, NullCount
 from tasks.fill_missing import stage as fill_missing
-from tasks.ingest.common import ROW
-from tasks.runtime.combine import accumulate, merge_extract
 from tasks.runtime.context import RunContext
 
 FEATURES = [
@@ -52,13 +53,13 @@ def _table(seed: int, n: int) -> pd.DataFrame:
 
 
 def _fit(features, pdf, assign, fit_on, counted):
-    combiners = {f.name: fill_missing.WithNulls(f.missing_combiner()) for f in features}
+    combiners = {f.name: combiner.WithNulls(f.missing_combiner()) for f in features}
     return merge_extract(combiners, [accumulate(combiners, fill_missing._batches(pdf, features, assign, fit_on,
                                                                                  counted))])
 
 
 def test_only_the_combiners_that_read_no_values_are_counted():
-    combiners = {f.name: fill_missing.WithNulls(f.missing_combiner()) for f in _features()}
+    combiners = {f.name: combiner.WithNulls(f.missing_combiner()) for f in _features()}
     # the mode reads values, and so do the mean and the binary's raw counts (its own add)
     assert {name for name, c in combiners.items() if not c.needs_values()} == {"c", "xc", "d", "y"}
 
@@ -70,7 +71,7 @@ def test_counted_batches_fit_what_the_values_fit(seed, n, fit_on):
     pdf = _table(seed, n)
     assign = np.random.default_rng(seed + 1).choice(np.array([-1, 0, 0, 1, 2], np.int8), n)  # -1: not sampled
     assign[:3] = 0
-    combiners = {f.name: fill_missing.WithNulls(f.missing_combiner()) for f in features}
+    combiners = {f.name: combiner.WithNulls(f.missing_combiner()) for f in features}
     counted = {name for name, c in combiners.items() if not c.needs_values()}
     batches = fill_missing._batches(pdf, features, assign, fit_on, counted)
     assert all(isinstance(batches[name], NullCount) for name in counted)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from core.errors import DataError
 from tasks.dataset import fingerprint
-from tasks.ingest import stage as ingest
+from tasks.dataset import fingerprint as dataset_fingerprint
 
 
 def reference(data: bytes, block: int) -> str:
@@ -30,7 +30,7 @@ def test_a_file_is_hashed_by_the_definition(tmp_path_factory, data, block):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(fingerprint, "BLOCK", block)
         assert fingerprint.needs_tasks(str(path)) == (len(data) > block)
-        assert ingest.fingerprint(str(path)) == reference(data, block)
+        assert dataset_fingerprint.fingerprint(str(path)) == reference(data, block)
 
 
 def test_a_one_byte_edit_in_any_block_changes_it(tmp_path, monkeypatch):

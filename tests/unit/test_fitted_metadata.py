@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tasks.runtime import fitted_metadata
 from tasks.runtime.fitted_metadata import VOCABULARY_KEYS
-from tasks.vocab import stage as vocab
+from tasks.runtime.outputs import Fitted
 from tests.helpers import run, write_csv
 
 TOKENS = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6)
@@ -69,11 +69,11 @@ def test_a_run_writes_both_files_and_the_flow_reads_the_summary(tmp_path):
     full = json.loads(full_path.read_text(encoding="utf-8"))
     assert full_path.read_text(encoding="utf-8") == json.dumps(full, sort_keys=True, ensure_ascii=False)
     assert full["c"]["idx2str"] and full["s"]["idx2str"] and full["t"]["idx2str"]
-    summary = vocab.load(fitted)
+    summary = fitted.metadata()
     assert summary == fitted_metadata.summary(full)
     assert not any(k in VOCABULARY_KEYS for meta in summary.values() for k in meta)
     assert summary["c"]["vocab_size"] == len(full["c"]["idx2str"])
-    assert vocab.load_full(fitted.path) == full
+    assert Fitted.read_full(fitted.path) == full
     # the artifact carries the full file (plus the __row__ entry), never the summary
     art = tmp_path / "out" / result.artifact["artifact_id"]
     published = json.loads((art / fitted_metadata.METADATA_FILE).read_text(encoding="utf-8"))

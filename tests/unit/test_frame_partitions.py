@@ -9,8 +9,9 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.ingest.common import ROW, write_ipc
+from tasks.config.constants import ROW
 from tasks.runtime import frame
+from tasks.runtime.frame import write_ipc
 
 
 def _write_parts(folder, sizes: list[int]) -> None:

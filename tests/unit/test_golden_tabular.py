@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from storage.artifact import Artifact
-from tasks.split.stage import random_split, split_counts
+from tasks.split.rows import split_counts
+from tasks.split.stage import random_split
 from tests.helpers import run, write_csv
 
 ALL_TRAIN = {"split": {"type": "random", "probabilities": [1.0, 0.0, 0.0]}}

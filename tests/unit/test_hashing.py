@@ -5,6 +5,7 @@ import io
 
 from storage.cache import cache_key
 from storage.hashing import hash_stream, stable_hash
+from tasks.dataset import fingerprint as dataset_fingerprint
 
 
 def test_stable_hash_is_typed():
@@ -43,8 +44,8 @@ def test_a_run_reads_the_dataset_once_for_its_fingerprint(tmp_path, monkeypatch)
     monkeypatch.setattr(fingerprint, "hash_stream", lambda fh: reads.append(1) or real(fh))
     config = parse_config({"input_features": [{"name": "a", "type": "number"}, {"name": "b", "type": "number"}]})
 
-    fp = ingest.fingerprint(str(path))
+    fp = dataset_fingerprint.fingerprint(str(path))
     result = ingest.run(RunContext(config, str(path), StageCache(tmp_path / "c"), fingerprint=fp))
-    assert len(reads) == 1 and ingest.fingerprint_of(result) == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert len(reads) == 1 and result.fingerprint == hashlib.sha256(path.read_bytes()).hexdigest()
     ingest.run(RunContext(config, str(path), StageCache(tmp_path / "c2")))  # no fingerprint given: hashed
     assert len(reads) == 2

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from flows.cli import main as cli_main
+from flows.infer import infer_dataset
 from storage.artifact import Artifact
 from tasks.infer_types import rules
-from tasks.infer_types import stage as infer_types
 from tests.helpers import run, write_csv
 
 RNG = np.random.default_rng(1912)
@@ -65,7 +65,7 @@ def flights(n: int = 5000) -> pd.DataFrame:
 
 def infer(df: pd.DataFrame, folder: Path, target: str) -> dict[str, rules.Inferred]:
     path = write_csv(df, folder / "data.csv")
-    return {i.name: i for i in infer_types.infer_dataset(str(path), target=target)[0]}
+    return {i.name: i for i in infer_dataset(str(path), target=target)[0]}
 
 
 def test_titanic_like(tmp_path):

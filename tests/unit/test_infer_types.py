@@ -14,9 +14,11 @@ import yaml
 
 from core.errors import ConfigError, DataError
 from flows.cli import main as cli_main
+from flows.infer import infer_dataset
 from tasks.config.loader import load_config
 from tasks.infer_types import profile, rules
 from tasks.infer_types import stage as infer_types
+from tasks.ingest import spec as ingest_spec
 from tasks.ingest import stage as ingest
 from tests.helpers import run, write_csv
 
@@ -134,7 +136,7 @@ def crafted(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def decisions(crafted):
-    inferred, rows = infer_types.infer_dataset(str(crafted), target="target_unique")
+    inferred, rows = infer_dataset(str(crafted), target="target_unique")
     assert rows == N
     return {i.name: i for i in inferred}
 
@@ -154,8 +156,8 @@ def test_a_target_is_never_excluded(decisions):
 def test_inference_is_independent_of_partitioning(crafted, tmp_path, monkeypatch):
     monkeypatch.setattr(ingest, "PART_ROWS", 128)
     columns = [c[0] for c in CASES]
-    spec = ingest.IngestSpec({c: "string" for c in columns}, "csv")
-    ingest.write_parts(ingest.read_batches(str(crafted), spec), spec, tmp_path / "data", str(crafted))
+    spec = ingest_spec.IngestSpec({c: "string" for c in columns}, "csv")
+    ingest_spec.write_parts(ingest.read_batches(str(crafted), spec), spec, tmp_path / "data", str(crafted))
     results, sketches = [], []
     for npartitions in (1, 3, 8):
         profiles = infer_types.profile_columns(str(tmp_path / "data"), columns, npartitions)
@@ -217,7 +219,7 @@ def test_native_parquet_types(tmp_path):
     })
     path = tmp_path / "data.parquet"
     df.to_parquet(path)
-    inferred = {i.name: i for i in infer_types.infer_dataset(str(path), target="label")[0]}
+    inferred = {i.name: i for i in infer_dataset(str(path), target="label")[0]}
     assert {k: i.type for k, i in inferred.items()} == {
         "flag": "binary", "n": "number", "x": "number", "ts": "date", "vec": "vector", "label": "category",
         "zero_one": "binary", "one_two": "category", "sex": "binary"}
@@ -298,11 +300,11 @@ def _media_table(folder: Path, names: list[str], **extra) -> Path:
 def test_a_media_column_with_one_missing_file_is_excluded_naming_the_file(tmp_path):
     names = [f"img/{i:03d}.{'png' if i % 4 else 'jpeg'}" for i in range(40)]
     data = _media_table(tmp_path / "d", names, y=np.arange(40) % 2)
-    decisions = {i.name: i for i in infer_types.infer_dataset(str(data))[0]}
+    decisions = {i.name: i for i in infer_dataset(str(data))[0]}
     assert decisions["media"].type == "image"
     assert decisions["media"].reason == "all 40 values are image file paths ending in .jpeg/.png; all 40 distinct files exist"
     (tmp_path / "d" / "img" / "017.png").unlink()
-    item = {i.name: i for i in infer_types.infer_dataset(str(data))[0]}["media"]
+    item = {i.name: i for i in infer_dataset(str(data))[0]}["media"]
     assert item.type is None
     missing = tmp_path / "d" / "img" / "017.png"
     assert item.reason == (f"excluded: all 40 values are image file paths ending in .jpeg/.png, but 1 of the 40 sampled "
@@ -310,7 +312,7 @@ def test_a_media_column_with_one_missing_file_is_excluded_naming_the_file(tmp_pa
                            f"paths resolve against {tmp_path / 'd'}. Fix the paths, or give it type: image (with "
                            "on_decode_error: skip_row to drop those rows)")
     # as the target it is kept, as a category, saying why
-    target = {i.name: i for i in infer_types.infer_dataset(str(data), target="media")[0]}["media"]
+    target = {i.name: i for i in infer_dataset(str(data), target="media")[0]}["media"]
     assert target.type == "category" and "'img/017.png': no file" in target.reason
     assert target.reason.endswith("kept as category because it is the target")
 
@@ -324,18 +326,18 @@ def test_media_files_are_checked_on_a_bounded_sample_the_same_for_any_partitioni
     order = np.argsort(profile._hashes(np.array(names, dtype=object)), kind="stable")
     sampled = {names[i] for i in order[:10]}
     assert sampled != set(sorted(names)[:10])
-    spec = ingest.IngestSpec({"media": "string"}, "csv")
-    ingest.write_parts(ingest.read_batches(str(data), spec), spec, tmp_path / "parts", str(data))
+    spec = ingest_spec.IngestSpec({"media": "string"}, "csv")
+    ingest_spec.write_parts(ingest.read_batches(str(data), spec), spec, tmp_path / "parts", str(data))
     for npartitions in (1, 2, 5):
         prof = infer_types.profile_columns(str(tmp_path / "parts"), ["media"], npartitions)["media"]
         assert {v for _h, v in prof["media_sample"]} == sampled and prof["media_ext"] == {"wav": 80}
-    item = {i.name: i for i in infer_types.infer_dataset(str(data), npartitions=3)[0]}["media"]
+    item = {i.name: i for i in infer_dataset(str(data), npartitions=3)[0]}["media"]
     assert (item.type, item.reason) == ("audio", "all 80 values are audio file paths ending in .wav; the 10 sampled "
                                                  "files (of 60 distinct) exist")
     (tmp_path / "d" / next(n for n in names if n not in sampled)).unlink()  # outside the sample: not seen
-    assert {i.name: i for i in infer_types.infer_dataset(str(data))[0]}["media"].type == "audio"
+    assert {i.name: i for i in infer_dataset(str(data))[0]}["media"].type == "audio"
     (tmp_path / "d" / min(sampled)).unlink()  # inside it
-    item = {i.name: i for i in infer_types.infer_dataset(str(data))[0]}["media"]
+    item = {i.name: i for i in infer_dataset(str(data))[0]}["media"]
     assert item.type is None and "1 of the 10 sampled files does not exist" in item.reason
     assert repr(min(sampled)) in item.reason
 
@@ -406,7 +408,7 @@ def _frame_ctx(df, config: dict, tmp: Path):
 def _stage_decision(df, config: dict, tmp: Path) -> rules.Inferred:
     """The pipeline's infer_types stage (after ingest) on an in-memory frame, in a fresh cache."""
     ctx = _frame_ctx(df, config, tmp)
-    item = infer_types.load(infer_types.run(ctx, ingest.run(ctx)))["media"]
+    item = infer_types.run(ctx, ingest.run(ctx)).types()["media"]
     return rules.Inferred(**item)
 
 
@@ -427,19 +429,19 @@ def test_an_in_memory_frame_checks_its_media_files_like_a_csv(tmp_path, monkeypa
 
         df = dd.from_pandas(df, npartitions=3)
     config = {"input_features": [{"name": "media"}], "output_features": [{"name": "y", "type": "binary"}]}
-    item = {i.name: i for i in infer_types.infer_dataset(df)[0]}["media"]
+    item = {i.name: i for i in infer_dataset(df)[0]}["media"]
     assert (item.type, item.reason) == ("image", "all 40 values are image file paths ending in .jpeg/.png; all 40 "
                                                  "distinct files exist")
-    assert {i.name: i for i in infer_types.infer_dataset(str(csv))[0]}["media"] == item
+    assert {i.name: i for i in infer_dataset(str(csv))[0]}["media"] == item
     assert _stage_decision(df, config, tmp_path / "ok") == item
     (tmp_path / "img" / "017.png").unlink()
-    item = {i.name: i for i in infer_types.infer_dataset(df)[0]}["media"]
+    item = {i.name: i for i in infer_dataset(df)[0]}["media"]
     assert item.type is None
     assert item.reason == (f"excluded: all 40 values are image file paths ending in .jpeg/.png, but 1 of the 40 sampled "
                            f"files does not exist or cannot be used (e.g. 'img/017.png': no file "
                            f"{tmp_path / 'img' / '017.png'}); relative paths resolve against {tmp_path}. Fix the "
                            "paths, or give it type: image (with on_decode_error: skip_row to drop those rows)")
-    assert {i.name: i for i in infer_types.infer_dataset(str(csv))[0]}["media"] == item
+    assert {i.name: i for i in infer_dataset(str(csv))[0]}["media"] == item
     ctx = _frame_ctx(df, config, tmp_path / "missing")
     with pytest.raises(DataError, match=r"'media' .* inference would exclude it: .*'img/017\.png': no file"):
         infer_types.apply(ctx, infer_types.run(ctx, ingest.run(ctx)))
@@ -454,8 +456,8 @@ def test_an_in_memory_frame_resolves_against_the_configs_media_root(tmp_path, mo
     df = pd.DataFrame({"media": names, "y": [i % 2 for i in range(12)]})
     config = {"input_features": [{"name": "media"}], "output_features": [{"name": "y", "type": "binary"}],
               "defaults": {"image": {"preprocessing": {"media_root": "root"}}}}  # relative: to the working dir
-    assert {i.name: i for i in infer_types.infer_dataset(df)[0]}["media"].type is None  # ./img/ has nothing
-    item = {i.name: i for i in infer_types.infer_dataset(df, config=_config_file(config, tmp_path))[0]}["media"]
+    assert {i.name: i for i in infer_dataset(df)[0]}["media"].type is None  # ./img/ has nothing
+    item = {i.name: i for i in infer_dataset(df, config=_config_file(config, tmp_path))[0]}["media"]
     assert (item.type, item.reason) == ("image", "all 12 values are image file paths ending in .png; all 12 "
                                                  "distinct files exist")
     assert _stage_decision(df, config, tmp_path / "stage") == item

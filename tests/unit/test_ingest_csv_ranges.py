@@ -17,12 +17,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import DataError
+from tasks.config.constants import ROW
 from tasks.dataset import csv_dialect
+from tasks.dataset import files as dataset_files_mod
 from tasks.ingest import csv_ranges as ingest_csv
-from tasks.ingest import parquet as ingest_parts
+from tasks.ingest import spec as ingest_spec
 from tasks.ingest import stage as ingest
-from tasks.ingest.common import write_ipc
-from tasks.ingest.stage import ROW, IngestSpec
+from tasks.ingest.spec import IngestSpec
+from tasks.runtime.frame import write_ipc
 from tests.helpers import artifact_files, run, without_created_at
 
 SPEC = IngestSpec(columns={"x": "float64", "c": "string"}, format="csv")
@@ -51,8 +53,8 @@ def single(path: str, out: Path, spec: IngestSpec = SPEC) -> pa.Table:
     """The single reader's parts (every file one after the other in this process), as before ranges."""
     import itertools
 
-    files = ingest_parts.dataset_files(path)
-    ingest.write_parts(itertools.chain.from_iterable(ingest.read_batches(f, spec) for f in files), spec, out, path)
+    files = dataset_files_mod.dataset_files(path)
+    ingest_spec.write_parts(itertools.chain.from_iterable(ingest.read_batches(f, spec) for f in files), spec, out, path)
     return parts_table(out)
 
 
@@ -104,7 +106,7 @@ def test_files_of_a_glob_a_folder_tsv_and_gzip_are_numbered_in_order(tmp_path):
     for range_bytes in (3, 64, 1000):
         assert ranged(f"{folder}/day_*", tmp_path / f"g{range_bytes}", range_bytes, spec).equals(expected)
     assert ranged(str(folder), tmp_path / "folder", 50, spec).equals(expected)
-    units = ingest_csv.plan(ingest_parts.dataset_files(str(folder)), spec, 50)
+    units = ingest_csv.plan(dataset_files_mod.dataset_files(str(folder)), spec, 50)
     assert [u.whole for u in units if u.file == 1] == [True]
 
 

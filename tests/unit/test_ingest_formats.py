@@ -82,7 +82,7 @@ def test_strings_are_read_as_arrow_strings(tmp_path):
 
     ctx = RunContext(parse_config(CONFIG), str(write("csv", tmp_path / "d.csv")), StageCache(tmp_path / "c"))
     result = ingest.run(ctx)
-    ddf = frame.read_ingested(ingest.data_dir(result.path), None)
+    ddf = frame.read_ingested(result.data_dir, None)
     assert str(ddf["cat"].dtype) in ("string", "str", "large_string[pyarrow]", "string[pyarrow]")
     assert ddf["cat"].compute().array.__class__.__name__ in ("ArrowStringArray", "ArrowStringArrayNumpySemantics",
                                                              "ArrowExtensionArray")
@@ -99,9 +99,10 @@ def test_unknown_extension_is_a_clear_error(tmp_path):
 
 
 def _ingest_parts(path, out, spec) -> dict[str, pa.Table]:
+    from tasks.ingest import spec as ingest_spec
     from tasks.ingest import stage as ingest
 
-    ingest.write_parts(ingest.read_batches(str(path), spec), spec, out, str(path))
+    ingest_spec.write_parts(ingest.read_batches(str(path), spec), spec, out, str(path))
     return {p.name: feather.read_table(p) for p in sorted(out.glob("part-*.arrow"))}
 
 
@@ -117,7 +118,7 @@ def test_whole_and_streamed_csv_reads_write_the_same_parts(tmp_path, monkeypatch
                        "cat": rng.choice(["a", "b", 'say "hi"', "two\nlines", None], size=n)})
     path = tmp_path / "d.csv"
     df.to_csv(path, index=False)
-    spec = ingest.IngestSpec(columns={"num": "float64", "cat": "string"}, format="csv")
+    spec = ingest_spec.IngestSpec(columns={"num": "float64", "cat": "string"}, format="csv")
     monkeypatch.setattr(ingest_spec, "PART_ROWS", 1200)  # parts cross the streamed reader's blocks
     whole = _ingest_parts(path, tmp_path / "whole", spec)
     monkeypatch.setattr(ingest, "WHOLE_READ_BYTES", 0)
@@ -134,11 +135,12 @@ def test_whole_and_streamed_csv_reads_write_the_same_parts(tmp_path, monkeypatch
 @pytest.mark.parametrize("whole_read_bytes", [0, 1 << 30])
 def test_a_bad_number_is_located_by_either_csv_read(tmp_path, monkeypatch, whole_read_bytes):
     from core.errors import DataError
+    from tasks.ingest import spec as ingest_spec
     from tasks.ingest import stage as ingest
 
     monkeypatch.setattr(ingest, "WHOLE_READ_BYTES", whole_read_bytes)
     path = tmp_path / "d.csv"
     path.write_text("num,cat\n" + "".join(f"{i},x\n" for i in range(300)) + "12 kg,y\n")
-    spec = ingest.IngestSpec(columns={"num": "float64", "cat": "string"}, format="csv")
+    spec = ingest_spec.IngestSpec(columns={"num": "float64", "cat": "string"}, format="csv")
     with pytest.raises(DataError, match=r"line 302.*num.*12 kg"):
         _ingest_parts(path, tmp_path / "out", spec)

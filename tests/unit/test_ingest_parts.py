@@ -17,10 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import DataError
+from tasks.config.constants import ROW
+from tasks.dataset import files as dataset_files_mod
+from tasks.dataset import fingerprint as dataset_fingerprint
 from tasks.ingest import parquet as ingest_parts
-from tasks.ingest import stage as ingest
 from tasks.ingest.common import first_infinity
-from tasks.ingest.stage import ROW, IngestSpec
+from tasks.ingest.spec import IngestSpec
 from tests.helpers import artifact_files, run, without_created_at
 
 CONFIG = {
@@ -85,14 +87,14 @@ def test_a_glob_a_folder_and_one_file_publish_the_same_artifact(tmp_path, monkey
 
 def test_folder_fingerprint_follows_names_and_bytes(tmp_path):
     folder = write_files(frame(), tmp_path / "d", [100], 50)
-    fp = ingest.fingerprint(str(folder))
-    assert ingest.fingerprint(f"{folder}/day_*.parquet") == fp
+    fp = dataset_fingerprint.fingerprint(str(folder))
+    assert dataset_fingerprint.fingerprint(f"{folder}/day_*.parquet") == fp
     moved = shutil.copytree(folder, tmp_path / "elsewhere")
-    assert ingest.fingerprint(str(moved)) == fp
+    assert dataset_fingerprint.fingerprint(str(moved)) == fp
     data = bytearray((moved / "day_1.parquet").read_bytes())
     data[10] ^= 1
     (moved / "day_1.parquet").write_bytes(bytes(data))
-    assert ingest.fingerprint(str(moved)) != fp
+    assert dataset_fingerprint.fingerprint(str(moved)) != fp
 
 
 def test_a_file_with_another_schema_is_named_and_nothing_is_published(tmp_path):
@@ -139,7 +141,7 @@ def test_relative_paths_are_read_by_tasks_from_another_working_folder(tmp_path, 
 
     write_files(frame(), tmp_path / "d", [100], 50)
     monkeypatch.chdir(tmp_path)
-    units = ingest_parts.plan(ingest_parts.dataset_files("d/day_*.parquet"), SPEC, 1000)
+    units = ingest_parts.plan(dataset_files_mod.dataset_files("d/day_*.parquet"), SPEC, 1000)
     assert [u.path for u in units] == ["d/day_0.parquet", "d/day_1.parquet"]
     assert all(os.path.isabs(u.source) for u in units)
     monkeypatch.chdir("/")

@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 import yaml
 
+from core.combiner import fit_batches
 from core.errors import ConfigError
 from tasks.config.loader import load_config, parse_config
 from tasks.features import build_all
 from tasks.features.binary import BinaryFeature, BinaryPreprocessing
-from tasks.runtime.combine import fit_batches
 from tests.unit.feature_helpers import feature, fit
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "ludwig_configs"

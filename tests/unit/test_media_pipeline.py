@@ -21,7 +21,8 @@ from core.errors import DataError
 from storage.artifact import Artifact
 from storage.cache import StageCache
 from tasks.config.loader import parse_config
-from tasks.runner import STAGES, run_pipeline
+from tasks.graph import STAGES
+from tasks.runner import run_pipeline
 from tasks.runtime.context import RunContext
 from tests.helpers import artifact_files, run, write_csv
 
@@ -447,8 +448,8 @@ def test_a_media_feature_beside_a_parquet_category_vocabulary_publishes_and_serv
     (category vocabularies over ``INLINE_MAX`` ids) must come along, into the artifact and its manifest."""
     from prepflow import Preprocessor
     from storage import vocab_store
+    from tasks.config.constants import SPLIT_NAMES
     from tasks.features import category
-    from tasks.split.stage import SPLIT_NAMES
 
     monkeypatch.setattr(category, "INLINE_MAX", 5)
     data = make_dataset(tmp_path / "data", n=16)

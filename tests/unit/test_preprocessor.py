@@ -14,7 +14,7 @@ import yaml
 
 from core.errors import DataError
 from prepflow import Artifact, Preprocessor
-from tasks.split.stage import SPLIT_NAMES
+from tasks.config.constants import SPLIT_NAMES
 from tests.helpers import run
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "titanic"

@@ -12,9 +12,8 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.encode.stage import to_arrow
-from tasks.ingest.common import write_ipc
 from tasks.publish import shards
+from tasks.runtime.frame import to_arrow, write_ipc
 
 
 def _table(lo: int, hi: int) -> pa.Table:

@@ -14,6 +14,8 @@ from storage.cache import StageCache
 from tasks.config.loader import parse_config
 from tasks.ingest import stage as ingest
 from tasks.runtime.context import RunContext
+from tasks.split import dates as split_dates
+from tasks.split import rows as split_rows
 from tasks.split import stage as split
 from tasks.split import stratify
 from tests.helpers import write_csv
@@ -43,7 +45,7 @@ def class_columns(draw):
 @given(values=class_columns(), probabilities=PROBS, seed=st.integers(0, 2**31), row_seed=st.integers(0, 99))
 def test_stratify_is_complete_proportional_per_class_and_nonempty(values, probabilities, seed, row_seed):
     rows = _rows(len(values), row_seed)
-    out = split.stratify_split(values, rows, probabilities, seed)
+    out = stratify.stratify_split(values, rows, probabilities, seed)
     assert out.dtype == np.int8 and set(np.unique(out)) <= {0, 1, 2}  # complete and disjoint: one split per row
     n = len(values)
     sizes = values.value_counts()
@@ -67,17 +69,17 @@ def test_stratify_is_complete_proportional_per_class_and_nonempty(values, probab
 @given(values=class_columns(), seed=st.integers(0, 2**31))
 def test_stratify_depends_on_rows_not_on_their_order_in_the_call(values, seed):
     rows = _rows(len(values), 1)
-    out = split.stratify_split(values, rows, [0.6, 0.2, 0.2], seed)
+    out = stratify.stratify_split(values, rows, [0.6, 0.2, 0.2], seed)
     perm = np.random.default_rng(seed).permutation(len(rows))
-    shuffled = split.stratify_split(values.iloc[perm].reset_index(drop=True), rows[perm], [0.6, 0.2, 0.2], seed)
+    shuffled = stratify.stratify_split(values.iloc[perm].reset_index(drop=True), rows[perm], [0.6, 0.2, 0.2], seed)
     assert np.array_equal(out[perm], shuffled)
 
 
 def test_stratify_single_row_classes_go_to_train_and_numbers_match_their_strings():
     values = pd.Series([1.0, 1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0, 3.0], dtype="float64")
-    out = split.stratify_split(values, np.arange(11), [0.6, 0.2, 0.2], 0)
+    out = stratify.stratify_split(values, np.arange(11), [0.6, 0.2, 0.2], 0)
     assert out[10] == 0
-    as_text = split.stratify_split(values.map(lambda v: str(int(v))).astype("string"), np.arange(11),
+    as_text = stratify.stratify_split(values.map(lambda v: str(int(v))).astype("string"), np.arange(11),
                                    [0.6, 0.2, 0.2], 0)
     assert np.array_equal(out, as_text)
     assert np.bincount(out[:5], minlength=3).tolist() == [3, 1, 1]
@@ -93,7 +95,7 @@ def test_datetime_orders_splits_keeps_ties_together_and_is_nonempty(days, probab
     values = pd.Series(dates.strftime(fmt), dtype="string")
     rows = np.arange(len(days))
     try:
-        out = split.datetime_split(values, rows, probabilities, "d")
+        out = split_dates.datetime_split(values, rows, probabilities, "d")
     except DataError as exc:  # only when there are fewer distinct dates than splits to fill
         assert len(days) >= 3 and len(set(days)) < sum(p > 0 for p in probabilities), exc
         assume(False)
@@ -110,24 +112,24 @@ def test_datetime_orders_splits_keeps_ties_together_and_is_nonempty(days, probab
 def test_datetime_ties_at_a_boundary_go_to_the_earlier_split():
     days = [1] * 13 + [2] * 2 + [3] * 2 + [4] * 3  # exact cuts 14 and 16 fall inside day 2's and day 3's runs
     values = pd.Series([f"2022-03-{d:02d}" for d in days])
-    out = split.datetime_split(values, np.arange(20), [0.7, 0.1, 0.2], "d")
+    out = split_dates.datetime_split(values, np.arange(20), [0.7, 0.1, 0.2], "d")
     assert out.tolist() == [0] * 15 + [1] * 2 + [2] * 3
 
 
 def test_datetime_ties_go_to_the_later_split_only_when_the_earlier_would_empty_a_split():
     days = [1] * 6 + [2] * 2 + [3] * 2  # forward past day 2 would leave validation empty
     values = pd.Series([f"2022-03-{d:02d}" for d in days])
-    out = split.datetime_split(values, np.arange(10), [0.7, 0.1, 0.2], "d")
+    out = split_dates.datetime_split(values, np.arange(10), [0.7, 0.1, 0.2], "d")
     assert out.tolist() == [0] * 6 + [1, 1] + [2, 2]
 
 
 def test_datetime_counts_are_exact_without_ties_and_accept_timestamps_and_numbers():
     stamps = pd.Series(pd.date_range("2020-01-01", periods=20, freq="h", tz="Europe/Berlin")[::-1])
-    out = split.datetime_split(stamps, np.arange(20), [0.7, 0.1, 0.2], "t")
+    out = split_dates.datetime_split(stamps, np.arange(20), [0.7, 0.1, 0.2], "t")
     assert np.bincount(out).tolist() == [14, 2, 4]
     assert out[-1] == 0 and out[0] == 2  # the newest rows (listed first) are the test split
     numbers = pd.Series(np.arange(20.0)[::-1])
-    assert np.array_equal(split.datetime_split(numbers, np.arange(20), [0.7, 0.1, 0.2], "t"), out)
+    assert np.array_equal(split_dates.datetime_split(numbers, np.arange(20), [0.7, 0.1, 0.2], "t"), out)
 
 
 @pytest.mark.parametrize("value,message", [("not a date", r"row 3, column 'when': .*cannot parse 'not a date'"),
@@ -135,13 +137,13 @@ def test_datetime_counts_are_exact_without_ties_and_accept_timestamps_and_number
 def test_datetime_bad_values_name_row_and_column(value, message):
     values = pd.Series(["2020-01-01", "2020-01-02", value, "2020-01-03"], dtype="string")
     with pytest.raises(DataError, match=message):
-        split.datetime_split(values, np.array([0, 1, 2, 3]), [0.7, 0.1, 0.2], "when")
+        split_dates.datetime_split(values, np.array([0, 1, 2, 3]), [0.7, 0.1, 0.2], "when")
 
 
 def test_datetime_format_hint_is_used():
     values = pd.Series(["01/02/2020", "02/01/2020", "03/01/2020", "01/03/2020"])
-    month_first = split.datetime_split(values, np.arange(4), [0.5, 0.25, 0.25], "d")
-    day_first = split.datetime_split(values, np.arange(4), [0.5, 0.25, 0.25], "d", "%d/%m/%Y")
+    month_first = split_dates.datetime_split(values, np.arange(4), [0.5, 0.25, 0.25], "d")
+    day_first = split_dates.datetime_split(values, np.arange(4), [0.5, 0.25, 0.25], "d", "%d/%m/%Y")
     assert month_first.tolist() == [0, 1, 2, 0]
     assert day_first.tolist() == [1, 0, 0, 2]  # 2 Jan, 3 Jan | 1 Feb | 1 Mar
 
@@ -243,7 +245,7 @@ def _stage(tmp_path, dataset, split_cfg: dict, npartitions: int, **pre) -> np.nd
                            "output_features": [{"name": "label", "type": "category"}],
                            "preprocessing": {"split": split_cfg, **pre}})
     ctx = RunContext(config, str(dataset), StageCache(tmp_path / f"cache{npartitions}"), npartitions)
-    return np.array(split.load(split.run(ctx, ingest.run(ctx))))
+    return np.array(split.run(ctx, ingest.run(ctx)).assignment())
 
 
 SPLIT_CONFIGS = {
@@ -298,8 +300,8 @@ def test_random_split_is_the_rank_of_each_rows_hash(rows, weights, seed):
     counts[0] are train, the next counts[1] validation, the rest test."""
     active = np.array(sorted(rows), dtype=np.int64)
     probabilities = [w / sum(weights) for w in weights]
-    counts = split.split_counts(len(active), probabilities)
+    counts = split_rows.split_counts(len(active), probabilities)
     ranks = np.empty(len(active), dtype=np.int64)
-    ranks[np.argsort(split.mix64(seed, active), kind="stable")] = np.arange(len(active))
+    ranks[np.argsort(split_rows.mix64(seed, active), kind="stable")] = np.arange(len(active))
     expected = np.where(ranks < counts[0], 0, np.where(ranks < counts[0] + counts[1], 1, 2))
     assert split.random_split(active, probabilities, seed).tolist() == expected.tolist()

@@ -1,7 +1,7 @@
 """The random split and the sampling computed by Dask tasks over row-number ranges (tasks/split/stage.py,
 ``random_on_workers``): split.npy's bytes equal ``np.save`` of the in-process ``sample_mask`` +
 ``random_split`` for any row count, sample, probabilities, task size and histogram width; ``load``'s
-``Assignment`` pickles as its path and reads like the array."""
+``MappedArray`` pickles as its path and reads like the array."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import DataError
-from tasks.ingest.common import ROW
+from storage.npy import MappedArray
+from tasks.config.constants import ROW
+from tasks.runtime import dask_run
 from tasks.split import stage as split
 
 
@@ -37,12 +39,12 @@ probabilities = st.sampled_from([[0.8, 0.1, 0.1], [0.6, 0.2, 0.2], [1.0, 0.0, 0.
 def test_split_npy_is_byte_identical_to_the_in_process_split(tmp_path_factory, n, probs, seed, ratio, size,
                                                              sample_seed, chunk, bits):
     tmp = tmp_path_factory.mktemp("s")
-    old = split.SPLIT_CHUNK_ROWS, split.BUCKET_BITS
-    split.SPLIT_CHUNK_ROWS, split.BUCKET_BITS = chunk, bits  # many tasks; crowded buckets
+    old = dask_run.CHUNK_ROWS, split.BUCKET_BITS
+    dask_run.CHUNK_ROWS, split.BUCKET_BITS = chunk, bits  # many tasks; crowded buckets
     try:
         kept, counts = split.random_on_workers(n, probs, seed, ratio, size, sample_seed, tmp / "split.npy")
     finally:
-        split.SPLIT_CHUNK_ROWS, split.BUCKET_BITS = old
+        dask_run.CHUNK_ROWS, split.BUCKET_BITS = old
     expected = in_process(n, probs, seed, ratio, size, sample_seed)
     np.save(tmp / "expected.npy", expected)
     assert (tmp / "split.npy").read_bytes() == (tmp / "expected.npy").read_bytes()
@@ -61,7 +63,7 @@ def test_the_order_statistics_are_exact_at_a_million_rows(tmp_path):
 def test_an_assignment_pickles_as_its_path_and_reads_like_the_array(tmp_path):
     array = np.array([0, 1, 2, -1, 0, 0], dtype=np.int8)
     np.save(tmp_path / "split.npy", array)
-    handle = split.Assignment(tmp_path / "split.npy")
+    handle = MappedArray(tmp_path / "split.npy")
     assert len(pickle.dumps(handle)) < 200
     again = pickle.loads(pickle.dumps(handle))
     for a in (handle, again):

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import DataError
-from tasks.ingest.common import ROW
+from tasks.config.constants import ROW
 from tasks.split import stage as split
 from tasks.split.stratify import stratify_on_workers, stratify_split
 

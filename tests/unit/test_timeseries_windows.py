@@ -18,10 +18,11 @@ from hypothesis import strategies as st
 
 from core.errors import ConfigError, DataError
 from storage.artifact import Artifact
+from tasks.config.constants import ROW
 from tasks.config.loader import parse_config
 from tasks.features import build_all
-from tasks.ingest.common import ROW, write_ipc
 from tasks.runtime import frame, timeseries_windows
+from tasks.runtime.frame import write_ipc
 from tasks.serving.preprocessor import Preprocessor
 from tests.helpers import artifact_files, run, without_created_at, write_csv
 

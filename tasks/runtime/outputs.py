@@ -1,0 +1,206 @@
+"""What each stage writes, as typed handles on its cache entry: the one place that knows the files.
+
+A stage declares its output type (``tasks.runtime.node.Node.output``); the runner hands each stage its
+parents' outputs as these handles (Kedro's catalog: a stage never imports another stage to find its
+input). A handle is a ``StageResult`` (key, entry folder, statistics) with readers for the entry's files:
+
+    Ingested         ingest          data/part-*.arrow (Arrow IPC, ``__row__`` numbered), ingest.json
+    Types            infer_types     types.json: the inferred type and reason of each untyped feature
+    SplitAssignment  split           split.npy: int8 per input row, 0 train, 1 validation, 2 test, -1 not sampled
+    MissingStates    fill_missing    missing.json: each feature's missing-value state (and custom stages' states)
+                     (a custom stage)
+    Multiplicity     balance         multiplicity.npy: uint32 per input row (training rows), absent: no balancing
+    Fitted           vocab           training_set_metadata.json (+ metadata_summary.json, vocab/*.parquet)
+    Encoded          encode          <split>/part-NNNNN.arrow and rows-NNNNN.npy, encode.json
+    MediaCached      media_cache     its own Encoded + Fitted entry when it rewrote the parts, else none
+    GateResult       validate_*      validation.json
+    Published        publish         the artifact (``artifact``: path, id, rows per split)
+
+Readers that hand data to Dask tasks return handles that pickle as their paths (``MappedArray``), so
+the flow process reads no per-row array it does not ask for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from core.errors import DataError
+from storage import vocab_store
+from storage.hashing import stable_hash
+from storage.npy import MappedArray
+from tasks.runtime import fitted_metadata
+from tasks.runtime.context import StageResult
+from tasks.runtime.statistics import Statistics
+
+SPLIT_FILE = "split.npy"
+MULTIPLICITY_FILE = "multiplicity.npy"
+MISSING_FILE = "missing.json"
+TYPES_FILE = "types.json"
+GATE_FILE = "validation.json"
+MEDIA_STATE_FILE = "media_cache.json"
+
+
+@dataclass
+class Output(StageResult):
+    """A stage's result with readers for its entry (see the module docstring)."""
+
+    @classmethod
+    def of(cls, result: StageResult):
+        """``result`` as this output type (the same entry)."""
+        return result if type(result) is cls else cls(**{f.name: getattr(result, f.name) for f in fields(result)})
+
+    @classmethod
+    def at(cls, path: str | Path):
+        """The output whose entry is the folder ``path`` (for code that is handed only the folder)."""
+        return cls("", "", str(path), True)
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.path)
+
+
+@dataclass
+class Ingested(Output):
+    """The ingested table: Arrow IPC parts, rows numbered by ``__row__`` (0-based input position)."""
+
+    def _info(self) -> dict:
+        return json.loads((self.folder / "ingest.json").read_text())
+
+    @property
+    def data_dir(self) -> str:
+        return str(self.folder / "data")
+
+    @property
+    def num_rows(self) -> int:
+        return self._info()["rows"]
+
+    @property
+    def fingerprint(self) -> str:
+        """The dataset's fingerprint (a hash of its bytes)."""
+        return self._info()["fingerprint"]
+
+
+@dataclass
+class Types(Output):
+    def types(self) -> dict[str, dict]:
+        """Feature name -> ``{"type", "reason", "preprocessing"}`` for every feature the config left untyped."""
+        return json.loads((self.folder / TYPES_FILE).read_text())["features"]
+
+
+@dataclass
+class SplitAssignment(Output):
+    def assignment(self) -> MappedArray:
+        """The split of every input row (int8: 0/1/2, -1 not sampled), memory-mapped where it is read."""
+        return MappedArray(self.folder / SPLIT_FILE)
+
+
+@dataclass
+class MissingStates(Output):
+    def states(self) -> dict:
+        """Feature name -> its missing-value state (``computed_fill_value``, ...); with custom stages, also
+        their fitted plan (``tasks.custom.plan.STATES_KEY``)."""
+        return json.loads((self.folder / MISSING_FILE).read_text())
+
+
+@dataclass
+class Multiplicity(Output):
+    def multiplicity(self) -> MappedArray | None:
+        """How many times each input row is published (uint32; training rows), or None: no balancing."""
+        path = self.folder / MULTIPLICITY_FILE
+        return MappedArray(path) if path.exists() else None
+
+
+@dataclass
+class Fitted(Output):
+    """The fitted metadata of every feature (``tasks.runtime.fitted_metadata``)."""
+
+    def metadata(self) -> dict:
+        """Without the inline vocabularies: what the flow process needs (vocabulary sizes, Parquet
+        vocabulary references, sequence lengths)."""
+        return fitted_metadata.read_summary(self.path)
+
+    @staticmethod
+    def read_full(path: str | Path, resolve_files: bool = False) -> dict:
+        """The metadata of the entry at ``path`` with its inline vocabularies (for encoding, on a worker);
+        ``resolve_files``: with the absolute ``vocab_path`` of each Parquet vocabulary (never published)."""
+        metadata = fitted_metadata.read_full(path)
+        return vocab_store.resolve(metadata, str(path)) if resolve_files else metadata
+
+    def copy_metadata(self, dest: Path) -> None:
+        """``training_set_metadata.json`` copied into ``dest`` as written (the bytes ``json.dumps`` of the
+        loaded metadata would give, without parsing the vocabularies)."""
+        shutil.copyfile(self.folder / fitted_metadata.METADATA_FILE, dest / fitted_metadata.METADATA_FILE)
+
+    def file_sources(self, metadata: dict) -> list[tuple[str, str]]:
+        """``(absolute path in the entry, path in the artifact)`` of each Parquet vocabulary ``metadata``
+        references; a DataError names one that is missing."""
+        sources = []
+        for rel in vocab_store.files(metadata):
+            src = self.folder.absolute() / rel
+            if not src.is_file():
+                raise DataError(f"{src}: vocabulary file referenced by {fitted_metadata.METADATA_FILE} is missing")
+            sources.append((str(src), rel))
+        return sources
+
+    def copy_files(self, metadata: dict, dest: Path, link: bool = False) -> None:
+        """The Parquet vocabularies ``metadata`` references, copied into ``dest``; ``link``: hard-linked where
+        the file system allows (cache entries are never changed in place)."""
+        for src, rel in self.file_sources(metadata):
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            if link:
+                try:
+                    os.link(src, dest / rel)
+                    continue
+                except OSError:  # another file system, or links not supported: copy
+                    pass
+            shutil.copyfile(src, dest / rel)
+
+
+@dataclass
+class Encoded(Output):
+    """Encoded rows per split: ``<split>/part-NNNNN.arrow`` with the input rows in ``rows-NNNNN.npy``."""
+
+    def split_parts(self, split_name: str) -> list[Path]:
+        return sorted((self.folder / split_name).glob("part-*.arrow"))
+
+    def row_counts(self) -> dict[str, int]:
+        return json.loads((self.folder / "encode.json").read_text())["rows"]
+
+
+@dataclass
+class MediaCached(Output):
+    """media_cache's entry. When it decoded media it rewrote the encoded parts and the metadata (an
+    ``Encoded`` and ``Fitted`` entry of its own); without media features it is encode's entry."""
+
+    def outputs(self, fitted: Fitted, encoded: Encoded) -> tuple[Fitted, Encoded]:
+        """``(fitted, encoded)`` for the encoded gate and publish: this entry when it rewrote the parts
+        (its statistics merged with encode's, whose row counters the gate reads), else vocab's and
+        encode's outputs unchanged."""
+        if self.path == encoded.path:
+            return fitted, encoded
+        merged = Statistics.from_json(encoded.statistics).merge(Statistics.from_json(self.statistics)).to_json()
+        return Fitted.of(self), Encoded(self.stage, self.key, self.path, self.cached, self.seconds, merged)
+
+    def fingerprint(self, base: str) -> str:
+        """The artifact's dataset fingerprint: the table's (``base``), combined with the media content hash."""
+        state_file = self.folder / MEDIA_STATE_FILE
+        if not state_file.is_file():
+            return base
+        state = json.loads(state_file.read_text())
+        return stable_hash([base, state["content"], state["code_version"]], 64)
+
+
+@dataclass
+class GateResult(Output):
+    def results(self) -> dict:
+        """The gate's results: ``gate``, ``success``, ``rows``, ``evaluated``, ``failed``, ``suites``."""
+        return json.loads((self.folder / GATE_FILE).read_text())
+
+
+@dataclass
+class Published(Output):
+    """publish's result: ``key`` is the artifact id, ``path`` its folder, ``artifact`` the summary."""
