@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from prepflow import Artifact  # noqa: E402
 from storage.cache import StageCache  # noqa: E402
 from tasks.config.loader import parse_config  # noqa: E402
-from tasks.runner import run_pipeline  # noqa: E402
+from tasks.graph import run_pipeline  # noqa: E402
 from tasks.runtime.context import RunContext  # noqa: E402
 
 FEATURES = [{"name": "carrier", "type": "category"}]

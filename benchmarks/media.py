@@ -6,7 +6,7 @@ files in the page cache:
 
 * ``sequential``: a plain loop ``Image.open -> convert("RGB") -> resize((64, 64), BILINEAR) ->
   np.asarray -> CHW`` over every file (the median of ``--repeat`` passes);
-* ``eager`` and ``lazy_cached first pass``: the pipeline (``tasks.runner.run_pipeline``) on a
+* ``eager`` and ``lazy_cached first pass``: the pipeline (``tasks.graph.run_pipeline``) on a
   fresh cache and output with an image feature ``height: 64, width: 64, num_channels: 3``; images/s
   is ``n`` over the ``media_cache`` stage's seconds (which includes hashing every file, decoding
   in the thread pool, and writing the tensors or the memmaps), and the whole run's seconds are
@@ -140,7 +140,7 @@ def config(mode: str) -> dict:
 def pipeline(csv: Path, workdir: Path, mode: str) -> tuple[dict, dict]:
     from storage.cache import StageCache
     from tasks.config.loader import parse_config
-    from tasks.runner import run_pipeline
+    from tasks.graph import run_pipeline
     from tasks.runtime.context import RunContext
 
     shutil.rmtree(workdir, ignore_errors=True)

@@ -1,7 +1,7 @@
 """Media on a Dask cluster: how much of the media_cache stage's CPU the flow process spends (issue 19 item 5).
 
 Builds ``--n`` pictures with ``benchmarks/media.py``'s generator (about 256 x 256, half JPEG, half PNG),
-then, per variant, runs the pipeline in a fresh process (``tasks.runner.run_pipeline``, eager mode,
+then, per variant, runs the pipeline in a fresh process (``tasks.graph.run_pipeline``, eager mode,
 64 x 64 x 3) with a fresh 2-worker ``LocalCluster`` (processes, 1 thread each) as Dask's scheduler,
 and reports the CPU seconds of the process that runs the flow (this process's rusage, the pipeline
 only) and of the workers (their rusage before and after, read through ``client.run``), and the
@@ -37,7 +37,7 @@ def child(csv: Path, workdir: Path) -> dict:
 
     from storage.cache import StageCache  # first: benchmarks/media.py puts this checkout first on sys.path
     from tasks.config.loader import parse_config
-    from tasks.runner import run_pipeline
+    from tasks.graph import run_pipeline
     from tasks.runtime.context import RunContext
 
     sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.tabular import config, generate  # noqa: E402
 from storage.cache import StageCache  # noqa: E402
 from tasks.config.loader import parse_config  # noqa: E402
-from tasks.runner import run_pipeline  # noqa: E402
+from tasks.graph import run_pipeline  # noqa: E402
 from tasks.runtime.context import RunContext  # noqa: E402
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc malloc.h

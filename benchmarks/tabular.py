@@ -171,7 +171,7 @@ def in_process(n: int, work: Path, repeat: int) -> list[dict]:
     sys.path.insert(0, str(ROOT))
     from storage.cache import StageCache
     from tasks.config.loader import parse_config
-    from tasks.runner import run_pipeline
+    from tasks.graph import run_pipeline
     from tasks.runtime.context import RunContext
 
     data = work / f"flights_{n}.csv"

@@ -5,7 +5,7 @@ numbers, 4 categories, a binary label) and a user suite of 10 expectations over 
 (between x2, in_set x3, not_null with ``mostly``), 3 global (row count, unique id, mean) and a
 column-exists. For each ``--roots`` checkout (default: this one; e.g. a ``git worktree`` of an older
 commit first) and each variant, in a fresh process (so GX's import is paid the way a real run pays it),
-``tasks.runner.run_pipeline`` (default partitioning) runs once cold and ``--repeat`` times warm
+``tasks.graph.run_pipeline`` (default partitioning) runs once cold and ``--repeat`` times warm
 (fresh caches, every module imported):
 
 * ``generated``: prepflow's generated raw and encoded suites only (no user suite);
@@ -95,7 +95,7 @@ def one_process(dataset: str, suite: str | None, generated: bool, workdir: str, 
     seconds (all threads), recorded around ``run_cached``."""
     import tasks.runtime.context as context
     from storage.cache import StageCache
-    from tasks.runner import run_pipeline
+    from tasks.graph import run_pipeline
     from tasks.runtime.context import RunContext
 
     try:

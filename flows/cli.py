@@ -299,7 +299,8 @@ def _fingerprint(args: argparse.Namespace) -> str:
 
 def _reused_report(artifact_path: str) -> str | None:
     """The report beside a reused artifact, or a new one (without stage timings) when there is none."""
-    from tasks.report.page import REPORT_SUFFIX, write_report
+    from tasks.config.constants import REPORT_SUFFIX
+    from tasks.report.page import write_report
 
     existing = Path(artifact_path).parent / f"{Path(artifact_path).name}{REPORT_SUFFIX}"
     if existing.is_file():
@@ -462,7 +463,10 @@ def cmd_infer(args: argparse.Namespace) -> int:
 @command("serve", serve_command.setup_parser)
 def cmd_serve(args: argparse.Namespace) -> int:
     """The flow as a deployment with a cron schedule, triggerable from the UI (flows/serve.py)."""
-    return serve_command.serve(args)
+    params, chosen = serve_command.prepare(args)
+    from flows.preprocess import preprocess  # after prepare: Prefect reads its settings when first imported
+
+    return serve_command.serve(args, preprocess, params, chosen)
 
 
 # ---- server --------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """``prepflow infer``: every column of a dataset typed, with the reason, printed as a config.
 
-The dataset goes through the stage graph's own ``ingest`` and ``infer_types`` stages (``tasks.runner``,
+The dataset goes through the stage graph's own ``ingest`` and ``infer_types`` stages (``tasks.graph``,
 in a temporary stage cache), with a config that declares every column as an untyped feature (the
 ``--target`` column as an output): so a column is read, profiled and decided exactly as in ``prepflow run``
 for a feature left untyped.
@@ -19,10 +19,10 @@ from storage.cache import StageCache
 from tasks.config.constants import ROW
 from tasks.config.loader import load_config, parse_config
 from tasks.dataset.info import column_names, detect_format
+from tasks.graph import run_graph
 from tasks.infer_types.rules import Inferred
 from tasks.infer_types.stage import column_media_roots
 from tasks.ingest.dataframe import SOURCE, is_frame
-from tasks.runner import run_graph
 from tasks.runtime.context import RunContext
 
 

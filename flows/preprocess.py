@@ -1,8 +1,8 @@
 """The Prefect runner of the stage graph: ``preprocess`` runs each node of ``tasks.graph`` as a task.
 
 The flow parses the config once (a path is read here, a mapping validated) and walks the graph with
-``tasks.runner.run_graph``, the loop the in-process runner uses too; its ``call`` runs each node as a
-Prefect task (``stage_task``) around the same ``tasks.runner.execute``, which does the stage's own
+``tasks.graph.run_graph``, the loop the in-process runner uses too; its ``call`` runs each node as a
+Prefect task (``stage_task``) around the same ``tasks.graph.execute``, which does the stage's own
 content-addressed caching and enforces gates. Tasks pass typed stage outputs (keys and paths), never
 Dask collections, and a task's parents are exactly the outputs its stage reads, so the UI's graph shows
 the real data dependencies. A stage served from the cache finishes in a ``Completed`` state named
@@ -27,8 +27,8 @@ from flows.resilience import retry_options
 from storage.cache import StageCache
 from tasks.config.loader import load_config, parse_config
 from tasks.config.schema import Config
+from tasks.graph import PipelineResult, execute, run_graph
 from tasks.report import page as report
-from tasks.runner import PipelineResult, execute, run_graph
 from tasks.runtime import dask_run
 from tasks.runtime.context import RunContext
 from tasks.runtime.node import Node
@@ -67,7 +67,7 @@ def stage_task(ctx: RunContext, node: Node, *inputs: Output):
 
 
 def _prefect_call(node: Node, ctx: RunContext, inputs: list[Output]) -> Output:
-    """``tasks.runner.run_graph``'s call: the node as a Prefect task. The context and node are quoted and
+    """``tasks.graph.run_graph``'s call: the node as a Prefect task. The context and node are quoted and
     the inputs opaque: Prefect walks every argument twice per task run looking for futures and upstream
     results; opaque still lets it recognize each input as a task's result (the UI's edges) without walking
     into it (encode's statistics alone are ~2,300 values)."""

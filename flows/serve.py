@@ -92,7 +92,9 @@ def _keep_local_server_alive(interval: float = 60.0) -> None:
     threading.Thread(target=touch, name="prepflow-server-keepalive", daemon=True).start()
 
 
-def serve(args: argparse.Namespace) -> int:
+def prepare(args: argparse.Namespace) -> tuple[dict, list]:
+    """Everything before the flow is imported: the options and the config checked, Prefect pointed at its
+    server (the local one kept alive while serving); the deployment's parameters and schedules."""
     if args.npartitions is not None and args.npartitions < 1:
         raise ConfigError(f"--npartitions must be at least 1, got {args.npartitions}")
     if args.limit is not None and args.limit < 1:
@@ -111,10 +113,12 @@ def serve(args: argparse.Namespace) -> int:
     configure_prefect()
     if uses_local_server:
         _keep_local_server_alive()
-    chosen = schedules(args.cron, args.timezone)
-    # after configure_prefect: Prefect reads its settings (PREFECT_API_URL) when first imported
-    from flows.preprocess import preprocess
+    return params, schedules(args.cron, args.timezone)
 
+
+def serve(args: argparse.Namespace, preprocess, params: dict, chosen: list) -> int:
+    """Serve the ``preprocess`` flow (imported by the caller after ``prepare``: Prefect reads its settings,
+    PREFECT_API_URL, when first imported) as the deployment ``preprocess/<name>``."""
     api = os.environ.get("PREFECT_API_URL", "")
     when = f"cron '{args.cron}' ({args.timezone})" if chosen else "no schedule (trigger runs from the UI)"
     print(f"prepflow serve: deployment preprocess/{args.name}, {when}; Prefect UI {api.removesuffix('/api')}",

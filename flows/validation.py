@@ -13,7 +13,7 @@ from storage.cache import StageCache
 from tasks.config.loader import load_config, parse_config
 from tasks.config.suites import NUMERIC_EXPECTATIONS, load_suite_file
 from tasks.dataset.info import dataset_columns
-from tasks.runner import execute, run_graph
+from tasks.graph import execute, run_graph
 from tasks.runtime.context import RunContext
 from tasks.validate.stage import check_config, needs_gx
 

@@ -1,7 +1,7 @@
 """``prepflow run`` without the Prefect API: the fallback when bookkeeping fails.
 
 When the Prefect server cannot be reached (or keeps failing after the client's retries), the data run
-still finishes: the same stages run in this process through ``tasks.runner.run_pipeline`` (the
+still finishes: the same stages run in this process through ``tasks.graph.run_pipeline`` (the
 in-process runner of the same stage graph). Stages the flow already finished are served from the
 stage cache, so nothing is computed twice; the artifact is the one the flow would have published.
 """
@@ -13,8 +13,8 @@ import sys
 
 from storage.cache import StageCache
 from tasks.config.loader import load_config
+from tasks.graph import run_pipeline
 from tasks.report.page import write_report
-from tasks.runner import run_pipeline
 from tasks.runtime import dask_run
 from tasks.runtime.context import RunContext
 

@@ -10,7 +10,7 @@ import yaml
 
 from storage.cache import StageCache
 from tasks.config.loader import parse_config
-from tasks.runner import PipelineResult, run_pipeline
+from tasks.graph import PipelineResult, run_pipeline
 from tasks.runtime.context import RunContext
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tasks.custom import steps as custom_stages
+from tasks.custom import apply as custom_apply
 from tasks.custom.plan import STATES_KEY
 from tasks.features.base import FeatureType
 from tasks.runtime import frame, timeseries_windows
@@ -20,5 +20,5 @@ def filled_partitions(parts: list, features: list[FeatureType], assign: np.ndarr
     """Delayed ``frame.Prepared`` partitions of the ingested ``parts``."""
     parts, features = timeseries_windows.add_windows(parts, features, states)
     if STATES_KEY in states:
-        return custom_stages.filled_partitions(parts, features, assign, states)
+        return custom_apply.filled_partitions(parts, features, assign, states)
     return frame.filled_partitions(parts, features, assign, states)

@@ -39,6 +39,7 @@ class AudioPreprocessing(MediaPreprocessing):
 
 
 class AudioFeature(MediaFeature):
+    codec_type = AudioCodec  # what ``codec(metadata)`` rebuilds from the metadata's ``codec``
     type_name = "audio"
     media_kind = "audio"
     Preprocessing = AudioPreprocessing

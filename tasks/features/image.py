@@ -49,6 +49,7 @@ class ImagePreprocessing(MediaPreprocessing):
 
 
 class ImageFeature(MediaFeature):
+    codec_type = ImageCodec  # what ``codec(metadata)`` rebuilds from the metadata's ``codec``
     type_name = "image"
     media_kind = "image"
     Preprocessing = ImagePreprocessing

@@ -32,7 +32,7 @@ from pydantic import Field
 
 from core.errors import DataError, NotFittedError
 from core.lazy import pandas as pd
-from storage.media import MediaError, codec_from_json, decode_source, default_threads, ordered_map, resolve
+from storage.media_io import MediaError, decode_source, default_threads, ordered_map, resolve
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType
 
 MODES = ("eager", "lazy", "lazy_cached")
@@ -49,6 +49,7 @@ class MediaPreprocessing(BasePreprocessing):
 
 class MediaFeature(FeatureType):
     media_kind: ClassVar[str] = ""
+    codec_type: ClassVar[type]  # the storage codec class (ImageCodec, AudioCodec) its metadata's ``codec`` describes
     Preprocessing = MediaPreprocessing
     default_missing_strategy = "bfill"
     allowed_missing_strategies = ("fill_with_const", "bfill", "ffill", "drop_row")
@@ -100,7 +101,10 @@ class MediaFeature(FeatureType):
     def codec(self, metadata: dict):
         if "codec" not in metadata:
             raise NotFittedError(f"{self.describe()}: the metadata has no 'codec'; the media_cache stage finalizes it")
-        return codec_from_json(metadata["codec"])
+        if metadata["codec"].get("kind") != self.codec_type.kind:
+            raise DataError(f"{self.describe()}: the metadata's codec is {metadata['codec'].get('kind')!r}, expected "
+                            f"{self.codec_type.kind!r}")
+        return self.codec_type.from_json(metadata["codec"])
 
     def output_columns(self, metadata: dict) -> list[ColumnSpec]:
         codec = self.codec(metadata)

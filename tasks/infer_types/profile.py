@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core.lazy import pandas as pd
-from tasks.features import date as date_feature
+from tasks.features.date import parse_dates
 
 VALUE_CAP = 10_000  # exact value counts up to this many distinct values per column
 EXACT_DISTINCT_CAP = 4_000_000  # distinct counts exact (a set of 64-bit value hashes, 8 bytes each) up to this
@@ -284,7 +284,7 @@ def _count_dates(arr: pa.Array) -> int:
     distinct_values = vc.field("values").to_numpy(zero_copy_only=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ok = ~np.isnat(date_feature.parse_dates(pd.Series(distinct_values, dtype="string"), None))
+        ok = ~np.isnat(parse_dates(pd.Series(distinct_values, dtype="string"), None))
     return int(vc.field("counts").to_numpy()[ok].sum())
 
 

@@ -34,10 +34,7 @@ from storage import media_audio, media_image
 from storage.media import store_batch
 from tasks.features.media import MediaFeature
 from tasks.ingest.common import check_columns
-from tasks.ingest.spec import PART_ROWS, ingest_spec, write_parts
-from tasks.runtime.context import run_cached
-from tasks.runtime.outputs import Ingested
-from tasks.runtime.statistics import Statistics
+from tasks.ingest.spec import PART_ROWS
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 
@@ -140,18 +137,3 @@ def fingerprint(table: pa.Table) -> str:
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table.combine_chunks(), max_chunksize=PART_ROWS)
     return hashlib.sha256(sink.getvalue()).hexdigest()
-
-
-def run(ctx):
-    spec = ingest_spec(ctx)
-    table = frame_table(ctx, spec)
-    fp = fingerprint(table)
-
-    def compute(out: Path) -> Statistics:
-        rows = write_parts(table.to_batches(max_chunksize=PART_ROWS), spec, out / "data", SOURCE)
-        (out / "ingest.json").write_text(json.dumps({"fingerprint": fp, "rows": rows, "spec": spec.slice()}))
-        stats = Statistics()
-        stats.counter("ingest.rows_out", rows)
-        return stats
-
-    return run_cached(ctx, "ingest", CODE_VERSION, [fp], spec.slice(), compute, Ingested)

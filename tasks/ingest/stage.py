@@ -208,7 +208,7 @@ def config_slice(ctx) -> dict:
 
 def run(ctx):
     if ingest_frame.is_frame(ctx.dataset):  # a pandas/Dask DataFrame passed in Python
-        return ingest_frame.run(ctx)
+        return _run_frame(ctx)
     spec = ingest_spec(ctx)
     fp = ctx.fingerprint or fingerprint(ctx.dataset)
 
@@ -227,6 +227,22 @@ def run(ctx):
         return stats
 
     return run_cached(ctx, "ingest", CODE_VERSION, [fp], spec.slice(), compute, Ingested)
+
+
+def _run_frame(ctx):
+    """ingest of a pandas/Dask DataFrame passed in Python (``tasks.ingest.dataframe``)."""
+    spec = ingest_spec(ctx)
+    table = ingest_frame.frame_table(ctx, spec)
+    fp = ingest_frame.fingerprint(table)
+
+    def compute(out: Path) -> Statistics:
+        rows = write_parts(table.to_batches(max_chunksize=PART_ROWS), spec, out / "data", ingest_frame.SOURCE)
+        (out / "ingest.json").write_text(json.dumps({"fingerprint": fp, "rows": rows, "spec": spec.slice()}))
+        stats = Statistics()
+        stats.counter("ingest.rows_out", rows)
+        return stats
+
+    return run_cached(ctx, "ingest", ingest_frame.CODE_VERSION, [fp], spec.slice(), compute, Ingested)
 
 
 NODE = Node("ingest", run, output=Ingested, reads=config_slice)

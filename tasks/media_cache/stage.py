@@ -53,11 +53,11 @@ from storage.fs import write_at
 from tasks.config.constants import SPLIT_NAMES
 from tasks.features.media import MediaFeature
 from tasks.runtime import dask_run, fitted_metadata, progress
-from tasks.runtime.context import StageResult, run_cached
+from tasks.runtime.context import run_cached
 from tasks.runtime.dask_run import on_cluster
 from tasks.runtime.frame import to_arrow, write_ipc
 from tasks.runtime.node import Node
-from tasks.runtime.outputs import MEDIA_STATE_FILE, Encoded, Fitted, MediaCached
+from tasks.runtime.outputs import MEDIA_STATE_FILE, Encoded, Fitted, MediaCached, StageResult
 from tasks.runtime.statistics import Statistics, decode_failures, sequence_lengths
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)

@@ -43,10 +43,10 @@ import pyarrow.feather as feather
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
+from core.pause import pause_point
 from storage.fs import HashingWriter, is_url, open_output, write_at
 from tasks.config.constants import ROW
 from tasks.publish.rows import read_part, with_row
-from tasks.runtime.context import pause_point
 from tasks.runtime.frame import ipc_num_rows
 
 Piece = tuple[str, int, int]  # (encoded part path, first row, stop row) inside that part

@@ -29,23 +29,22 @@ import yaml
 from dask import delayed
 
 from core.errors import ConfigError
+from core.pause import pause_point
 from storage import media, remote, split_binary
 from storage.cache import list_files, sha256_files
 from storage.fs import strip_file_scheme
 from storage.hashing import stable_hash
 from storage.tmpdirs import TempFile, TempFolder, sweep
 from tasks.config import plugins
-from tasks.config.constants import ROW, SPLIT_NAMES
+from tasks.config.constants import REPORT_TEMP_NAME, ROW, SPLIT_NAMES
 from tasks.config.suites import suites_key
 from tasks.publish import rows as published_rows
 from tasks.publish import shards
 from tasks.publish import split_binary as publish_split_binary
-from tasks.report.page import TEMP_NAME
 from tasks.runtime import dask_run, progress
-from tasks.runtime.context import StageResult, pause_point
 from tasks.runtime.fitted_metadata import METADATA_FILE
 from tasks.runtime.node import Node
-from tasks.runtime.outputs import Encoded, Fitted, GateResult, Published
+from tasks.runtime.outputs import Encoded, Fitted, GateResult, Published, StageResult
 from tasks.runtime.statistics import merged
 
 SCHEMA_VERSION = 1
@@ -245,13 +244,13 @@ def write_latest(output: Path, art_id: str) -> None:
 
 def sweep_output(output: Path) -> list[str]:
     """Remove what killed runs left in an output folder (``storage.tmpdirs.sweep``): staging folders
-    (``.tmp-*``), ``LATEST`` rewrites (``.LATEST.*``) and reports (``tasks.report.page.TEMP_NAME``)."""
+    (``.tmp-*``), ``LATEST`` rewrites (``.LATEST.*``) and reports (``REPORT_TEMP_NAME``)."""
 
     try:
         names = os.listdir(output)
     except OSError:
         return []
-    return sorted(sweep(output, (".tmp-", f".{LATEST}."), names) + sweep(output, TEMP_NAME, names))
+    return sorted(sweep(output, (".tmp-", f".{LATEST}."), names) + sweep(output, REPORT_TEMP_NAME, names))
 
 
 def run(ctx, code_versions: dict[str, str], *inputs: StageResult) -> StageResult:

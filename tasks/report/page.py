@@ -44,16 +44,14 @@ from storage.fs import filesystem
 from storage.media import open_media_columns
 from storage.split_binary import prepflow_view
 from storage.tmpdirs import TempFile, sweep
-from tasks.config.constants import SPLIT_NAMES
+from tasks.config.constants import REPORT_SUFFIX, REPORT_TEMP_NAME, SPLIT_NAMES
 from tasks.runtime import fitted_metadata
 from tasks.runtime.statistics import summary_rows
 
 ROW_COLUMN = "__row__"  # every split's input row positions (tasks.publish.rows)
 
-REPORT_SUFFIX = ".report.html"
 # The report's temporary name beside it: ``.<artifact_id>.report.html.<hex>`` (locked while written,
 # storage.tmpdirs; publish and the next report into the same folder sweep the ones of killed runs).
-TEMP_NAME = re.compile(r"\..+" + re.escape(REPORT_SUFFIX) + r"\.[0-9a-f]+")
 TOP_TOKENS = 20
 TOP_CLASSES = 20
 SAMPLE_IMAGES = 16
@@ -137,7 +135,7 @@ def write_report(location: str | Path, run_summary: dict | None = None) -> str:
         return target
 
     path = Path(target)
-    sweep(path.parent, TEMP_NAME)  # reports of killed runs
+    sweep(path.parent, REPORT_TEMP_NAME)  # reports of killed runs
     try:
         with TempFile(path.parent, f".{path.name}.") as tmp:  # locked while it exists
             tmp.write_bytes(page)

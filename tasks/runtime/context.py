@@ -1,26 +1,26 @@
 """What every stage receives: the resolved config, feature objects, cache and run options.
 
-``StageResult`` is what a stage returns (and what Prefect tasks pass between them): the cache
-key, the entry's folder, whether it came from the cache, and its statistics. No Dask collection
-ever crosses a stage boundary, only paths and keys.
+``run_cached`` is every stage's cached step: it returns the stage's typed output
+(``tasks.runtime.outputs``). No Dask collection ever crosses a stage boundary, only paths and keys.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 from core.code_version import class_version
+from core.pause import pause_point
 from storage.cache import StageCache, cache_key
 from tasks.config.schema import Config
 from tasks.features import build_all, feature_code
 from tasks.features.base import FeatureType
 from tasks.features.media import MediaFeature
 from tasks.runtime import progress
+from tasks.runtime.outputs import StageResult
 from tasks.runtime.statistics import Statistics
 
 
@@ -71,41 +71,7 @@ def _builtin_code(feature: FeatureType | None) -> str | None:
     return class_version(type(feature)) if feature is not None else None
 
 
-@dataclass
-class StageResult:
-    stage: str
-    key: str
-    path: str
-    cached: bool
-    seconds: float = 0.0
-    statistics: dict = field(default_factory=dict)
-    artifact: dict | None = None  # publish only: artifact_path, artifact_id, rows, reused
-
-    def to_json(self) -> dict:
-        return {"stage": self.stage, "key": self.key, "path": self.path, "cached": self.cached,
-                "seconds": round(self.seconds, 4), "statistics": self.statistics,
-                **({"artifact": self.artifact} if self.artifact is not None else {})}
-
-    @classmethod
-    def from_json(cls, data: dict) -> "StageResult":
-        return cls(**data)
-
-
 STATS_FILE = "statistics.json"
-PAUSE_ENV = "PREPFLOW_TEST_PAUSE_AT"
-
-
-def pause_point(stage: str) -> None:
-    """Crash-test hook, inert unless ``PREPFLOW_TEST_PAUSE_AT=<stage>`` is set: the stage stops with its
-    output half-written (cache entry or artifact still in its temporary folder), writes its pid to
-    ``PREPFLOW_TEST_PAUSE_FILE`` and sleeps, so a test can SIGKILL the run at that point."""
-    if os.environ.get(PAUSE_ENV) != stage:
-        return
-    if os.environ.get("PREPFLOW_TEST_PAUSE_FILE"):
-        Path(os.environ["PREPFLOW_TEST_PAUSE_FILE"]).write_text(str(os.getpid()))
-    time.sleep(3600)
-
-
 def timed(stage_fn: Callable[..., StageResult], *args) -> StageResult:
     """Run a stage function; its result's ``seconds`` cover the whole call (what the stage does before
     or after its cached step too: reading the ingested parts, first imports), not only ``run_cached``."""

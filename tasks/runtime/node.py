@@ -1,7 +1,7 @@
 """A stage, declared: what it is called, what it reads and writes, what versions its cache.
 
 Every stage module ends with its ``Node`` (``tasks/ingest/stage.py``: ``NODE = Node("ingest", run, ...)``)
-and ``tasks.graph`` lists them in run order: the one declaration both runners walk (``tasks.runner``).
+and ``tasks.graph`` lists them in run order: the one declaration both runners walk (``tasks.graph``).
 
 - ``run(ctx, *args, *inputs) -> StageResult``: the stage's pure logic (no Prefect), given its parents'
   outputs as typed handles (``tasks.runtime.outputs``), in ``inputs`` order. It does its own

@@ -2,7 +2,8 @@
 
 A stage declares its output type (``tasks.runtime.node.Node.output``); the runner hands each stage its
 parents' outputs as these handles (Kedro's catalog: a stage never imports another stage to find its
-input). A handle is a ``StageResult`` (key, entry folder, statistics) with readers for the entry's files:
+input). A handle is a ``StageResult`` (what every stage returns, and what Prefect tasks pass between them: the cache
+key, the entry's folder, whether it came from the cache, its statistics) with readers for the entry's files:
 
     Ingested         ingest          data/part-*.arrow (Arrow IPC, ``__row__`` numbered), ingest.json
     Types            infer_types     types.json: the inferred type and reason of each untyped feature
@@ -25,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from core.errors import DataError
@@ -33,7 +34,6 @@ from storage import vocab_store
 from storage.hashing import stable_hash
 from storage.npy import MappedArray
 from tasks.runtime import fitted_metadata
-from tasks.runtime.context import StageResult
 from tasks.runtime.statistics import Statistics
 
 SPLIT_FILE = "split.npy"
@@ -42,6 +42,26 @@ MISSING_FILE = "missing.json"
 TYPES_FILE = "types.json"
 GATE_FILE = "validation.json"
 MEDIA_STATE_FILE = "media_cache.json"
+
+
+@dataclass
+class StageResult:
+    stage: str
+    key: str
+    path: str
+    cached: bool
+    seconds: float = 0.0
+    statistics: dict = field(default_factory=dict)
+    artifact: dict | None = None  # publish only: artifact_path, artifact_id, rows, reused
+
+    def to_json(self) -> dict:
+        return {"stage": self.stage, "key": self.key, "path": self.path, "cached": self.cached,
+                "seconds": round(self.seconds, 4), "statistics": self.statistics,
+                **({"artifact": self.artifact} if self.artifact is not None else {})}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "StageResult":
+        return cls(**data)
 
 
 @dataclass

@@ -41,7 +41,7 @@ from core.lazy import pandas as pd
 from storage.artifact import Artifact
 from storage.vocab_store import resolve
 from tasks.config.constants import ROW
-from tasks.custom.steps import serve, serving_columns, serving_plan
+from tasks.custom.apply import serve, serving_columns, serving_plan
 from tasks.features import load_feature_class
 from tasks.features.number import NumberFeature
 from tasks.runtime.frame import normalize_and_fill

@@ -16,7 +16,7 @@ from pathlib import Path
 from core import combiner
 from core.code_version import module_version
 from tasks.config.constants import ROW
-from tasks.custom import steps as custom_stages
+from tasks.custom import apply as custom_apply
 from tasks.custom.prepared import filled_partitions
 from tasks.runtime import combine, dask_run, fitted_metadata, frame
 from tasks.runtime.context import run_cached
@@ -73,7 +73,7 @@ def run(ctx, ingest: Ingested, split: SplitAssignment, missing: MissingStates):
             if "vocab_size" in meta:
                 stats.counter(f"vocab.size.{f.name}", meta["vocab_size"])
             metadata[f.name] = meta
-        custom_stages.annotate_metadata(metadata, states)  # features custom stages make carry the plan (serving)
+        custom_apply.annotate_metadata(metadata, states)  # features custom stages make carry the plan (serving)
         fitted_metadata.write(out, metadata)  # category vocabularies arrive serialized (fitted_metadata.Raw)
         return stats
 

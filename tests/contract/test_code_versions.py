@@ -21,7 +21,7 @@ import json, sys
 from storage.cache import StageCache
 from tasks.config.loader import load_config
 from tasks.runtime.context import RunContext
-from tasks.runner import run_pipeline
+from tasks.graph import run_pipeline
 ctx = RunContext(load_config(sys.argv[1]), sys.argv[2], StageCache(sys.argv[3]), 2, sys.argv[4])
 print(json.dumps({s.stage: s.cached for s in run_pipeline(ctx).stages}))
 """

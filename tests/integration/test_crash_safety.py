@@ -1,7 +1,7 @@
 """Crash safety and concurrency of ``prepflow run`` (issue 9).
 
 A run is SIGKILLed while a stage's output is half-written (``PREPFLOW_TEST_PAUSE_AT``, the hook in
-``tasks/runtime/context.py:pause_point``): during ingest, during encode, during publish. The rerun completes,
+``core/pause.py:pause_point``): during ingest, during encode, during publish. The rerun completes,
 reuses every finished stage and publishes the same artifact id and bytes as an uninterrupted run;
 in between, no reader sees an artifact without its manifest. Two runs started together on the same
 config, cache and output both succeed and leave one artifact and an intact cache.

@@ -132,7 +132,7 @@ def test_a_parquet_vocabulary_is_copied_to_the_store_by_its_task(in_env, tmp_pat
     from storage.cache import StageCache
     from tasks.config.loader import parse_config
     from tasks.features import category
-    from tasks.runner import run_pipeline
+    from tasks.graph import run_pipeline
     from tasks.runtime.context import RunContext
 
     monkeypatch.setattr(category, "INLINE_MAX", 10)

@@ -22,7 +22,7 @@ from distributed import Client, LocalCluster
 from prepflow import Artifact
 from storage.cache import StageCache
 from tasks.config.loader import parse_config
-from tasks.runner import run_pipeline
+from tasks.graph import run_pipeline
 from tasks.runtime.context import RunContext
 from tests.helpers import artifact_files, run, write_csv
 from tests.integration.test_s3_artifact import BUCKET, s3_env  # noqa: F401  (the moto_server fixture)

@@ -18,7 +18,7 @@ import sys, time
 from storage.cache import StageCache
 from tasks.config.loader import load_config
 from tasks.runtime.context import RunContext
-from tasks.runner import run_pipeline
+from tasks.graph import run_pipeline
 data, root = sys.argv[1], sys.argv[2]
 for name in sys.argv[3:]:
     ctx = RunContext(load_config(f"{root}/{name}.yaml"), data, StageCache(f"{root}/cache-{name}"), None,

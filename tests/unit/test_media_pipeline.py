@@ -21,8 +21,7 @@ from core.errors import DataError
 from storage.artifact import Artifact
 from storage.cache import StageCache
 from tasks.config.loader import parse_config
-from tasks.graph import STAGES
-from tasks.runner import run_pipeline
+from tasks.graph import STAGES, run_pipeline
 from tasks.runtime.context import RunContext
 from tests.helpers import artifact_files, run, write_csv
 

@@ -12,8 +12,8 @@ from prepflow import Artifact
 from storage import remote
 from storage.cache import StageCache
 from tasks.config.loader import parse_config
+from tasks.graph import run_pipeline
 from tasks.report.page import open_view
-from tasks.runner import run_pipeline
 from tasks.runtime.context import RunContext
 from tests.helpers import write_csv
 

@@ -17,7 +17,7 @@ from prepflow import Artifact
 from storage import remote
 from storage.cache import StageCache
 from tasks.config.loader import parse_config
-from tasks.runner import run_pipeline
+from tasks.graph import run_pipeline
 from tasks.runtime.context import RunContext
 from tests.helpers import artifact_files, run, write_csv
 

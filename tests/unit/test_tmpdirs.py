@@ -26,9 +26,9 @@ from storage.cache import StageCache
 from storage.featurespec import DATASET_TEMP, FeatureSpecInput
 from storage.tmpdirs import ABANDONED_AFTER_S, LOCK_SUFFIX, TempFolder, sweep
 from tasks.config.loader import parse_config
+from tasks.graph import run_pipeline
 from tasks.publish.stage import sweep_output
 from tasks.report.page import write_report
-from tasks.runner import run_pipeline
 from tasks.runtime.context import RunContext
 from tests.conftest import ROOT
 from tests.helpers import run, write_csv
