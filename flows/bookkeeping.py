@@ -108,12 +108,12 @@ class RunRecord:
                 self.token = None
             return
         if artifact_id and recorded:
-            best_effort("artifact tag", _add_tag, self.flow_run_id, f"artifact:{artifact_id}")
+            best_effort("artifact tag", add_tag, self.flow_run_id, f"artifact:{artifact_id}")
         if self.runs_dir is not None:
             (run_registry.release if recorded else run_registry.abandon)(self.flow_run_id)
 
 
-def _add_tag(flow_run_id: str, tag: str) -> None:
+def add_tag(flow_run_id: str, tag: str) -> None:
     # heavy (Prefect's client, ~1 s to import): only when a run is tagged
     from prefect.client.orchestration import get_client
 

@@ -103,6 +103,9 @@ def _print_summary(summary: dict, wall: float, stats: bool, warnings: list[str])
         print_statistics(out, summary["artifact_path"])
     rows = ", ".join(f"{k}={v}" for k, v in summary["rows"].items())
     out.print(f"rows: {rows}", markup=False, highlight=False)
+    if "files" in summary:  # a folder or glob: what this run read of it
+        out.print(f"files: {summary['files']['total']} ({summary['files']['new']} read, the others' ingest reused)",
+                  markup=False, highlight=False)
     out.print(f"artifact: {summary['artifact_path']}  ({wall:.1f} s)", markup=False, highlight=False,
               soft_wrap=True)
     if summary.get("report_path"):
@@ -369,6 +372,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print(f"artifact {info['artifact_id']}  ({where})")
     print(f"created {info['created_at']}, prepflow {info['prepflow_version']}, fingerprint "
           f"{info['dataset_fingerprint'][:16]}")
+    if info["dataset_files"]:  # a folder's or glob's files, in name order: what the artifact covers
+        print(f"files ({len(info['dataset_files'])}):")
+        for f in info["dataset_files"]:
+            print(f"  {f['name']:<32} {f['rows']:>10} rows  fingerprint {f['fingerprint'][:16]}")
     print("splits:")
     for split_name, n in info["rows"].items():
         print(f"  {split_name:<11} {n:>10} rows  ({', '.join(info['formats'].get(split_name, []))})")

@@ -22,6 +22,7 @@ from prefect.context import TagsContext
 from prefect.states import Completed, State
 from prefect.utilities.annotations import opaque, quote
 
+from flows import bookkeeping
 from flows.reporting import report_artifact, statistics_artifact, validation_artifact
 from flows.resilience import retry_options
 from storage.cache import StageCache
@@ -124,7 +125,17 @@ def preprocess(config: str | dict, dataset: str, output: str = "artifacts", cach
         results = run_graph(ctx, _prefect_call, local=not dask_address)
         stages = list(results.values())
         summary = PipelineResult(results["publish"].artifact, stages).summary()
+        if "files" in summary:  # a folder or glob: the run's tags say how many files it read
+            _tag_run(f"files:{summary['files']['total']}", f"new-files:{summary['files']['new']}")
         statistics_artifact(stages)
         summary["report_path"] = _data(report_task(summary))  # on a worker of the cluster, if any
     get_run_logger().info("artifact %s (%s)", summary["artifact_id"], summary["artifact_path"])
     return summary
+
+
+def _tag_run(*tags: str) -> None:
+    """Add ``tags`` to this flow run (bookkeeping: a failing API call is a warning, never a failed run)."""
+    from prefect.runtime import flow_run
+
+    for tag in tags:
+        bookkeeping.best_effort("run tag", bookkeeping.add_tag, flow_run.id, tag)

@@ -175,6 +175,10 @@ class StageCache:
             return None
         return entry
 
+    def discard(self, stage: str, key: str) -> None:
+        """Remove the entry ``stage/key`` (a later ``get`` misses)."""
+        self._discard(self.path(stage, key))
+
     def _discard(self, entry: Path) -> None:
         trash = entry.parent / f".corrupt-{entry.name}-{uuid.uuid4().hex[:8]}"
         try:

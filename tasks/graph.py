@@ -36,7 +36,7 @@ from tasks.media_cache import stage as media_cache
 from tasks.publish import stage as publish
 from tasks.runtime.context import RunContext
 from tasks.runtime.node import FILLED, Node
-from tasks.runtime.outputs import MissingStates, Output
+from tasks.runtime.outputs import Ingested, MissingStates, Output
 from tasks.split import stage as split
 from tasks.validate import stage as validate
 from tasks.vocab import stage as vocab
@@ -108,9 +108,14 @@ class PipelineResult:
     stages: list[Output] = field(default_factory=list)
 
     def summary(self) -> dict:
-        return {**{k: self.artifact[k] for k in ("artifact_path", "artifact_id", "rows")},
-                "stages": [{"name": s.stage, "seconds": round(s.seconds, 3), "cached": s.cached}
-                           for s in self.stages]}
+        """The run's summary (``--json``): artifact path, id and rows per split, the stages (seconds, cached),
+        and for a folder or glob its files (``total``) and how many this run read (``new``)."""
+        out = {**{k: self.artifact[k] for k in ("artifact_path", "artifact_id", "rows")},
+               "stages": [{"name": s.stage, "seconds": round(s.seconds, 3), "cached": s.cached} for s in self.stages]}
+        ingested = next((s for s in self.stages if isinstance(s, Ingested)), None)
+        if ingested is not None and ingested.files:
+            out["files"] = {"total": len(ingested.files), "new": ingested.files_read}
+        return out
 
 
 def execute(node: Node, ctx: RunContext, inputs: list[Output], on_gate: Callable[[Output], None] | None = None,

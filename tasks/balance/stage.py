@@ -137,7 +137,7 @@ def run(ctx, ingest: Ingested, split: SplitAssignment, missing: MissingStates):
             return stats
         assign = split.assignment()
         states = missing.states()
-        parts = frame.partitions(ingest.data_dir, ctx.npartitions)
+        parts = frame.partitions(ingest.parts, ctx.npartitions)
         prepared = filled_partitions(parts, ctx.features, assign, states)
         found = dask_run.compute([delayed(_class_counts)(p, label) for p in prepared])
         counts: dict[str, int] = {}

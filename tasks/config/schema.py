@@ -114,6 +114,9 @@ class GlobalPreprocessing(StrictModel):
     sample_ratio: float = Field(default=1.0, gt=0, le=1)
     sample_size: int | None = Field(default=None, gt=0)
     sample_seed: int = 42
+    # a folder's or glob's files whose columns differ from the first file's: fail (None, the default) or allow
+    # (a missing column read as nulls: a schema-drift entry of the run); None keeps configs' artifact ids
+    schema_drift: Literal["fail", "allow"] | None = None
 
     @model_validator(mode="after")
     def _merge_balance(self) -> "GlobalPreprocessing":

@@ -111,7 +111,7 @@ def run(ctx, index: int, ingest: Ingested, split: SplitAssignment, previous: Mis
     def compute(out: Path) -> Statistics:
         earlier, states = split_states(previous.states())
         assign = split.assignment()
-        parts = frame.partitions(ingest.data_dir, ctx.npartitions)
+        parts = frame.partitions(ingest.parts, ctx.npartitions)
         stats = Statistics()
         state = None
         if target.fits:

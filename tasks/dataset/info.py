@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 
+import pyarrow as pa
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 
@@ -79,3 +80,26 @@ def column_names(path: str, fmt: str, delimiter: str | None = None) -> list[str]
         loaded = json.loads(data)
         records = loaded[:1000] if isinstance(loaded, list) else [dict.fromkeys(loaded)]
     return list(dict.fromkeys(k for r in records if isinstance(r, dict) for k in r))
+
+
+def column_types(path: str, fmt: str, delimiter: str | None = None) -> dict[str, str | None]:
+    """One file's columns and, where its schema says them without reading rows (Parquet, Feather), their
+    Arrow types (dictionary-encoded and large strings as ``string``); text formats: the names only (None:
+    their values are converted to what the config declares when read)."""
+    if fmt not in ("parquet", "feather"):
+        return dict.fromkeys(column_names(path, fmt, delimiter))
+    try:
+        with open_input(path) as fh:
+            schema = pq.read_schema(fh) if fmt == "parquet" else feather.read_table(fh).schema
+    except (pa.ArrowInvalid, OSError) as exc:
+        what = "Parquet" if fmt == "parquet" else "Feather/Arrow"
+        raise DataError(f"{path}: not a readable {what} file (truncated or not {what}: {exc})") from None
+    return {f.name: _comparable(f.type) for f in schema}
+
+
+def _comparable(t) -> str:
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string"
+    return str(t)

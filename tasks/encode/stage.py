@@ -103,7 +103,7 @@ def run(ctx, ingest: Ingested, split: SplitAssignment, missing: MissingStates, b
         states = missing.states()
         mult = balance.multiplicity()
         # category columns as ingest stored them, dictionaries: each distinct value counted and looked up once
-        parts = frame.partitions(ingest.data_dir, ctx.npartitions,
+        parts = frame.partitions(ingest.parts, ctx.npartitions,
                                  frame.dictionary_columns(ctx.features, bool(ctx.config.stages)))
         prepared = filled_partitions(parts, ctx.features, assign, states)
         # the metadata with its inline vocabularies, read by one task (on a worker of a cluster): the flow

@@ -64,7 +64,7 @@ def run(ctx, ingest: Ingested, split: SplitAssignment):
         combiners = {f.name: WithNulls(f.missing_combiner()) for f in ctx.features}
         counted = {name for name, c in combiners.items() if not c.needs_values()}
         # a category column as ingest stored it (a dictionary) where only its nulls are counted: not decoded
-        parts = frame.partitions(ingest.data_dir, ctx.npartitions,
+        parts = frame.partitions(ingest.parts, ctx.npartitions,
                                  frame.dictionary_columns(ctx.features, bool(ctx.config.stages), counted))
         fitted = combine.fit(combiners, parts, _batches, ctx.features, assign, fit_on, counted)
         states = {}

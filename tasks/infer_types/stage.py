@@ -35,11 +35,10 @@ CODE_VERSION = module_version(__name__)  # this module and what it imports direc
 TYPES = ("binary", "number", "category", "text", "date", "image", "audio", "set", "vector", "timeseries")
 
 
-def profile_columns(ingest_dir: str, columns: list[str], npartitions: int | None = None) -> dict[str, dict]:
-    """Full pass over the ingested parts with Dask: merged profile per column."""
-
-
-    parts = frame.partitions(ingest_dir, npartitions)
+def profile_columns(ingested_parts: list[tuple[str, int]], columns: list[str], npartitions: int | None = None
+                    ) -> dict[str, dict]:
+    """Full pass over the ingested parts (``Ingested.parts``) with Dask: merged profile per column."""
+    parts = frame.partitions(ingested_parts, npartitions)
     partials = dask_run.compute([delayed(profile_partition)(p, columns) for p in parts])
     return {c: reduce(merge_profiles, [p[c] for p in partials]) for c in columns}
 
@@ -90,7 +89,7 @@ def run(ctx, ingest: Ingested):
         decisions = {}
         if todo:
             columns = sorted({t["column"] for t in todo})
-            profiles = profile_columns(ingest.data_dir, columns, ctx.npartitions)
+            profiles = profile_columns(ingest.parts, columns, ctx.npartitions)
             base = media.dataset_dir(ctx.dataset)
             for t in todo:
                 place = MediaPlace(base, t["media_root"], ctx.media_cache_root)

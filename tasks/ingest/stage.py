@@ -9,8 +9,10 @@ assignment and the published row order depend on it, never on partitioning.
 The dataset fingerprint hashes the file's bytes (``tasks.dataset.fingerprint``: a large file in blocks, on Dask
 tasks), so a moved or copied file keeps its cache entries and a one-byte edit invalidates them.
 
-CSV/TSV (a file, a folder or a glob) is read by Dask tasks, a large file by byte ranges
-(``tasks.ingest.csv_ranges``), Parquet by row groups (``tasks.ingest.parquet``); the other formats in this process.
+CSV/TSV is read by Dask tasks, a large file by byte ranges (``tasks.ingest.csv_ranges``), Parquet by row
+groups (``tasks.ingest.parquet``); the other formats in this process. A folder or glob is ingested file by
+file, each file a cache entry of its own (``tasks.ingest.files``): adding a file to the dataset reads that
+file only.
 
 When pyarrow's fast reader rejects the file, a slow pure-Python pass locates the problem and
 the error names the file, line and column.
@@ -18,7 +20,6 @@ the error names the file, line and column.
 
 from __future__ import annotations
 
-import itertools
 import json
 from pathlib import Path
 
@@ -32,12 +33,13 @@ from core.errors import DataError
 from core.lazy import pandas as pd
 from storage.fs import open_input
 from tasks.dataset import csv_dialect
-from tasks.dataset.files import dataset_files
+from tasks.dataset.files import is_multi
 from tasks.dataset.fingerprint import fingerprint
 from tasks.ingest import csv_ranges as ingest_csv
 from tasks.ingest import dataframe as ingest_frame
 from tasks.ingest import parquet as ingest_parts
 from tasks.ingest.common import check_columns as _check_columns
+from tasks.ingest.files import entries_intact, ingest_files
 from tasks.ingest.spec import PART_ROWS, IngestSpec, ingest_spec, write_parts
 from tasks.runtime.context import run_cached
 from tasks.runtime.node import Node
@@ -211,22 +213,51 @@ def run(ctx):
         return _run_frame(ctx)
     spec = ingest_spec(ctx)
     fp = ctx.fingerprint or fingerprint(ctx.dataset)
+    if is_multi(ctx.dataset):  # a folder or glob: file by file (tasks.ingest.files)
+        return _run_files(ctx, spec, fp)
 
     def compute(out: Path) -> Statistics:
-        if ingest_parts.handles(spec):  # Parquet (a file, folder or glob): row groups read by Dask tasks
-            rows = ingest_parts.write_parts(ctx.dataset, spec, out / "data", PART_ROWS)
-        elif ingest_csv.handles(spec):  # CSV/TSV (a file, folder or glob): byte ranges read by Dask tasks
-            rows = ingest_csv.write_parts(ctx.dataset, spec, out / "data", read_batches)
-        else:  # the other formats in this process, a folder's or glob's files one after the other
-            files = dataset_files(ctx.dataset)
-            rows = write_parts(itertools.chain.from_iterable(read_batches(f, spec) for f in files), spec,
-                               out / "data", ctx.dataset)
+        rows = _write_file(ctx.dataset, spec, out / "data")
         (out / "ingest.json").write_text(json.dumps({"fingerprint": fp, "rows": rows, "spec": spec.slice()}))
         stats = Statistics()
         stats.counter("ingest.rows_out", rows)
         return stats
 
     return run_cached(ctx, "ingest", CODE_VERSION, [fp], spec.slice(), compute, Ingested)
+
+
+def _run_files(ctx, spec: IngestSpec, fp: str):
+    """A folder's or glob's files, each in its own cache entry (``tasks.ingest.files``); the stage's entry
+    lists them. A hit whose file entries are gone (a cleaned cache) is recomputed."""
+
+    def compute(out: Path) -> Statistics:
+        listed, counts = ingest_files(ctx, spec, CODE_VERSION, _write_file)
+        rows = sum(f["rows"] for f in listed)
+        # "read": what the run that wrote the entry read (not a statistic: the manifest's must not depend on
+        # the cache's history)
+        (out / "ingest.json").write_text(json.dumps({"fingerprint": fp, "rows": rows, "spec": spec.slice(),
+                                                     "files": listed, "schema_drift": counts["schema_drift"],
+                                                     "read": counts["read"]}))
+        stats = Statistics()
+        stats.counter("ingest.rows_out", rows)
+        for d in counts["schema_drift"]:
+            stats.counter(f"ingest.schema_drift.{d['column']}", 1)
+        return stats
+
+    result = run_cached(ctx, "ingest", CODE_VERSION, [fp], spec.slice(), compute, Ingested)
+    if result.cached and not entries_intact(ctx.cache, result.files):
+        ctx.cache.discard("ingest", result.key)
+        result = run_cached(ctx, "ingest", CODE_VERSION, [fp], spec.slice(), compute, Ingested)
+    return result
+
+
+def _write_file(path: str, spec: IngestSpec, out: Path) -> int:
+    """One file of a folder or glob as Arrow IPC parts in ``out``, its rows numbered from 0; its row count."""
+    if ingest_parts.handles(spec):  # row groups read by Dask tasks
+        return ingest_parts.write_parts(path, spec, out, PART_ROWS)
+    if ingest_csv.handles(spec):  # byte ranges read by Dask tasks
+        return ingest_csv.write_parts(path, spec, out, read_batches)
+    return write_parts(read_batches(path, spec), spec, out, path)
 
 
 def _run_frame(ctx):

@@ -263,11 +263,12 @@ def run(ctx, code_versions: dict[str, str], *inputs: StageResult) -> StageResult
     media_cached = by_stage["media_cache"]  # decoded media: its entry replaces encode's and vocab's
     fitted, encoded = media_cached.outputs(by_stage["vocab"], by_stage["encode"])
     fingerprint = media_cached.fingerprint(by_stage["ingest"].fingerprint)  # media content joins the id
+    dataset_files = [{k: f[k] for k in ("name", "fingerprint", "rows")} for f in by_stage["ingest"].files]
     validation = {}
     for gate in (r for r in inputs if isinstance(r, GateResult)):
         data = gate.results()
         validation[data["gate"]] = data
-    art = publish(ctx, code_versions, fingerprint, encoded, fitted, merged(inputs), validation)
+    art = publish(ctx, code_versions, fingerprint, encoded, fitted, merged(inputs), validation, dataset_files)
     ensure_memmaps(ctx, art)
     result = Published("publish", art["artifact_id"], art["artifact_path"], art["reused"],
                        time.perf_counter() - start, artifact=art)
@@ -276,28 +277,29 @@ def run(ctx, code_versions: dict[str, str], *inputs: StageResult) -> StageResult
 
 
 def publish(ctx, code_versions: dict[str, str], fingerprint: str, encoded: Encoded, fitted: Fitted,
-            stage_stats: dict, validation: dict | None = None) -> dict:
+            stage_stats: dict, validation: dict | None = None, dataset_files: list[dict] | None = None) -> dict:
     """Publish and return ``{"artifact_path", "artifact_id", "rows", "reused"}``.
 
     An fsspec URL output (``s3://bucket/prefix``): the row files (Parquet shards, ``.npy`` columns,
     split_binary files) are written straight to the store by the Dask tasks that make them (the
     workers of a cluster), which return their names, sizes and sha256; the small rest (metadata,
     vocabularies, feature specs, media tables) is staged locally and uploaded by the flow process,
-    then the manifest, then ``LATEST`` (``storage.remote.publish``).
+    then the manifest, then ``LATEST`` (``storage.remote.publish``). ``dataset_files``: a folder's or
+    glob's files (name, fingerprint, rows), the manifest's lineage.
     """
 
     if remote.is_remote(ctx.output):
         art_id = artifact_id(fingerprint, normalized_config(ctx.config), code_versions)
         return remote.publish(str(ctx.output), art_id,
                               lambda root, art_url: _publish(ctx, root, code_versions, fingerprint, encoded, fitted,
-                                                             stage_stats, validation, art_url))
+                                                             stage_stats, validation, dataset_files, art_url))
     return _publish(ctx, Path(strip_file_scheme(str(ctx.output))), code_versions, fingerprint, encoded, fitted,
-                    stage_stats, validation)
+                    stage_stats, validation, dataset_files)
 
 
 def _publish(ctx, output: Path, code_versions: dict[str, str], fingerprint: str, encoded: Encoded, fitted: Fitted,
-             stage_stats: dict,
-             validation: dict | None = None, art_url: str | None = None) -> dict:
+             stage_stats: dict, validation: dict | None = None, dataset_files: list[dict] | None = None,
+             art_url: str | None = None) -> dict:
     """Build the artifact under ``output``; with ``art_url`` (a remote output) its row files are
     written there by the Dask tasks instead, and only the small rest is staged in ``output``."""
 
@@ -356,6 +358,7 @@ def _publish(ctx, output: Path, code_versions: dict[str, str], fingerprint: str,
             "schema_version": SCHEMA_VERSION,
             "artifact_id": art_id,
             "dataset_fingerprint": fingerprint,
+            **({"dataset_files": dataset_files} if dataset_files else {}),
             "config_hash": stable_hash(config_json),
             "encoding_version": ENCODING_VERSION,
             "prepflow_version": PREPFLOW_VERSION,

@@ -1,6 +1,6 @@
 """Dask partitions of the ingested table, and the per-partition preparation every stage shares.
 
-``partitions(ingest_dir, n)`` returns the ingested table's partitions as Dask delayed frames (in row
+``partitions(parts, n)`` returns the ingested table's partitions as Dask delayed frames (in row
 order); ``read_ingested`` is the same table as a Dask DataFrame.
 ``prepare`` turns one raw partition into typed, split-tagged, filled values:
 
@@ -82,8 +82,18 @@ def _pandas_type(arrow_type):
     return pd.ArrowDtype(arrow_type) if pa.types.is_dictionary(arrow_type) else _strings(arrow_type)
 
 
-def _read_ipc(path: str, dictionaries: frozenset[str] | tuple = (), columns: list[str] | None = None) -> pd.DataFrame:
-    return _to_pandas(feather.read_table(path, columns=columns, memory_map=True), dictionaries)
+def _with_offset(table: pa.Table, offset: int) -> pa.Table:
+    """A part's rows numbered in the dataset: its stored ``__row__`` (0-based in its file) plus the rows of the
+    files before it (``offset``; 0 for one file)."""
+    if not offset or ROW not in table.column_names:
+        return table
+    i = table.column_names.index(ROW)
+    return table.set_column(i, ROW, pc.add(table.column(i), pa.scalar(offset, pa.int64())))
+
+
+def _read_ipc(path: str, offset: int = 0, dictionaries: frozenset[str] | tuple = (),
+              columns: list[str] | None = None) -> pd.DataFrame:
+    return _to_pandas(_with_offset(feather.read_table(path, columns=columns, memory_map=True), offset), dictionaries)
 
 
 def _meta(path: str) -> pd.DataFrame:
@@ -93,19 +103,20 @@ def _meta(path: str) -> pd.DataFrame:
         return _to_pandas(reader.schema.empty_table())
 
 
-def read_ingested(ingest_dir: str, npartitions: int | None) -> dd.DataFrame:
+def read_ingested(parts: list[tuple[str, int]], npartitions: int | None) -> dd.DataFrame:
     """The ingested table as a Dask DataFrame (one partition per cached part, then repartitioned)."""
-    files = _part_files(ingest_dir)
     import dask.dataframe as dd  # imported when first needed: a reused artifact's run never reads data
 
-    ddf = dd.from_map(_read_ipc, files, meta=_meta(files[0]))
+    ddf = dd.from_map(_read_ipc, [p for p, _o in parts], [o for _p, o in parts], meta=_meta(parts[0][0]))
     if npartitions and npartitions != ddf.npartitions:
         ddf = ddf.repartition(npartitions=npartitions)
     return ddf
 
 
-def _part_files(ingest_dir: str) -> list[str]:
-    return sorted(str(p) for p in Path(ingest_dir).glob("part-*.arrow"))
+def parts_in(folder: str | Path, offset: int = 0) -> list[tuple[str, int]]:
+    """The Arrow IPC parts ingest wrote into ``folder`` (``part-NNNNN.arrow``, in row order), each with the row
+    offset of its ``__row__`` (``tasks.runtime.outputs.Ingested.parts``: the parts of every file)."""
+    return [(str(p), offset) for p in sorted(Path(folder).glob("part-*.arrow"))]
 
 
 def ipc_num_rows(path: str) -> int:
@@ -126,12 +137,13 @@ def _rows(path: str, size: int, mtime_ns: int) -> int:
         return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
 
 
-def _read_rows(pieces: list[tuple[str, int, int]], dictionaries: frozenset[str] | tuple = (),
+def _read_rows(pieces: list[tuple[str, int, int, int]], dictionaries: frozenset[str] | tuple = (),
                columns: list[str] | None = None) -> pd.DataFrame:
-    """Rows ``[start, stop)`` of each part, in order, as one frame (the parts are memory-mapped)."""
+    """Rows ``[start, stop)`` of each part (``(path, row offset, start, stop)``), in order, as one frame (the
+    parts are memory-mapped)."""
 
-    tables = [feather.read_table(path, columns=columns, memory_map=True).slice(start, stop - start)
-              for path, start, stop in pieces]
+    tables = [_with_offset(feather.read_table(path, columns=columns, memory_map=True).slice(start, stop - start), offset)
+              for path, offset, start, stop in pieces]
     return _to_pandas(pa.concat_tables(tables), dictionaries)
 
 
@@ -148,7 +160,7 @@ def row_ranges(sizes: list[int], n: int) -> list[list[tuple[int, int, int]]]:
     return out
 
 
-def partitions(ingest_dir: str, npartitions: int | None, dictionaries: tuple[str, ...] = (),
+def partitions(parts: list[tuple[str, int]], npartitions: int | None, dictionaries: tuple[str, ...] = (),
                columns: list[str] | None = None) -> list:
     """The ingested table's partitions as Dask delayed frames in row order: ``npartitions`` (default:
     as many as ingest's cached parts) near-equal row ranges. Built from ``dask.delayed`` alone: Dask's DataFrame layer
@@ -156,7 +168,7 @@ def partitions(ingest_dir: str, npartitions: int | None, dictionaries: tuple[str
     dictionary-encoded columns to keep so (``dictionary_columns``); every other column is as ingest read it.
     ``columns``: only these (default: all)."""
 
-    files = _part_files(ingest_dir)
+    files = [p for p, _o in parts]
     sizes = [ipc_num_rows(f) for f in files]
     n = npartitions or len(files)
     keep = frozenset(dictionaries)
@@ -164,9 +176,10 @@ def partitions(ingest_dir: str, npartitions: int | None, dictionaries: tuple[str
     # ~150 ms per 262k Criteo rows), or when the parts are equal; else near-equal ranges, also by default:
     # ingest's last part is short, and threads idle on it.
     if n == len(files) and (keep or max(sizes) - min(sizes) <= 1):
-        return [delayed(_read_ipc, pure=True)(f, keep, columns) for f in files]
+        return [delayed(_read_ipc, pure=True)(f, o, keep, columns) for f, o in parts]
     ranges = row_ranges(sizes, n)
-    return [delayed(_read_rows, pure=True)([(files[i], a, b) for i, a, b in r] or [(files[0], 0, 0)], keep, columns)
+    return [delayed(_read_rows, pure=True)([(*parts[i], a, b) for i, a, b in r] or [(*parts[0], 0, 0)], keep,
+                                            columns)
             for r in ranges]
 
 
@@ -185,28 +198,28 @@ def dictionary_columns(features: list[FeatureType], custom_stages: bool,
                         if all(f.keeps_dictionary and (counted is None or f.name in counted) for f in fs)))
 
 
-def largest_partition_rows(ingest_dir: str, rows: int, npartitions: int | None) -> int:
-    """Rows of the largest of ``partitions(ingest_dir, npartitions)`` for an ingested table of ``rows``, as if
+def largest_partition_rows(parts: list[tuple[str, int]], rows: int, npartitions: int | None) -> int:
+    """Rows of the largest of ``partitions(parts, npartitions)`` for an ingested table of ``rows``, as if
     they differed by at most one row (``row_ranges``; one partition per part when the parts are not equal is
     an estimate: a short last part leaves the others a little larger). Reads no footer."""
-    n = npartitions or len(_part_files(ingest_dir))
+    n = npartitions or len(parts)
     return -(-rows // max(n, 1))
 
 
-def column_names(ingest_dir: str) -> list[str]:
+def column_names(parts: list[tuple[str, int]]) -> list[str]:
     """The ingested table's columns, in order (the first part's schema; no rows read, no pandas)."""
-    with ipc.open_file(_part_files(ingest_dir)[0]) as reader:
+    with ipc.open_file(parts[0][0]) as reader:
         return list(reader.schema.names)
 
 
-def column_dtypes(ingest_dir: str) -> dict[str, str]:
+def column_dtypes(parts: list[tuple[str, int]]) -> dict[str, str]:
     """The ingested table's columns and pandas dtypes (from the first part's schema, reading no rows). Read
     by a Dask task, so on a cluster a worker imports pandas for pandas' names, never the flow process."""
-    return compute([delayed(_column_dtypes, pure=True)(ingest_dir)])[0]
+    return compute([delayed(_column_dtypes, pure=True)(parts[0][0])])[0]
 
 
-def _column_dtypes(ingest_dir: str) -> dict[str, str]:
-    return {str(c): str(t) for c, t in _meta(_part_files(ingest_dir)[0]).dtypes.items()}
+def _column_dtypes(path: str) -> dict[str, str]:
+    return {str(c): str(t) for c, t in _meta(path).dtypes.items()}
 
 
 @dataclass

@@ -34,6 +34,7 @@ from storage import vocab_store
 from storage.hashing import stable_hash
 from storage.npy import MappedArray
 from tasks.runtime import fitted_metadata
+from tasks.runtime.frame import parts_in
 from tasks.runtime.statistics import Statistics
 
 SPLIT_FILE = "split.npy"
@@ -42,6 +43,7 @@ MISSING_FILE = "missing.json"
 TYPES_FILE = "types.json"
 GATE_FILE = "validation.json"
 MEDIA_STATE_FILE = "media_cache.json"
+FILE_ENTRIES = "ingest_file"  # the cache folder of the per-file ingest entries
 
 
 @dataclass
@@ -91,8 +93,32 @@ class Ingested(Output):
         return json.loads((self.folder / "ingest.json").read_text())
 
     @property
-    def data_dir(self) -> str:
-        return str(self.folder / "data")
+    def parts(self) -> list[tuple[str, int]]:
+        """Every ingested part (Arrow IPC) in row order, as ``(path, row offset)``: a part's stored ``__row__``
+        plus the offset is the row's position in the dataset (``tasks.runtime.frame`` adds it when reading).
+        A dataset of several files is ingested file by file (``FILE_ENTRIES``: one cache entry per file, its rows
+        numbered from 0), so a file's entry does not depend on the files before it."""
+        info = self._info()
+        if "files" not in info:
+            return parts_in(self.folder / "data")
+        root = self.folder.parent.parent  # the cache folder: <cache>/<stage>/<key>
+        return [part for f in info["files"] for part in parts_in(root / FILE_ENTRIES / f["key"] / "data", f["offset"])]
+
+    @property
+    def files_read(self) -> int:
+        """How many of the dataset's files this run read (the others' entries were reused): 0 on a hit."""
+        return 0 if self.cached else self._info().get("read", 0)
+
+    @property
+    def schema_drift(self) -> list[dict]:
+        """The files whose columns differ from the first file's (``schema_drift: allow``): file, column, change."""
+        return self._info().get("schema_drift", [])
+
+    @property
+    def files(self) -> list[dict]:
+        """The dataset's files (several: a folder or glob) in name order: ``name``, ``fingerprint``, ``rows``,
+        ``offset`` (rows before it), ``key`` (its entry); ``[]`` for one file or a DataFrame."""
+        return self._info().get("files", [])
 
     @property
     def num_rows(self) -> int:

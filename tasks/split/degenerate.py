@@ -19,7 +19,6 @@ A target class that a stratified split leaves out of train is ``tasks.split.stag
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -43,12 +42,12 @@ def _two_values(col, mask) -> list[str]:
     return sorted(str(v) for v in pc.unique(col.filter(mask)).slice(0, 2).to_pylist())
 
 
-def part_summary(path: str, columns: list[str], outputs: list[str], assign, fit_on: str) -> dict:
+def part_summary(path: str, offset: int, columns: list[str], outputs: list[str], assign, fit_on: str) -> dict:
     """One ingested part: its fit rows, and the fit rows holding a value per column; for outputs, up to two
     distinct values in the fit rows and in all sampled rows. ``assign``: the split (an array, or
     ``tasks.split.stage``'s handle that reads ``split.npy`` here, on the worker)."""
     table = feather.read_table(path, columns=[*dict.fromkeys([*columns, ROW])], memory_map=True)
-    rows = table.column(ROW).to_numpy()
+    rows = table.column(ROW).to_numpy() + offset  # the part's rows in the dataset (``Ingested.parts``)
     split = np.asarray(assign[rows])
     fit = fit_mask(split, fit_on)
     in_fit, sampled = pa.array(fit), pa.array(split >= 0)
@@ -97,13 +96,13 @@ def findings(features: list[tuple[str, str, bool]], merged: dict, fit_on: str, f
     return warnings
 
 
-def check(ctx, ingest_path: str, assign: np.ndarray) -> list[str]:
-    """Run the checks for the run's features (each warning is also logged); raises ``DataError``."""
+def check(ctx, parts: list[tuple[str, int]], assign: np.ndarray) -> list[str]:
+    """Run the checks for the run's features (each warning is also logged) on the ingested ``parts``
+    (``Ingested.parts``); raises ``DataError``."""
 
-    files = sorted(str(p) for p in (Path(ingest_path) / "data").glob("part-*.arrow"))  # tasks.ingest.stage's parts
-    if not files:
+    if not parts:
         return []
-    with pa.memory_map(files[0]) as source:
+    with pa.memory_map(parts[0][0]) as source:
         available = set(pa.ipc.open_file(source).schema.names)
     fit_on = ctx.config.preprocessing.fit_on
     features = [(f.name, f.source_column, ctx.config.is_output(f.name)) for f in ctx.config.features
@@ -114,7 +113,7 @@ def check(ctx, ingest_path: str, assign: np.ndarray) -> list[str]:
     outputs = sorted({c for _n, c, o in features if o})
     # the split goes to the tasks as it is (split's handle pickles as its path): no per-row array here
     c, o, a = shared(columns), shared(outputs), shared(assign)  # once: lists are walked in every call
-    summaries = compute([delayed(part_summary, pure=True)(f, c, o, a, fit_on) for f in files])
+    summaries = compute([delayed(part_summary, pure=True)(f, offset, c, o, a, fit_on) for f, offset in parts])
     merged = merge(summaries, columns, outputs)
     messages = findings(features, merged, fit_on, merged["fit_rows"])
     for message in messages:

@@ -322,14 +322,14 @@ def run(ctx, ingest: Ingested):
         if written is not None:  # on the workers: no per-row array in this process
             kept, counts = written
             check_active(kept, split.probabilities)
-            degenerate.check(ctx, ingest.path, MappedArray(out / "split.npy"))  # warns or raises
+            degenerate.check(ctx, ingest.parts, MappedArray(out / "split.npy"))  # warns or raises
             for i, name in enumerate(SPLIT_NAMES):
                 stats.counter(f"split.rows.{name}", counts[i])
             stats.counter("split.rows_not_sampled", n - kept)
             return stats
         keep = sample_mask(n, pre.sample_ratio, pre.sample_size, pre.sample_seed)
         assign = np.full(n, -1, dtype=np.int8)
-        parts = frame.partitions(ingest.data_dir, ctx.npartitions)
+        parts = frame.partitions(ingest.parts, ctx.npartitions)
         results = dask_run.compute([delayed(_column_of)(p, split.column) for p in parts])
         rows = np.concatenate([r[0] for r in results])
         values = pd.concat([r[1] for r in results], ignore_index=True)
@@ -337,7 +337,7 @@ def run(ctx, ingest: Ingested):
         rows, values = rows[kept], values[kept].reset_index(drop=True)
         assign[rows] = fn(values, rows, split, hints)
         check_nonempty(assign, split.probabilities)
-        degenerate.check(ctx, ingest.path, assign)  # before the entry is written: warns or raises
+        degenerate.check(ctx, ingest.parts, assign)  # before the entry is written: warns or raises
         np.save(out / "split.npy", assign)
         for i, name in enumerate(SPLIT_NAMES):
             stats.counter(f"split.rows.{name}", int((assign == i).sum()))
@@ -346,7 +346,7 @@ def run(ctx, ingest: Ingested):
 
     result = run_cached(ctx, "split", CODE_VERSION, [ingest.key], config_slice(ctx), compute, SplitAssignment)
     if result.cached:  # features are not in the split's key: checked again for this run's features
-        degenerate.check(ctx, ingest.path, result.assignment())
+        degenerate.check(ctx, ingest.parts, result.assignment())
     return result
 
 
@@ -359,7 +359,7 @@ def _split_on_workers(ctx, ingest, n: int, path: Path, hints: dict) -> tuple[int
     if split.type == "random":
         return random_on_workers(n, split.probabilities, split.seed, pre.sample_ratio, pre.sample_size,
                                  pre.sample_seed, path)
-    parts = frame.partitions(ingest.data_dir, ctx.npartitions)
+    parts = frame.partitions(ingest.parts, ctx.npartitions)
     if split.type in ("fixed", "hash"):  # a row's split is its own value's: per partition
         return rowwise_on_workers(parts, n, split, pre.sample_ratio, pre.sample_size, pre.sample_seed, path)
     kept, sample = _sample_on_workers(n, pre.sample_ratio, pre.sample_size, pre.sample_seed)

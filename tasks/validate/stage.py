@@ -281,10 +281,10 @@ def raw_view(ingest_path: str, npartitions: int | None, read=None) -> tuple[list
     (``expectations.runner.columns_read``; None: all); the partitions hold only those."""
 
     ingested = Ingested.at(ingest_path)
-    rows, data_dir = ingested.num_rows, ingested.data_dir
-    columns = [c for c in frame.column_names(data_dir) if c != ROW]
+    rows, ingested_parts = ingested.num_rows, ingested.parts
+    columns = [c for c in frame.column_names(ingested_parts) if c != ROW]
     wanted = read(columns) if read is not None else None
-    parts = frame.partitions(data_dir, npartitions or -(-rows // VALIDATION_ROWS),
+    parts = frame.partitions(ingested_parts, npartitions or -(-rows // VALIDATION_ROWS),
                              columns=None if wanted is None else [*wanted, ROW])
     return [delayed(_raw_view)(p) for p in parts], columns, rows
 
@@ -391,7 +391,7 @@ def preflight(ctx, local: bool) -> None:
 def run_raw(ctx, ingest: Ingested):
     """Stage ``validate_raw``: the raw gate on the ingested table."""
 
-    dtypes = {c: t for c, t in frame.column_dtypes(ingest.data_dir).items() if c != ROW}
+    dtypes = {c: t for c, t in frame.column_dtypes(ingest.parts).items() if c != ROW}
     named = _suites_for(ctx, "raw", raw_suite(ctx, dtypes))
     return _run_gate(ctx, "raw", [ingest.key], named, "raw",
                      lambda: [os.path.abspath(ingest.path), ctx.npartitions])

@@ -46,7 +46,7 @@ def run(ctx, ingest: Ingested, split: SplitAssignment, missing: MissingStates):
         assign = split.assignment()
         states = missing.states()
         # category columns as ingest stored them, dictionaries: each distinct value counted and looked up once
-        parts = frame.partitions(ingest.data_dir, ctx.npartitions,
+        parts = frame.partitions(ingest.parts, ctx.npartitions,
                                  frame.dictionary_columns(ctx.features, bool(ctx.config.stages)))
         prepared = filled_partitions(parts, ctx.features, assign, states)
         counted = category_vocab.counted_features(ctx.features)  # category vocabularies: by a shuffle
@@ -57,7 +57,7 @@ def run(ctx, ingest: Ingested, split: SplitAssignment, missing: MissingStates):
         tasks = combine.merged(shared, tasks)  # merged on the workers: this process receives one accumulator
         results = dask_run.compute(tasks + reducers)
         # a vocabulary that encoding looks partitions of this size up in by hash gets its index stored once
-        partition_rows = frame.largest_partition_rows(ingest.data_dir, ingest.num_rows, ctx.npartitions)
+        partition_rows = frame.largest_partition_rows(ingest.parts, ingest.num_rows, ctx.npartitions)
         fitted = {**combiner.merge_extract(combiners, results[:len(tasks)]),
                   **category_vocab.extract(counted, results[len(tasks):], out, partition_rows)}
         metadata = {}

@@ -32,7 +32,7 @@ def test_partitions_cover_every_row_once_in_order(tmp_path_factory, sizes, n):
 
     folder = tmp_path_factory.mktemp("parts")
     _write_parts(folder, sizes)
-    parts = dask.compute(*frame.partitions(str(folder), n), scheduler="sync")
+    parts = dask.compute(*frame.partitions(frame.parts_in(folder), n), scheduler="sync")
     assert len(parts) == (n or len(sizes))
     whole = pd.concat(parts, ignore_index=True)
     assert whole[ROW].tolist() == list(range(sum(sizes)))
@@ -41,13 +41,13 @@ def test_partitions_cover_every_row_once_in_order(tmp_path_factory, sizes, n):
     assert str(parts[0]["s"].dtype) == str(pd.StringDtype("pyarrow"))
     sizes_out = [len(p) for p in parts]
     assert max(sizes_out) - min(sizes_out) <= 1  # near-equal ranges (by default too: ingest's last part is short)
-    assert frame.largest_partition_rows(str(folder), sum(sizes), n) == max(sizes_out)  # the vocab stage's bound
+    assert frame.largest_partition_rows(frame.parts_in(folder), sum(sizes), n) == max(sizes_out)  # the vocab stage's bound
 
 
 def test_column_dtypes_reads_the_schema(tmp_path):
     _write_parts(tmp_path, [3, 2])
-    assert frame.column_dtypes(str(tmp_path)) == {"x": "float64", "s": str(pd.StringDtype("pyarrow")), ROW: "int64"}
-    assert frame.read_ingested(str(tmp_path), None).compute()[ROW].tolist() == list(range(5))
+    assert frame.column_dtypes(frame.parts_in(tmp_path)) == {"x": "float64", "s": str(pd.StringDtype("pyarrow")), ROW: "int64"}
+    assert frame.read_ingested(frame.parts_in(tmp_path), None).compute()[ROW].tolist() == list(range(5))
 
 
 @settings(max_examples=50, deadline=None)

@@ -20,6 +20,7 @@ from tasks.infer_types import profile, rules
 from tasks.infer_types import stage as infer_types
 from tasks.ingest import spec as ingest_spec
 from tasks.ingest import stage as ingest
+from tasks.runtime import frame
 from tests.helpers import run, write_csv
 
 N = 1000
@@ -160,7 +161,7 @@ def test_inference_is_independent_of_partitioning(crafted, tmp_path, monkeypatch
     ingest_spec.write_parts(ingest.read_batches(str(crafted), spec), spec, tmp_path / "data", str(crafted))
     results, sketches = [], []
     for npartitions in (1, 3, 8):
-        profiles = infer_types.profile_columns(str(tmp_path / "data"), columns, npartitions)
+        profiles = infer_types.profile_columns(frame.parts_in(tmp_path / "data"), columns, npartitions)
         results.append({c: rules.decide(c, profiles[c]).to_json() for c in columns})
         sketches.append({c: (profiles[c]["hll"], profiles[c]["counts"], profiles[c]["token_counts"],
                              profiles[c]["sample"], profiles[c]["media_sample"], profiles[c]["media_ext"])
@@ -329,7 +330,7 @@ def test_media_files_are_checked_on_a_bounded_sample_the_same_for_any_partitioni
     spec = ingest_spec.IngestSpec({"media": "string"}, "csv")
     ingest_spec.write_parts(ingest.read_batches(str(data), spec), spec, tmp_path / "parts", str(data))
     for npartitions in (1, 2, 5):
-        prof = infer_types.profile_columns(str(tmp_path / "parts"), ["media"], npartitions)["media"]
+        prof = infer_types.profile_columns(frame.parts_in(tmp_path / "parts"), ["media"], npartitions)["media"]
         assert {v for _h, v in prof["media_sample"]} == sampled and prof["media_ext"] == {"wav": 80}
     item = {i.name: i for i in infer_dataset(str(data), npartitions=3)[0]}["media"]
     assert (item.type, item.reason) == ("audio", "all 80 values are audio file paths ending in .wav; the 10 sampled "

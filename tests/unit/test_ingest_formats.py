@@ -82,7 +82,7 @@ def test_strings_are_read_as_arrow_strings(tmp_path):
 
     ctx = RunContext(parse_config(CONFIG), str(write("csv", tmp_path / "d.csv")), StageCache(tmp_path / "c"))
     result = ingest.run(ctx)
-    ddf = frame.read_ingested(result.data_dir, None)
+    ddf = frame.read_ingested(result.parts, None)
     assert str(ddf["cat"].dtype) in ("string", "str", "large_string[pyarrow]", "string[pyarrow]")
     assert ddf["cat"].compute().array.__class__.__name__ in ("ArrowStringArray", "ArrowStringArrayNumpySemantics",
                                                              "ArrowExtensionArray")

@@ -127,7 +127,7 @@ def test_windows_cross_partitions_the_same_for_any_partitioning(tmp_path, output
     features = [f]
     got = {}
     for n in (1, 3, 7):
-        parts, changed = timeseries_windows.add_windows(frame.partitions(str(tmp_path), n), features, states)
+        parts, changed = timeseries_windows.add_windows(frame.partitions(frame.parts_in(tmp_path), n), features, states)
         assert changed[0].column == "__window__t" and f.column == "t"
         whole = pd.concat(dask.compute(*parts, scheduler="sync"), ignore_index=True)
         assert whole[ROW].tolist() == list(range(31))

@@ -1,0 +1,160 @@
+"""A dataset of several files is ingested file by file (tasks/ingest/files.py): adding, inserting or
+changing a file reads only that file, and the artifact is the one a cold run on the same files publishes;
+a file whose columns differ from the first file's is one error naming it, or with ``schema_drift: allow``
+its missing column is read as nulls."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from core.errors import DataError
+from prepflow import Artifact
+from tasks.dataset import fingerprint as dataset_fingerprint
+from tasks.ingest import files as ingest_files
+from tests.helpers import artifact_files, run, without_created_at
+
+CONFIG = {
+    "input_features": [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}],
+    "output_features": [{"name": "y", "type": "binary"}],
+    "preprocessing": {"split": {"type": "random", "probabilities": [0.6, 0.2, 0.2], "seed": 3}},
+    "publish": {"formats": ["parquet", "npy"], "shard_rows": 100, "row_group_rows": 32},
+}
+
+
+def day(i: int, n: int = 120) -> pd.DataFrame:
+    rng = np.random.default_rng(100 + i)
+    x = rng.normal(i, 1, n)
+    x[rng.random(n) < 0.1] = np.nan
+    return pd.DataFrame({"x": x, "c": rng.choice(["a", "b", "c", f"d{i}"], n), "y": rng.choice(["yes", "no"], n)})
+
+
+def write_day(folder: Path, i: int, df: pd.DataFrame | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"day_{i:02d}.parquet"
+    pq.write_table(pa.Table.from_pandas(day(i) if df is None else df, preserve_index=False), path, row_group_size=50)
+    return path
+
+
+@pytest.fixture
+def counted_reads(monkeypatch):
+    """The files each run reads (every file read goes through ``_write_file``)."""
+    from tasks.ingest import stage as ingest_stage
+
+    reads: list[str] = []
+    real = ingest_stage._write_file
+
+    def write_file(path, spec, out):
+        reads.append(Path(path).name)
+        return real(path, spec, out)
+
+    monkeypatch.setattr(ingest_stage, "_write_file", write_file)
+    return reads
+
+
+def test_adding_inserting_and_changing_a_file_reads_only_that_file(tmp_path, counted_reads, monkeypatch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    folder = tmp_path / "days"
+    for i in (0, 1, 3):
+        write_day(folder, i)
+    run(CONFIG, folder, tmp_path)
+    assert counted_reads == ["day_00.parquet", "day_01.parquet", "day_03.parquet"]
+
+    counted_reads.clear()
+    write_day(folder, 4)  # appended
+    grown = run(CONFIG, folder, tmp_path)
+    assert counted_reads == ["day_04.parquet"]
+    assert grown.summary()["files"] == {"total": 4, "new": 1}
+
+    counted_reads.clear()
+    write_day(folder, 2)  # inserted in name order: the later files' rows move, nothing of them is read again
+    inserted = run(CONFIG, folder, tmp_path)
+    assert counted_reads == ["day_02.parquet"]
+
+    cold = run(CONFIG, folder, tmp_path / "cold")  # a new cache: every file read
+    assert inserted.artifact["artifact_id"] == cold.artifact["artifact_id"]
+    assert without_created_at(artifact_files(inserted.artifact["artifact_path"])) == \
+        without_created_at(artifact_files(cold.artifact["artifact_path"]))
+    art = Artifact.open(cold.artifact["artifact_path"])
+    names = [f["name"] for f in art.manifest["dataset_files"]]
+    assert names == [f"day_{i:02d}.parquet" for i in range(5)]
+    fps = {n: fp for n, _p, fp in dataset_fingerprint.files(str(folder))}
+    assert {f["name"]: f["fingerprint"] for f in art.manifest["dataset_files"]} == fps
+    assert sum(f["rows"] for f in art.manifest["dataset_files"]) == 5 * 120
+    # every published row points back to its row of the files concatenated in name order
+    rows = np.concatenate([np.asarray(art.read_split(s)["__row__"]) for s in art.splits])
+    assert sorted(rows.tolist()) == sorted(set(rows.tolist())) and rows.max() < 5 * 120
+
+    counted_reads.clear()
+    write_day(folder, 1, day(1).assign(x=lambda d: d["x"] + 1))  # changed bytes: read again, alone
+    run(CONFIG, folder, tmp_path)
+    assert counted_reads == ["day_01.parquet"]
+
+
+def test_one_cold_reader_and_file_by_file_number_rows_the_same(tmp_path):
+    """The published rows and their ``__row__`` are the concatenated files' rows, as one file's would be."""
+    folder = tmp_path / "days"
+    for i in range(3):
+        write_day(folder, i)
+    whole = pd.concat([day(i) for i in range(3)], ignore_index=True)
+    one = tmp_path / "one.parquet"
+    pq.write_table(pa.Table.from_pandas(whole, preserve_index=False), one)
+    config = {**CONFIG, "preprocessing": {"split": {"type": "random", "probabilities": [1.0, 0.0, 0.0]}}}
+    a = Artifact.open(run(config, folder, tmp_path / "a").artifact["artifact_path"]).read_split("train")
+    b = Artifact.open(run(config, one, tmp_path / "b").artifact["artifact_path"]).read_split("train")
+    assert a.keys() == b.keys()
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key])
+
+
+def test_a_file_without_a_column_is_named_before_any_file_is_read(tmp_path, counted_reads):
+    folder = tmp_path / "days"
+    write_day(folder, 0)
+    write_day(folder, 1, day(1).drop(columns=["c"]))
+    with pytest.raises(DataError, match=r"^day_01\.parquet: has no column 'c' as in day_00\.parquet"):
+        run(CONFIG, folder, tmp_path)
+    assert counted_reads == []
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_schema_drift_allowed_reads_a_missing_column_as_nulls_and_records_it(tmp_path):
+    folder = tmp_path / "days"
+    write_day(folder, 0)
+    write_day(folder, 1, day(1).drop(columns=["c"]))
+    config = {**CONFIG, "preprocessing": {**CONFIG["preprocessing"], "schema_drift": "allow"}}
+    result = run(config, folder, tmp_path)
+    ingested = next(s for s in result.stages if s.stage == "ingest")
+    assert ingested.schema_drift == [{"file": "day_01.parquet", "column": "c", "change": "missing"}]
+    art = Artifact.open(result.artifact["artifact_path"])
+    assert art.manifest["statistics"]["ingest.schema_drift.c"]["count"] == 1
+    data = {s: art.read_split(s) for s in art.splits}
+    c = np.concatenate([data[s]["c"] for s in data])
+    rows = np.concatenate([data[s]["__row__"] for s in data])
+    assert (c[rows >= 120] == 0).all()  # the second file's rows: missing, filled with <UNK> (id 0)
+
+
+def test_a_hit_whose_file_entries_are_gone_is_recomputed(tmp_path):
+    folder = tmp_path / "days"
+    for i in range(2):
+        write_day(folder, i)
+    first = run(CONFIG, folder, tmp_path)
+    shutil.rmtree(tmp_path / "cache" / "ingest_file")
+    again = run(CONFIG, folder, tmp_path)
+    assert again.artifact["artifact_id"] == first.artifact["artifact_id"]
+    ingested = next(s for s in again.stages if s.stage == "ingest")
+    assert not ingested.cached and all(Path(p).is_file() for p, _o in ingested.parts)
+    info = json.loads((Path(ingested.path) / "ingest.json").read_text())
+    assert info["read"] == 2 and ingest_files.entries_intact(ingested_cache(tmp_path), info["files"])
+
+
+def ingested_cache(tmp_path):
+    from storage.cache import StageCache
+
+    return StageCache(tmp_path / "cache")
