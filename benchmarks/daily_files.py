@@ -12,7 +12,9 @@ Prints each run's CPU seconds (the prepflow process's, from ``wait4``, plus the 
 seconds, the flow process's peak RSS, its stage seconds and cache hits, and the ratio rerun / cold; the
 rerun must publish the cold run's artifact id. ``--grow-to N``: then add files up to N and rerun after each
 (the flow's peak RSS against the number of files). The data: ``criteo_like.generate`` per file (its seed
-the day), ``--rows`` rows each; the config: ``criteo_like.config``.
+the day), ``--rows`` rows each; the config: ``criteo_like.config`` with the split ``exact: false`` (each row's split from its own
+hash, so the earlier files keep their fits: ``tasks.runtime.file_fits``); ``--exact-split``: the default exact
+split, which moves a few rows of every file when rows are added (ingest is then the only reused stage).
 
     .venv/bin/python benchmarks/daily_files.py --rows 1000000 --files 8 --workers 0,2 --work /tmp/daily
 """
@@ -83,6 +85,7 @@ def main() -> None:
     parser.add_argument("--workers", default="0,2", help="worker counts, 0 = local (comma-separated)")
     parser.add_argument("--grow-to", type=int, default=0, help="then add files up to this many, rerunning")
     parser.add_argument("--memory-limit", default="8GB")
+    parser.add_argument("--exact-split", action="store_true", help="the default exact random split")
     parser.add_argument("--work", type=Path, default=Path("/tmp/prepflow-daily"))
     args = parser.parse_args()
 
@@ -90,7 +93,10 @@ def main() -> None:
     store = work / "store"
     ensure_days(store, args.rows, max(args.files + 1, args.grow_to))
     cfg = work / "config.yaml"
-    cfg.write_text(yaml.safe_dump(config()))
+    cfg_dict = config()
+    if not args.exact_split:
+        cfg_dict["preprocessing"]["split"]["exact"] = False
+    cfg.write_text(yaml.safe_dump(cfg_dict))
     for workers in [int(w) for w in args.workers.split(",")]:
         base = work / f"w{workers}"
         shutil.rmtree(base, ignore_errors=True)

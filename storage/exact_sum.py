@@ -88,6 +88,14 @@ class ExactSum:
             total += ((int(sum_hi[slot]) << _LO_BITS) + int(sum_lo[slot])) << int(slot)
         self._add_exact(total, -_EXP_OFFSET - _MANT_BITS)
 
+    def add_repeated(self, value: float, count: int) -> "ExactSum":
+        """``count`` copies of the finite ``value`` added, exactly (``value`` is ``m * 2**e`` for an integer
+        ``m``: the copies add ``m * count * 2**e``)."""
+        if count and value:
+            mant, exp = np.frexp(float(value))
+            self._add_exact(int(mant * float(1 << _MANT_BITS)) * int(count), int(exp) - _MANT_BITS)
+        return self
+
     def _add_exact(self, numerator: int, exponent: int) -> None:
         if numerator == 0:
             return

@@ -63,6 +63,10 @@ class SplitConfig(StrictModel):
     probabilities: list[float] = Field(default_factory=lambda: [0.7, 0.1, 0.2])
     seed: int = 42
     column: str | None = None  # fixed / stratify / datetime / hash
+    # random: exact counts (None, the default: proportions exact to within a row; adding rows can move a row to
+    # another split) or false: each row's split from its own hash of (seed, position), never moved by rows
+    # added later (a growing folder's earlier files keep their fits cached); proportions then in expectation
+    exact: bool | None = None
 
     @field_validator("probabilities")
     @classmethod
@@ -81,6 +85,8 @@ class SplitConfig(StrictModel):
             self.column = "split"  # Ludwig's default column for a fixed split
         if self.type != "random" and not self.column:
             raise ValueError(f"split type '{self.type}' needs 'column'")
+        if self.type != "random" and self.exact is not None:
+            raise ValueError(f"'exact' is an option of the random split, not of '{self.type}'")
         return self
 
 

@@ -118,8 +118,17 @@ class NumberFeature(FeatureType):
         return NumberMissing(self)
 
     # ---- fit (a combiner: exact sums, so any partitioning gives the same metadata) ----------------------
+    def fills_at_extract(self, missing_state: dict) -> bool:
+        """Whether the fit may be given the values unfilled: its accumulator's statistics (count, exact sums,
+        min and max) take the constant fill of the missing values in ``extract``, so an accumulator does not
+        depend on the fill value (a mean fitted from every row), and a folder's files keep their accumulators
+        (``tasks.vocab.stage``). Not for the modes that keep the values themselves (iq, fitted bins, float32)."""
+        return (missing_state["missing_value_strategy"] in ("fill_with_mean", "fill_with_const")
+                and self.normalization != "iq" and not (self.normalization == "bins" and self.options.bin_edges is None)
+                and self.options.arithmetic != "float32")
+
     def create(self) -> dict:
-        acc: dict[str, Any] = {"n": 0, "sum": ExactSum(), "sumsq": ExactSum(), "min": None, "max": None}
+        acc: dict[str, Any] = {"n": 0, "sum": ExactSum(), "sumsq": ExactSum(), "min": None, "max": None, "nulls": 0}
         if self.normalization == "iq":
             acc["values"] = np.zeros(0, dtype=np.float64)
         if self.normalization == "bins" and self.options.bin_edges is None:
@@ -137,18 +146,20 @@ class NumberFeature(FeatureType):
         batch: dict[str, Any] = {"n": int(x.size), "sum": ExactSum().add_array(x),
                                  "sumsq": ExactSum().add_array(x * x),
                                  "min": float(x.min()) if x.size else None,
-                                 "max": float(x.max()) if x.size else None}
+                                 "max": float(x.max()) if x.size else None,
+                                 "nulls": int(values.size - present.size)}  # left unfilled: fills_at_extract
         if "values" in acc:
             batch["values"] = x
         if "sketch" in acc:
             batch["sketch"] = QuantileSketch.from_values(x)
         if "f32" in acc:
             batch["rows"], batch["f32"] = present.index.to_numpy(dtype=np.int64), x.astype(np.float32)
-        return batch if acc["n"] == 0 else self.merge(acc, batch)  # n == 0: acc is create()'s, nothing to merge
+        return batch if acc["n"] == 0 and not acc["nulls"] else self.merge(acc, batch)  # acc is create()'s
 
     def merge(self, a: dict, b: dict) -> dict:
         out = {"n": a["n"] + b["n"], "sum": a["sum"].merge(b["sum"]), "sumsq": a["sumsq"].merge(b["sumsq"]),
-               "min": _opt(min, a["min"], b["min"]), "max": _opt(max, a["max"], b["max"])}
+               "min": _opt(min, a["min"], b["min"]), "max": _opt(max, a["max"], b["max"]),
+               "nulls": a.get("nulls", 0) + b.get("nulls", 0)}
         if "values" in a:
             out["values"] = np.concatenate([a["values"], b["values"]])
         if "sketch" in a:
@@ -158,6 +169,8 @@ class NumberFeature(FeatureType):
         return out
 
     def extract(self, acc: dict, missing_state: dict) -> dict:
+        if acc.get("nulls"):  # values given unfilled (fills_at_extract): the fill added here, exactly as rows
+            acc = self._with_fill(acc, missing_state)
         n = acc["n"]
         meta: dict[str, Any] = {"normalization": self.normalization}
         if n == 0:
@@ -180,6 +193,18 @@ class NumberFeature(FeatureType):
             raise DataError(f"number feature '{self.name}': log1p normalization needs values > -1, "
                             f"the fitted minimum is {acc['min']}")
         return meta
+
+    @staticmethod
+    def _with_fill(acc: dict, missing_state: dict) -> dict:
+        """``acc`` with its ``nulls`` missing values as the constant fill: what adding the filled values gives."""
+        fill, k = missing_state["computed_fill_value"], acc["nulls"]
+        if fill is None:
+            raise DataError(f"a number fit left {k} values unfilled, and the fill state has no constant value")
+        fill = float(fill)
+        return {**acc, "n": acc["n"] + k, "nulls": 0,
+                "sum": ExactSum(acc["sum"].numerator, acc["sum"].exponent).add_repeated(fill, k),
+                "sumsq": ExactSum(acc["sumsq"].numerator, acc["sumsq"].exponent).add_repeated(fill * fill, k),
+                "min": _opt(min, acc["min"], fill), "max": _opt(max, acc["max"], fill)}
 
     @staticmethod
     def float32_mean(acc: dict) -> float:

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from core.code_version import module_version
-from core.combiner import WithNulls
+from core.combiner import WithNulls, merge_extract
 from tasks.custom import plan as custom_plan
 from tasks.features.base import NullCount
-from tasks.runtime import combine, frame
+from tasks.runtime import combine, file_fits, frame
 from tasks.runtime.context import run_cached
 from tasks.runtime.node import Node
 from tasks.runtime.outputs import Ingested, MissingStates, SplitAssignment
@@ -64,9 +64,20 @@ def run(ctx, ingest: Ingested, split: SplitAssignment):
         combiners = {f.name: WithNulls(f.missing_combiner()) for f in ctx.features}
         counted = {name for name, c in combiners.items() if not c.needs_values()}
         # a category column as ingest stored it (a dictionary) where only its nulls are counted: not decoded
-        parts = frame.partitions(ingest.parts, ctx.npartitions,
-                                 frame.dictionary_columns(ctx.features, bool(ctx.config.stages), counted))
-        fitted = combine.fit(combiners, parts, _batches, ctx.features, assign, fit_on, counted)
+        dictionaries = frame.dictionary_columns(ctx.features, bool(ctx.config.stages), counted)
+        strategies = {f.name: {"missing_value_strategy": f.missing_strategy} for f in ctx.features}
+        if file_fits.applicable(ctx, ingest, strategies) and file_fits.storable(*(c.create() for c in
+                                                                                 combiners.values())):
+            # a folder's files one by one, each file's accumulators a cache entry (tasks.runtime.file_fits)
+            def fit_file(parts: list, _folder: str):
+                return combine.accumulated(combiners, frame.partitions(parts, None, dictionaries), _batches,
+                                           ctx.features, assign, fit_on, counted)[0]
+
+            by_file = file_fits.fit_files(ctx, ingest, assign, "fill_missing", CODE_VERSION, key_slice, fit_file)
+            fitted = merge_extract(combiners, [acc for acc, _entry in by_file])
+        else:
+            parts = frame.partitions(ingest.parts, ctx.npartitions, dictionaries)
+            fitted = combine.fit(combiners, parts, _batches, ctx.features, assign, fit_on, counted)
         states = {}
         stats = Statistics()
         for f in ctx.features:

@@ -104,6 +104,10 @@ class Ingested(Output):
         root = self.folder.parent.parent  # the cache folder: <cache>/<stage>/<key>
         return [part for f in info["files"] for part in parts_in(root / FILE_ENTRIES / f["key"] / "data", f["offset"])]
 
+    def file_parts(self, f: dict) -> list[tuple[str, int]]:
+        """One file's parts (``f``: an item of ``files``), with its row offset."""
+        return parts_in(self.folder.parent.parent / FILE_ENTRIES / f["key"] / "data", f["offset"])
+
     @property
     def files_read(self) -> int:
         """How many of the dataset's files this run read (the others' entries were reused): 0 on a hit."""

@@ -135,9 +135,9 @@ def select_hashes(seed: int, n: int, sample, ranks: list[int]) -> list[int]:
     return out
 
 
-def _write_random(path: str, offset: int, lo: int, hi: int, seed: int, sample, thresholds) -> None:
-    """Rows ``[lo, hi)``'s split ids (-1: not sampled) written into ``split.npy`` at their place.
-    ``thresholds``: the (train, validation) hash bounds, None for "every row"."""
+def _write_random(path: str, offset: int, lo: int, hi: int, seed: int, sample, thresholds) -> np.ndarray:
+    """Rows ``[lo, hi)``'s split ids (-1: not sampled) written into ``split.npy`` at their place; their rows
+    per split. ``thresholds``: the (train, validation) hash bounds, None for "every row"."""
     rows = np.arange(lo, hi, dtype=np.int64)
     out = np.full(hi - lo, -1, dtype=np.int8)
     kept = kept_rows(rows, sample)
@@ -147,15 +147,32 @@ def _write_random(path: str, offset: int, lo: int, hi: int, seed: int, sample, t
         split[keys < np.uint64(bound) if bound is not None else slice(None)] = split_id
     out[kept - lo] = split
     write_at(path, out, offset + lo)
+    return np.bincount(split, minlength=3).astype(np.int64)
 
 
 def random_on_workers(n: int, probabilities: list[float], seed: int, ratio: float, size: int | None,
-                      sample_seed: int, path: Path) -> tuple[int, list[int]]:
+                      sample_seed: int, path: Path, exact: bool = True) -> tuple[int, list[int]]:
     """``split.npy`` of the sampling and random split of ``n`` rows, written by Dask tasks: the same bytes as
-    ``np.save`` of ``sample_mask`` + ``random_split``. Returns (kept rows, rows per split)."""
+    ``np.save`` of ``sample_mask`` + ``random_split``. Returns (kept rows, rows per split). ``exact=False``:
+    a row's split from its own hash alone (``mix64(seed, row)`` against the probabilities' fractions of
+    2**64), so rows added later never move it."""
 
     # kept: a sampling hash below the keep-th smallest (sample_mask's argsort, distinct hashes)
     keep, sample = _sample_on_workers(n, ratio, size, sample_seed)
+    if not exact:
+        cuts = (_threshold(probabilities[0]), _threshold(probabilities[0] + probabilities[1]))
+        thresholds = tuple(c if c < 1 << 64 else None for c in cuts)
+        offset = new_split_file(path, n)
+        counts = summed([delayed(_write_random)(str(path), offset, lo, hi, seed, sample, thresholds)
+                         for lo, hi in row_chunks(n)]) if n else np.zeros(3, dtype=np.int64)
+        counts = [int(c) for c in counts]
+        if keep >= 3 and any(p > 0 and not c for p, c in zip(probabilities, counts, strict=True)):
+            empty = SPLIT_NAMES[next(i for i, (p, c) in enumerate(zip(probabilities, counts, strict=True))
+                                     if p > 0 and not c)]
+            raise DataError(f"preprocessing.split: with exact: false no row fell in {empty} ({keep} rows); a row's "
+                            "split depends only on its own hash, so small data can leave a split empty; use more "
+                            "rows or exact: true")
+        return keep, counts
     counts = split_counts(keep, probabilities)
     ends = [counts[0], counts[0] + counts[1]]
     inside = [e for e in ends if e < keep]
@@ -358,7 +375,7 @@ def _split_on_workers(ctx, ingest, n: int, path: Path, hints: dict) -> tuple[int
     split = pre.split
     if split.type == "random":
         return random_on_workers(n, split.probabilities, split.seed, pre.sample_ratio, pre.sample_size,
-                                 pre.sample_seed, path)
+                                 pre.sample_seed, path, split.exact is not False)
     parts = frame.partitions(ingest.parts, ctx.npartitions)
     if split.type in ("fixed", "hash"):  # a row's split is its own value's: per partition
         return rowwise_on_workers(parts, n, split, pre.sample_ratio, pre.sample_size, pre.sample_seed, path)

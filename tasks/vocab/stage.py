@@ -18,12 +18,13 @@ from core.code_version import module_version
 from tasks.config.constants import ROW
 from tasks.custom import apply as custom_apply
 from tasks.custom.prepared import filled_partitions
-from tasks.runtime import combine, dask_run, fitted_metadata, frame
+from tasks.runtime import combine, dask_run, file_fits, fitted_metadata, frame
 from tasks.runtime.context import run_cached
 from tasks.runtime.node import FILLED, Node
 from tasks.runtime.outputs import Fitted, Ingested, MissingStates, SplitAssignment
 from tasks.runtime.statistics import Statistics
 from tasks.vocab import category as category_vocab
+from tasks.vocab import category_files
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 
@@ -33,6 +34,38 @@ def _accumulate(prepared, combiners, fit_on):
     fit = frame.prepared_fit_rows(prepared, fit_on)
     rows = fit[ROW].to_numpy()  # each value's input row position, for orders by first occurrence
     return combiner.accumulate(combiners, {name: fit[name].set_axis(rows) for name in combiners})
+
+
+def _fills_at_extract(f, states: dict) -> bool:
+    return hasattr(f, "fills_at_extract") and f.fills_at_extract(states[f.name])
+
+
+def _fill_dependent(features: list, states: dict) -> dict:
+    """The fill states a feature's fit accumulator depends on: not a number taking its fill in extract, nor a
+    category reading a missing value as its ``<UNK>``, nor a ``drop_row`` feature (nothing filled)."""
+    return {f.name: states[f.name] for f in features
+            if not (_fills_at_extract(f, states) or states[f.name]["missing_value_strategy"] == "drop_row"
+                    or (states[f.name]["missing_value_strategy"] == "fill_with_const" and f.reads_missing_as_fill()))}
+
+
+def _fit_by_file(ctx, ingest: Ingested, assign, states: dict, prepare_states: dict, counted: list, combiners: dict,
+                 dictionaries: tuple, out: Path, partition_rows: int) -> dict:
+    """The fit of a folder's files one by one (``tasks.runtime.file_fits``): each file's accumulators and
+    category counts a cache entry (``tasks.vocab.category_files``), merged here; the vocabularies reduced from
+    the files' counts."""
+    fit_on = ctx.config.preprocessing.fit_on
+    key_slice = {**config_slice(ctx), "fills": _fill_dependent(ctx.features, states),
+                 "dictionaries": list(dictionaries)}
+
+    def fit_file(parts: list, folder: str):
+        prepared = filled_partitions(frame.partitions(parts, None, dictionaries), ctx.features, assign, prepare_states)
+        return category_files.file_fit(prepared, counted, fit_on, folder, _accumulate, combiners)
+
+    by_file = file_fits.fit_files(ctx, ingest, assign, "vocab", CODE_VERSION, key_slice, fit_file)
+    reducers = category_files.reduce_files([str(entry / category_files.COUNTS_FILE) for _acc, entry in by_file],
+                                           counted, out / "_candidates")
+    return {**combiner.merge_extract(combiners, [acc for acc, _entry in by_file]),
+            **category_vocab.extract(counted, dask_run.compute(reducers), out, partition_rows)}
 
 
 def config_slice(ctx) -> dict:
@@ -45,21 +78,29 @@ def run(ctx, ingest: Ingested, split: SplitAssignment, missing: MissingStates):
     def compute(out: Path) -> Statistics:
         assign = split.assignment()
         states = missing.states()
-        # category columns as ingest stored them, dictionaries: each distinct value counted and looked up once
-        parts = frame.partitions(ingest.parts, ctx.npartitions,
-                                 frame.dictionary_columns(ctx.features, bool(ctx.config.stages)))
-        prepared = filled_partitions(parts, ctx.features, assign, states)
         counted = category_vocab.counted_features(ctx.features)  # category vocabularies: by a shuffle
         combiners = {f.name: f.fit_combiner(states[f.name]) for f in ctx.features if f not in counted}
-        shared = dask_run.shared(combiners)
-        tasks, reducers = category_vocab.fit_tasks(prepared, counted, fit_on, out / "_candidates", _accumulate,
-                                                   (shared, fit_on))  # one task per partition
-        tasks = combine.merged(shared, tasks)  # merged on the workers: this process receives one accumulator
-        results = dask_run.compute(tasks + reducers)
+        # a number whose fill is a constant takes its fill in extract: its accumulator does not depend on it
+        prepare_states = {f.name: {**states[f.name], "missing_value_strategy": "keep"} if _fills_at_extract(f, states)
+                          else states[f.name] for f in ctx.features}
+        prepare_states.update({k: v for k, v in states.items() if k not in prepare_states})
+        # category columns as ingest stored them, dictionaries: each distinct value counted and looked up once
+        dictionaries = frame.dictionary_columns(ctx.features, bool(ctx.config.stages))
         # a vocabulary that encoding looks partitions of this size up in by hash gets its index stored once
         partition_rows = frame.largest_partition_rows(ingest.parts, ingest.num_rows, ctx.npartitions)
-        fitted = {**combiner.merge_extract(combiners, results[:len(tasks)]),
-                  **category_vocab.extract(counted, results[len(tasks):], out, partition_rows)}
+        if file_fits.applicable(ctx, ingest, states) and file_fits.storable(*(c.create() for c in combiners.values())):
+            fitted = _fit_by_file(ctx, ingest, assign, states, prepare_states, counted, combiners, dictionaries, out,
+                                  partition_rows)
+        else:
+            parts = frame.partitions(ingest.parts, ctx.npartitions, dictionaries)
+            prepared = filled_partitions(parts, ctx.features, assign, prepare_states)
+            shared = dask_run.shared(combiners)
+            tasks, reducers = category_vocab.fit_tasks(prepared, counted, fit_on, out / "_candidates", _accumulate,
+                                                       (shared, fit_on))  # one task per partition
+            tasks = combine.merged(shared, tasks)  # merged on the workers: this process receives one accumulator
+            results = dask_run.compute(tasks + reducers)
+            fitted = {**combiner.merge_extract(combiners, results[:len(tasks)]),
+                      **category_vocab.extract(counted, results[len(tasks):], out, partition_rows)}
         metadata = {}
         stats = Statistics()
         for f in ctx.features:

@@ -63,3 +63,12 @@ def test_integer_block_path_at_its_limits():
         exact = sum((Fraction(v) for v in x.tolist()), Fraction(0))
         assert ExactSum().add_array(x).fraction() == exact
         assert ExactSum().add_array(-x).fraction() == -exact
+
+
+@settings(max_examples=60, deadline=None)
+@given(value=st.floats(allow_nan=False, allow_infinity=False, width=64), count=st.integers(0, 5000),
+       start=st.lists(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300), max_size=5))
+def test_add_repeated_is_adding_the_copies(value, count, start):
+    repeated = ExactSum().add_array(np.array(start)).add_repeated(value, count)
+    copies = ExactSum().add_array(np.array(start)).add_array(np.full(count, value))
+    assert repeated.fraction() == copies.fraction()

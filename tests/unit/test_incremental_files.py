@@ -158,3 +158,77 @@ def ingested_cache(tmp_path):
     from storage.cache import StageCache
 
     return StageCache(tmp_path / "cache")
+
+
+STABLE = {**CONFIG, "input_features": [
+    {"name": "x", "type": "number"},  # fill_with_mean: the fill taken in extract
+    {"name": "c", "type": "category"},
+    {"name": "t", "type": "text", "preprocessing": {"max_sequence_length": 4}},
+    {"name": "s", "type": "set"},
+    {"name": "b", "type": "number", "preprocessing": {"normalization": "minmax",
+                                                       "missing_value_strategy": "fill_with_const", "fill_value": 3}},
+], "preprocessing": {"split": {"type": "random", "probabilities": [0.6, 0.2, 0.2], "seed": 3, "exact": False}}}
+
+
+def rich_day(i: int, n: int = 150) -> pd.DataFrame:
+    rng = np.random.default_rng(200 + i)
+    df = day(i, n)
+    words = np.array(["red", "blue", "fast", "slow", f"w{i}"])
+    df["t"] = [" ".join(rng.choice(words, rng.integers(1, 6))) for _ in range(n)]
+    df["s"] = [" ".join(sorted(set(rng.choice(words, rng.integers(1, 3))))) for _ in range(n)]
+    df["b"] = np.where(rng.random(n) < 0.2, np.nan, rng.normal(size=n))
+    return df
+
+
+@pytest.fixture
+def counted_fits(monkeypatch):
+    """The files each fit stage fits (``tasks.runtime.file_fits.fit_files`` calls ``fit_file`` per file)."""
+    from tasks.runtime import file_fits
+
+    fitted: list[tuple[str, int]] = []
+    real = file_fits.fit_files
+
+    def fit_files(ctx, ingest, assign, stage, code_version, key_slice, fit_file):
+        def counting(parts, folder):
+            fitted.append((stage, parts[0][1]))  # (stage, the file's row offset)
+            return fit_file(parts, folder)
+        return real(ctx, ingest, assign, stage, code_version, key_slice, counting)
+
+    monkeypatch.setattr(file_fits, "fit_files", fit_files)
+    return fitted
+
+
+def test_with_a_stable_split_a_new_file_is_the_only_one_fitted(tmp_path, counted_reads, counted_fits, monkeypatch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    folder = tmp_path / "days"
+    for i in range(3):
+        write_day(folder, i, rich_day(i))
+    run(STABLE, folder, tmp_path)
+    assert sorted(counted_fits) == sorted((s, o) for s in ("fill_missing", "vocab") for o in (0, 150, 300))
+
+    counted_fits.clear()
+    write_day(folder, 3, rich_day(3))
+    grown = run(STABLE, folder, tmp_path)
+    assert sorted(counted_fits) == [("fill_missing", 450), ("vocab", 450)]  # the earlier files' fits reused
+    cold = run(STABLE, folder, tmp_path / "cold")
+    assert without_created_at(artifact_files(grown.artifact["artifact_path"])) == \
+        without_created_at(artifact_files(cold.artifact["artifact_path"]))
+
+
+def test_fitting_file_by_file_gives_the_fit_of_all_rows_at_once(tmp_path, monkeypatch):
+    """The per-file fits merged give the metadata of one fit over every row (the path a dataset of one file,
+    custom stages or ffill take), for exact and stable splits, any partitioning."""
+    from tasks.runtime import file_fits
+
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    folder = tmp_path / "days"
+    for i in range(3):
+        write_day(folder, i, rich_day(i))
+    for exact in (True, False):
+        config = {**STABLE, "preprocessing": {"split": {**STABLE["preprocessing"]["split"], "exact": exact}}}
+        by_file = run(config, folder, tmp_path / f"files-{exact}", npartitions=2)
+        with monkeypatch.context() as m:
+            m.setattr(file_fits, "applicable", lambda *a: False)
+            at_once = run(config, folder, tmp_path / f"once-{exact}", npartitions=5)
+        assert without_created_at(artifact_files(by_file.artifact["artifact_path"])) == \
+            without_created_at(artifact_files(at_once.artifact["artifact_path"]))

@@ -305,3 +305,25 @@ def test_random_split_is_the_rank_of_each_rows_hash(rows, weights, seed):
     ranks[np.argsort(split_rows.mix64(seed, active), kind="stable")] = np.arange(len(active))
     expected = np.where(ranks < counts[0], 0, np.where(ranks < counts[0] + counts[1], 1, 2))
     assert split.random_split(active, probabilities, seed).tolist() == expected.tolist()
+
+
+def test_a_stable_random_split_never_moves_a_row_when_rows_are_added(tmp_path):
+    """``exact: false``: a row's split is its own hash's against the probabilities, so appending rows keeps
+    every earlier row in its split (the exact split re-cuts by rank: some rows move)."""
+    cfg = {"type": "random", "probabilities": [0.7, 0.1, 0.2], "seed": 3}
+    small, large = _frame(300), _frame(600)
+    for exact, moves in ((False, False), (None, True)):
+        split_cfg = {**cfg, **({} if exact is None else {"exact": exact})}
+        a = _stage(tmp_path / f"a{exact}", write_csv(small, tmp_path / f"a{exact}.csv"), split_cfg, 2)
+        b = _stage(tmp_path / f"b{exact}", write_csv(large, tmp_path / f"b{exact}.csv"), split_cfg, 3)
+        assert (not np.array_equal(a, b[:300])) == moves
+        if exact is False:  # each row where its own hash puts it
+            rows = np.arange(600, dtype=np.int64)
+            keys = split_rows.mix64(3, rows).astype(np.float64) / 2.0**64
+            assert b.tolist() == np.where(keys < 0.7, 0, np.where(keys < 0.8, 1, 2)).tolist()
+
+
+def test_exact_false_is_only_for_the_random_split():
+    with pytest.raises(ConfigError, match="exact.*random split"):
+        parse_config({"input_features": [{"name": "x", "type": "number"}],
+                      "preprocessing": {"split": {"type": "hash", "column": "x", "exact": False}}})
