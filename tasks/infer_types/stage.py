@@ -24,7 +24,7 @@ from storage import media
 from tasks.config.loader import resolve_preprocessing
 from tasks.infer_types.profile import merge_profiles, profile_partition
 from tasks.infer_types.rules import MediaPlace, decide
-from tasks.runtime import dask_run, frame
+from tasks.runtime import dask_run, file_fits, frame
 from tasks.runtime.context import run_cached
 from tasks.runtime.node import Node
 from tasks.runtime.outputs import TYPES_FILE as OUTPUT_TYPES_FILE
@@ -40,7 +40,26 @@ def profile_columns(ingested_parts: list[tuple[str, int]], columns: list[str], n
     """Full pass over the ingested parts (``Ingested.parts``) with Dask: merged profile per column."""
     parts = frame.partitions(ingested_parts, npartitions)
     partials = dask_run.compute([delayed(profile_partition)(p, columns) for p in parts])
+    return merged_profiles(partials, columns)
+
+
+def merged_profiles(partials: list[dict], columns: list[str]) -> dict[str, dict]:
+    """Per column, the partials' profiles merged (exact: in any order, the same profile)."""
     return {c: reduce(merge_profiles, [p[c] for p in partials]) for c in columns}
+
+
+def _profiles(ctx, ingest: Ingested, columns: list[str]) -> dict[str, dict]:
+    """The columns' profiles; a folder's files profiled one by one, each file's profiles a cache entry
+    (``tasks.runtime.file_fits``: a new file is the only one read)."""
+    if not ingest.files:
+        return profile_columns(ingest.parts, columns, ctx.npartitions)
+
+    def fit_file(parts: list, _folder: str):
+        return delayed(merged_profiles)([delayed(profile_partition)(p, columns) for p in frame.partitions(parts, None)],
+                                        columns)
+
+    by_file = file_fits.fit_files(ctx, ingest, None, "infer_types", CODE_VERSION, {"columns": columns}, fit_file)
+    return merged_profiles([profiles for profiles, _entry in by_file], columns)
 
 
 def media_roots(config, feature=None) -> dict[str, str]:
@@ -89,7 +108,7 @@ def run(ctx, ingest: Ingested):
         decisions = {}
         if todo:
             columns = sorted({t["column"] for t in todo})
-            profiles = profile_columns(ingest.parts, columns, ctx.npartitions)
+            profiles = _profiles(ctx, ingest, columns)
             base = media.dataset_dir(ctx.dataset)
             for t in todo:
                 place = MediaPlace(base, t["media_root"], ctx.media_cache_root)

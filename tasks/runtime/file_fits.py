@@ -63,15 +63,18 @@ def fit_files(ctx, ingest: Ingested, assign, stage: str, code_version: str, key_
               fit_file: Callable[[list[tuple[str, int]], str], Any]) -> list[tuple[Any, Path]]:
     """Each file's accumulator and its entry's folder, in file order. ``fit_file(parts, folder)``: a delayed
     accumulator of the file's ingested ``parts``, whose tasks may also write files into ``folder`` (the new
-    entry, absolute, shared with the workers). The files not cached are fitted in one Dask computation."""
+    entry, absolute, shared with the workers). The files not cached are fitted in one Dask computation.
+    ``assign=None``: a fit of every row whatever its split, and of no row position (infer_types' profiles):
+    keyed by the file's ingest entry alone, so it holds wherever the file is."""
     folder = f"{stage}_file"
     results: list[Any] = [None] * len(ingest.files)
     pending: list[tuple[int, str, Path]] = []
     tasks = []
     with contextlib.ExitStack() as stack:
         for i, f in enumerate(ingest.files):
-            key = cache_key(folder, code_version, [f["key"], str(f["offset"]),
-                                                  split_digest(assign, f["offset"], f["rows"])], key_slice)
+            parents = [f["key"]] if assign is None else [f["key"], str(f["offset"]),
+                                                         split_digest(assign, f["offset"], f["rows"])]
+            key = cache_key(folder, code_version, parents, key_slice)
             entry = ctx.cache.get(folder, key)
             if entry is not None:
                 results[i] = (accumulators.load(entry), entry)

@@ -232,3 +232,23 @@ def test_fitting_file_by_file_gives_the_fit_of_all_rows_at_once(tmp_path, monkey
             at_once = run(config, folder, tmp_path / f"once-{exact}", npartitions=5)
         assert without_created_at(artifact_files(by_file.artifact["artifact_path"])) == \
             without_created_at(artifact_files(at_once.artifact["artifact_path"]))
+
+
+def test_an_untyped_feature_is_profiled_file_by_file(tmp_path, counted_fits):
+    config = {**CONFIG, "input_features": [*CONFIG["input_features"], {"name": "u", "column": "c"}]}
+    folder = tmp_path / "days"
+    for i in range(3):
+        write_day(folder, i)
+    run(config, folder, tmp_path)
+    assert sorted(o for s, o in counted_fits if s == "infer_types") == [0, 120, 240]
+    counted_fits.clear()
+    write_day(folder, 3)
+    grown = run(config, folder, tmp_path)
+    assert [o for s, o in counted_fits if s == "infer_types"] == [360]  # the new file's profile only
+    types = next(s for s in grown.stages if s.stage == "infer_types").types()
+    one = tmp_path / "one.parquet"  # the same rows as one file: profiled at once
+    pq.write_table(pa.Table.from_pandas(pd.concat([day(i) for i in range(4)], ignore_index=True),
+                                        preserve_index=False), one)
+    at_once = run(config, one, tmp_path / "once")
+    assert next(s for s in at_once.stages if s.stage == "infer_types").types() == types
+    assert types["u"]["type"] == "category"
