@@ -234,7 +234,8 @@ class Artifact:
         """A map-style ``torch.utils.data.Dataset`` over ``split`` (see ``storage.torch_dataset``)."""
         from storage.torch_dataset import ArtifactDataset  # imports torch (heavy, ~3 s): only when asked for
 
-        return ArtifactDataset(self.split_columns(split, prefer), self.feature_spec, channels=channels)
+        return ArtifactDataset(self.split_columns(split, prefer), self.feature_spec, channels=channels,
+                               artifact_id=self.artifact_id, shard_rows=self.shard_rows)
 
     def split_columns(self, split: str, prefer: str = "npy"):
         """The split's columns as numpy arrays, opened once per artifact object (``storage.loader``)."""

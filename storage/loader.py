@@ -61,11 +61,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from core.errors import ConfigError, DataError
+from core.errors import DataError
 from storage import npy
 from storage.artifact_files import ROW_COLUMN, arrow_to_numpy
 from storage.media import item_specs, open_media_columns
-from storage.order import Order
+from storage.order import Order, resume_point, state_dict
 from storage.split_binary import read_chunk
 
 # ---- column sources ------------------------------------------------------------------------------
@@ -366,9 +366,6 @@ def _to_device(batch: dict, device, non_blocking: bool) -> dict:
             for k, v in batch.items()}
 
 
-STATE_VERSION = 1
-
-
 class EmptyColumns:
     """Zero-row arrays of the split's columns (the empty last batch of a rank, when nothing is mapped)."""
 
@@ -441,33 +438,15 @@ class BatchLoader:
         return self.order.num_batches
 
     def state_dict(self) -> dict:
-        """Where this loader is: JSON numbers and strings (the epoch, the batches handed out, the order's
-        settings, the artifact and split), for ``load_state_dict`` in a new process."""
-        bounds = self.order.bounds()
-        return {"version": STATE_VERSION, "artifact_id": self.artifact_id, "split": self.split,
-                "epoch": self._epoch, "batches": self._done, "rows": int(bounds[min(self._done, len(bounds) - 1)]),
-                "order": self.order.settings()}
+        """Where this loader is (``storage.order.state_dict``): JSON numbers and strings, for
+        ``load_state_dict`` in a new process."""
+        return state_dict(self.order, self.artifact_id, self.split, self._epoch, self._done)
 
     def load_state_dict(self, state: dict) -> None:
-        """Resume at the batch after the state's last one. A state made for another artifact, split, seed,
-        world size or other order setting is refused, naming what differs. A state saved on any rank
-        resumes every rank of the same world size (ranks step together: they have handed out as many
-        batches)."""
-        if not isinstance(state, dict) or state.get("version") != STATE_VERSION or not isinstance(
-                state.get("order"), dict):
-            raise ConfigError(f"not a prepflow loader state (version {STATE_VERSION}): {str(state)[:200]}")
-        differs = [f"{key} {state.get(key)!r} in the state, {mine!r} here"
-                   for key, mine in (("artifact_id", self.artifact_id), ("split", self.split))
-                   if state.get(key) != mine]
-        differs += [f"{key} {state['order'].get(key)!r} in the state, {mine!r} here"
-                    for key, mine in self.order.settings().items() if key != "rank" and state["order"].get(key) != mine]
-        if differs:
-            raise ConfigError("this loader state is not for this loader: " + "; ".join(differs))
-        epoch, done = state.get("epoch"), state.get("batches")
-        if not (isinstance(epoch, int) and epoch >= 0 and isinstance(done, int) and 0 <= done <= len(self)):
-            raise ConfigError(f"loader state: epoch {epoch!r} and batches {done!r} must be whole numbers, "
-                              f"batches at most {len(self)}")
-        self._epoch, self._done, self._resume = epoch, done, True
+        """Resume at the batch after the state's last one; a state made for another artifact, split, seed,
+        world size or other order setting is refused, naming what differs (``storage.order.resume_point``)."""
+        self._epoch, self._done = resume_point(state, self.order, self.artifact_id, self.split)
+        self._resume = True
 
     # ---- batches -------------------------------------------------------------------------------
     def _names(self) -> list[str]:

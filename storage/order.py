@@ -22,13 +22,14 @@ batches, and no row is read by two ranks:
 * ``drop_last=True``: ``K = n // (w * B)`` batches of ``B`` rows; rank ``r`` reads positions
   ``[r * K * B, (r + 1) * K * B)`` of the sequence; the last ``n - w * K * B`` (< ``w * B``) rows of
   the sequence are not read this epoch (another subset each shuffled epoch);
-* ``drop_last=False``: ``K = ceil(n / (w * B))``; rank ``r`` reads ``K - 1`` full batches from
-  ``[r * F, (r + 1) * F)`` (``F = (K - 1) * B``) and, as its last batch, its share of the sequence's
-  tail (the last ``n - w * F`` rows, cut into ``w`` contiguous pieces whose sizes differ by at most one).
-  Every row is read exactly once. A last batch is short, and is empty (0 rows) on some ranks when the
-  tail has fewer rows than there are ranks: use ``drop_last=True`` where a step cannot take that.
+* ``drop_last=False``: ``K = ceil(n / (w * B))``; the sequence is cut into ``w`` contiguous spans, rank
+  ``r``'s of ``(K - 1) * B + t_r`` rows, where the ``t_r`` share out the ``T = n - w * (K - 1) * B``
+  rows left after ``K - 1`` full batches per rank (``t_r = (r + 1) * T // w - r * T // w``: they differ
+  by at most one). Every row is read exactly once; a rank's last batch holds ``t_r`` rows, and is
+  empty (0 rows) on some ranks when ``T`` is smaller than ``w``: use ``drop_last=True`` where a step
+  cannot take that. When ``w * B`` divides ``n``, rank ``r`` reads ``[r * n / w, (r + 1) * n / w)``.
 
-Batches are consecutive runs of a rank's list. ``world_size=1`` gives the usual ``ceil(n / B)`` (or
+Batches are consecutive runs of a rank's span. ``world_size=1`` gives the usual ``ceil(n / B)`` (or
 ``n // B``) batches.
 """
 
@@ -37,6 +38,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
+
+from core.errors import ConfigError
+
+STATE_VERSION = 1
 
 
 def _check(n: int, batch_size: int, rank: int, world_size: int, block: int, window: int | None,
@@ -63,20 +68,18 @@ def num_batches(n: int, world_size: int, batch_size: int, drop_last: bool) -> in
     return n // per_round if drop_last else -(-n // per_round)
 
 
-def rank_spans(n: int, world_size: int, rank: int, batch_size: int, drop_last: bool) -> list[tuple[int, int]]:
-    """The ranges of the epoch's sequence that ``rank`` reads, in reading order (see the module docstring)."""
+def rank_span(n: int, world_size: int, rank: int, batch_size: int, drop_last: bool) -> tuple[int, int]:
+    """The range of the epoch's sequence that ``rank`` reads (see the module docstring)."""
     k = num_batches(n, world_size, batch_size, drop_last)
     if drop_last:
         span = k * batch_size
-        return [(rank * span, (rank + 1) * span)]
+        return rank * span, (rank + 1) * span
     if k == 0:
-        return [(0, 0)]
+        return 0, 0
     full = (k - 1) * batch_size
-    tail_start = world_size * full
-    tail = n - tail_start
-    lo = tail_start + rank * tail // world_size
-    hi = tail_start + (rank + 1) * tail // world_size
-    return [(rank * full, (rank + 1) * full), (lo, hi)]
+    tail = n - world_size * full
+    start = rank * full + rank * tail // world_size
+    return start, (rank + 1) * full + (rank + 1) * tail // world_size
 
 
 def permutation(n: int, rng: np.random.Generator, block: int) -> np.ndarray:
@@ -156,12 +159,10 @@ class Order:
 
     def rows(self, epoch: int) -> np.ndarray:
         """This rank's row positions for ``epoch``, in reading order (``bounds`` cuts them into batches)."""
-        spans = rank_spans(self.n, self.world_size, self.rank, self.batch_size, self.drop_last)
-        if not self.shuffle and self.window is None:
-            return ranges_to_rows(np.array([a for a, _ in spans]), np.array([b - a for a, b in spans]))
-        seq = self.sequence(epoch)
-        rows = np.concatenate([seq[a:b] for a, b in spans]) if len(spans) > 1 else seq[spans[0][0]:spans[0][1]]
-        rows = rows.astype(np.int64, copy=False)
+        start, stop = rank_span(self.n, self.world_size, self.rank, self.batch_size, self.drop_last)
+        if not self.shuffle:
+            return np.arange(start, stop, dtype=np.int64)
+        rows = self.sequence(epoch)[start:stop].astype(np.int64, copy=False)
         if self.window is not None and self.shuffle:
             rng = np.random.default_rng([self.seed, epoch, 1, self.rank])
             rows = rows.copy()
@@ -174,8 +175,8 @@ class Order:
         """Batch ``i`` is ``rows[bounds[i]:bounds[i + 1]]`` (``num_rows``: the length of ``rows``)."""
         k = self.num_batches
         if num_rows is None:
-            num_rows = sum(b - a for a, b in rank_spans(self.n, self.world_size, self.rank, self.batch_size,
-                                                        self.drop_last))
+            start, stop = rank_span(self.n, self.world_size, self.rank, self.batch_size, self.drop_last)
+            num_rows = stop - start
         cuts = np.minimum(np.arange(k + 1, dtype=np.int64) * self.batch_size, num_rows)
         if k:
             cuts[-1] = num_rows
@@ -186,3 +187,32 @@ class Order:
         if self.window is None:
             raise ValueError("the whole-split order has no windows")
         return np.append(np.arange(0, num_rows, self.window, dtype=np.int64), num_rows)
+
+
+# ---- resume states ---------------------------------------------------------------------------------
+
+def state_dict(order: Order, artifact_id: str | None, split: str | None, epoch: int, batches: int) -> dict:
+    """A loader's place as JSON numbers and strings: ``batches`` of ``epoch`` handed out, ``rows`` the rows
+    they held on this rank, and the settings that decide the order."""
+    bounds = order.bounds()
+    return {"version": STATE_VERSION, "artifact_id": artifact_id, "split": split, "epoch": int(epoch),
+            "batches": int(batches), "rows": int(bounds[min(batches, len(bounds) - 1)]), "order": order.settings()}
+
+
+def resume_point(state: dict, order: Order, artifact_id: str | None, split: str | None) -> tuple[int, int]:
+    """``(epoch, batches)`` of a state made by ``state_dict``, once it is checked against this loader: a
+    state for another artifact, split or order setting (seed, world size, ...) is refused in one line
+    naming what differs. The rank may differ: ranks step together, so any rank's state resumes them all."""
+    if not isinstance(state, dict) or state.get("version") != STATE_VERSION or not isinstance(state.get("order"), dict):
+        raise ConfigError(f"not a prepflow loader state (version {STATE_VERSION}): {str(state)[:200]}")
+    differs = [f"{key} {state.get(key)!r} in the state, {mine!r} here"
+               for key, mine in (("artifact_id", artifact_id), ("split", split)) if state.get(key) != mine]
+    differs += [f"{key} {state['order'].get(key)!r} in the state, {mine!r} here"
+                for key, mine in order.settings().items() if key != "rank" and state["order"].get(key) != mine]
+    if differs:
+        raise ConfigError("this loader state is not for this loader: " + "; ".join(differs))
+    epoch, batches = state.get("epoch"), state.get("batches")
+    if not (type(epoch) is int and epoch >= 0 and type(batches) is int and 0 <= batches <= order.num_batches):
+        raise ConfigError(f"loader state: epoch {epoch!r} and batches {batches!r} must be whole numbers, batches "
+                          f"at most {order.num_batches}")
+    return epoch, batches
