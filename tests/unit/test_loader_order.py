@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage.order import Order, rank_span, ranges_to_rows
+from storage.order import Order, ranges_to_rows, rank_span
 
 
 @st.composite
