@@ -25,7 +25,7 @@ import time
 
 
 def loader_for(job: dict, rank: int, world_size: int):
-    from storage import Artifact
+    from prepflow import Artifact
 
     return Artifact.open(job["artifact"]).batches("train", rank=rank, world_size=world_size, channels=["__row__"],
                                                   **job["loader"])

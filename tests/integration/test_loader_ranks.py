@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from storage import Artifact
+from prepflow import Artifact
 from tests.helpers import run, write_csv
 
 pytestmark = pytest.mark.integration

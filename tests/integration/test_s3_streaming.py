@@ -27,11 +27,11 @@ def published(s3_env, tmp_path_factory):  # noqa: F811
     """(the artifact's s3 URL, a downloaded copy); the environment points at the endpoint for the module."""
     import fsspec
 
-    from storage import Artifact
+    from prepflow import Artifact
     from storage.cache import StageCache
-    from tasks.config_loader import parse_config
-    from tasks.context import RunContext
-    from tasks.pipeline import run_pipeline
+    from tasks.config.loader import parse_config
+    from tasks.runner import run_pipeline
+    from tasks.runtime.context import RunContext
 
     tmp = tmp_path_factory.mktemp("s3-stream")
     with pytest.MonkeyPatch.context() as mp:
@@ -71,7 +71,7 @@ def rows_of(loader) -> list[list[int]]:
 
 
 def test_two_ranks_stream_only_their_shards_through_a_quarter_size_cache(published, env, tmp_path):
-    from storage import Artifact
+    from prepflow import Artifact
 
     url, local = published
     total = split_bytes(local)
@@ -100,7 +100,7 @@ def test_two_ranks_stream_only_their_shards_through_a_quarter_size_cache(publish
 
 
 def test_the_next_window_is_downloaded_while_the_current_one_is_read(published, env, tmp_path):
-    from storage import Artifact
+    from prepflow import Artifact
 
     url, _ = published
     art = Artifact.open(url, stream=True, cache_dir=tmp_path / "c")
@@ -120,7 +120,7 @@ def test_the_next_window_is_downloaded_while_the_current_one_is_read(published, 
 
 
 def test_a_streamed_job_resumes_where_it_stopped(published, env, tmp_path):
-    from storage import Artifact
+    from prepflow import Artifact
 
     url, local = published
     kw = {"batch_size": 64, "seed": 9, "rank": 1, "world_size": 2, "epoch": 1, "channels": ["__row__"]}
@@ -141,7 +141,7 @@ def test_a_streamed_job_resumes_where_it_stopped(published, env, tmp_path):
 def test_a_shard_changed_on_s3_is_refused_by_name_and_never_served(published, env, tmp_path):
     import boto3
 
-    from storage import Artifact
+    from prepflow import Artifact
 
     url, local = published
     art = Artifact.open(url, stream=True, cache_dir=tmp_path / "c")
