@@ -456,7 +456,7 @@ class BatchLoader:
         rows = self.order.rows(epoch)
         bounds = self.order.bounds(len(rows)).tolist()
         if self.stream is not None:
-            yield from self._produce_streamed(rows, bounds, start)
+            yield from self._produce_streamed(epoch, rows, bounds, start)
             return
         self.columns.preload(self._names())
         shuffled = self.order.shuffle
@@ -468,16 +468,25 @@ class BatchLoader:
                 index = slice(int(rows[lo]), int(rows[lo]) + hi - lo) if hi > lo else slice(0, 0)
             yield gather(self.columns, self.plans, index, self.pin_memory)
 
-    def _produce_streamed(self, rows: np.ndarray, bounds: list[int], start: int) -> Iterator[dict]:
-        """Batches from the window buffers of ``self.stream``: each window's rows sorted by position,
-        a batch found in its window by ``searchsorted``."""
+    def _next_shards(self, epoch: int) -> list[int]:
+        """The shards of epoch ``epoch + 1``'s first window (fetched while this epoch ends)."""
+        rows = self.order.rows(epoch + 1)[:self.order.window]
+        return np.unique(rows // self.order.shard_rows).tolist()
+
+    def _produce_streamed(self, epoch: int, rows: np.ndarray, bounds: list[int], start: int) -> Iterator[dict]:
+        """Batches from the window buffers of ``self.stream``, which hold each window's rows in reading
+        order (each batch's rows sorted by position, as from local files): a batch is a slice of its window."""
         if start >= len(bounds) - 1:
             return
+        if self.order.shuffle:  # each batch's rows by position, as a local read gives them
+            rows = rows.copy()
+            for i in range(start, len(bounds) - 1):
+                rows[bounds[i]:bounds[i + 1]].sort()
         window = self.order.window
         starts = self.order.windows(len(rows))
         first = bounds[start] // window
-        windows = self.stream.windows(rows, starts, first, self._names())
-        j, positions, columns = first - 1, None, None
+        windows = self.stream.windows(rows, starts, first, self._names(), then=lambda: self._next_shards(epoch))
+        j, columns = first - 1, None
         try:
             for i in range(start, len(bounds) - 1):
                 lo, hi = bounds[i], bounds[i + 1]
@@ -485,10 +494,10 @@ class BatchLoader:
                     yield gather(EmptyColumns(self.feature_spec), self.plans, slice(0, 0), self.pin_memory)
                     continue
                 while j < lo // window:
-                    positions, columns = next(windows)
+                    columns = next(windows)
                     j += 1
-                part = np.sort(rows[lo:hi]) if self.order.shuffle else rows[lo:hi]
-                yield gather(columns, self.plans, as_index(np.searchsorted(positions, part)), self.pin_memory)
+                offset = int(starts[j])
+                yield gather(columns, self.plans, slice(lo - offset, hi - offset), self.pin_memory)
         finally:
             windows.close()
 

@@ -171,19 +171,22 @@ class ShardCache:
                     out.append((st.st_mtime, st.st_size, Path(entry.path)))
         return out
 
-    def read(self, url: str, rel: str, sha256: str, nbytes: int, decode):
+    def read(self, url: str, rel: str, sha256: str, nbytes: int, decode=None):
         """``decode(source)`` of the shard (``source``: a local path or an Arrow buffer), from the cache or
-        downloaded and checked; ``rel`` names the shard in errors."""
+        downloaded and checked; ``rel`` names the shard in errors. Without ``decode``: only make sure the
+        shard is in the cache (a shard over the whole limit is then not downloaded)."""
         final = self.folder / f"{sha256}{self.SUFFIX}"
         value = self._cached(final, nbytes, decode)
         if value is not None:
             return value
+        if decode is None and nbytes > self.limit:
+            return None
         data = _get(url)
         digest = hashlib.sha256(data).hexdigest()
         if digest != sha256 or len(data) != nbytes:
             raise IntegrityError(f"{url}: shard {rel} does not match {MANIFEST} (sha256 {digest[:16]}..., "
                                  f"{len(data)} bytes; listed {sha256[:16]}..., {nbytes} bytes); not served")
-        value = decode(pa.BufferReader(data))
+        value = decode(pa.BufferReader(data)) if decode is not None else True
         with self._lock:
             self.downloaded_bytes += len(data)
             self.downloads += 1
@@ -199,7 +202,7 @@ class ShardCache:
         try:
             if final.stat().st_size != nbytes:
                 return None
-            value = decode(str(final))
+            value = decode(str(final)) if decode is not None else True
         except FileNotFoundError:  # not cached, or removed by another process: downloaded again
             return None
         except (OSError, pa.ArrowException):  # an unreadable cached copy: replaced by a download
@@ -209,8 +212,9 @@ class ShardCache:
             os.utime(final)  # most recently used
         except FileNotFoundError:
             pass
-        with self._lock:
-            self.hits += 1
+        if decode is not None:
+            with self._lock:
+                self.hits += 1
         return value
 
     def _make_room(self, nbytes: int, keep: Path) -> None:
@@ -263,13 +267,36 @@ class SplitStream:
             raise DataError(f"{art_url}: split {split!r} has {len(self.files)} shard(s) for {self.num_rows} rows, "
                             f"not the publisher's shards of publish.shard_rows={shard_rows!r} rows: cannot stream it")
         self.shard_rows = shard_rows
+        self._next: dict[int, Future] = {}  # shards of the next epoch's first windows, fetched ahead
+        self._next_pool: ThreadPoolExecutor | None = None
+        self._next_lock = threading.Lock()
 
     @property
     def split_bytes(self) -> int:
         """The bytes of all the split's shards (what one rank would download to read them all)."""
         return sum(self.nbytes)
 
+    def prefetch(self, shards: list[int]) -> None:
+        """Fetch these shards into the cache in the background (the next epoch's first ones, while the
+        last window of this one is read); a failure is left for the read that needs the shard to report."""
+        with self._next_lock:
+            if self._next_pool is None:
+                self._next_pool = ThreadPoolExecutor(self.threads, thread_name_prefix="prepflow-shards-next")
+            for s in shards:
+                if s not in self._next:
+                    rel = self.files[s]
+                    self._next[s] = self._next_pool.submit(self.cache.read, remote.join(self.art_url, rel), rel,
+                                                           self.sha256[s], self.nbytes[s])
+
     def _load(self, shard: int, names: list[str]) -> dict[str, np.ndarray]:
+        with self._next_lock:
+            pending = self._next.pop(shard, None)
+        if pending is not None:  # being fetched ahead: wait for it, then read it from the cache
+            try:
+                pending.result()
+            except Exception:  # noqa: BLE001  the read below downloads it again and reports what is wrong
+                pass
+
         def decode(source) -> dict[str, np.ndarray]:
             table = pq.read_table(source, columns=names, use_threads=False)
             return {name: arrow_to_numpy(table.column(name)) for name in names}
@@ -278,57 +305,64 @@ class SplitStream:
         return self.cache.read(remote.join(self.art_url, rel), rel, self.sha256[shard], self.nbytes[shard], decode)
 
     def windows(self, rows: np.ndarray, starts: np.ndarray, first: int, names: list[str],
-                ahead: int = 1) -> Iterator[tuple[np.ndarray, WindowColumns]]:
-        """For each window ``j >= first`` (rows ``rows[starts[j]:starts[j + 1]]``): its rows sorted by
-        position and their columns. The shards of the next ``ahead`` windows are fetched while a window
-        is read; a shard is dropped from memory after the last window that needs it."""
+                ahead: int = 1, then=None) -> Iterator[WindowColumns]:
+        """For each window ``j >= first``: the columns of its rows ``rows[starts[j]:starts[j + 1]]``, in that
+        order. The shards of the next ``ahead`` windows are fetched (``threads`` at a time) and the next
+        window assembled (one more thread) while a window is read; a shard is dropped from memory after
+        the last window that needs it. ``then()``: the shards to ``prefetch`` while the last window is read
+        (the next epoch's first)."""
         lazy = sorted(self.media.intersection(names))
         if lazy:
             raise DataError(f"{self.art_url}: streaming does not decode lazy media columns {lazy}; open the "
                             f"artifact without stream=True, or leave their channels out")
-        plan = [np.sort(rows[starts[j]:starts[j + 1]]) for j in range(first, len(starts) - 1)]
+        plan = [rows[starts[j]:starts[j + 1]] for j in range(first, len(starts) - 1)]
         needs = [np.unique(p // self.shard_rows).tolist() for p in plan]
         last_use = {s: k for k, shards in enumerate(needs) for s in shards}
         pool = ThreadPoolExecutor(self.threads, thread_name_prefix="prepflow-shards")
-        futures: dict[int, Future] = {}
+        assembler = ThreadPoolExecutor(1, thread_name_prefix="prepflow-windows")
+        shards: dict[int, Future] = {}
+        windows: dict[int, Future] = {}
+
+        def assemble(k: int) -> WindowColumns:
+            loaded = {s: shards[s].result() for s in needs[k]}
+            return WindowColumns(self._assemble(plan[k], needs[k], loaded, names))
 
         def submit(k: int) -> None:
-            if k < len(plan):
+            if k < len(plan) and k not in windows:
                 for s in needs[k]:
-                    if s not in futures:
-                        futures[s] = pool.submit(self._load, s, names)
+                    if s not in shards:
+                        shards[s] = pool.submit(self._load, s, names)
+                windows[k] = assembler.submit(assemble, k)
 
         try:
-            for k in range(ahead + 1):
-                submit(k)
-            for k, positions in enumerate(plan):
-                submit(k + ahead)
-                shards = {s: futures[s].result() for s in needs[k]}
-                yield positions, WindowColumns(self._assemble(positions, needs[k], shards, names))
+            for k in range(len(plan)):
+                for ahead_k in range(k, k + ahead + 1):
+                    submit(ahead_k)
+                columns = windows.pop(k).result()
                 for s in needs[k]:
                     if last_use[s] == k:
-                        del futures[s]
+                        del shards[s]
+                if k == len(plan) - 1 and then is not None:
+                    self.prefetch(then())
+                yield columns
         finally:
-            for future in futures.values():
+            for future in [*windows.values(), *shards.values()]:
                 future.cancel()
+            assembler.shutdown(wait=True)
             pool.shutdown(wait=True)
 
     def _assemble(self, positions: np.ndarray, shards: list[int], loaded: dict, names: list[str]) -> dict:
-        """The window's rows of each column, copied out of its decoded shards (one copy per shard piece)."""
-        cuts = np.searchsorted(positions, np.array([*shards, shards[-1] + 1], dtype=np.int64) * self.shard_rows)
-        cuts[-1] = len(positions)
+        """Each column's values at ``positions`` (in that order) out of the decoded shards: the window's
+        shards end to end (one sequential copy), then one gather."""
+        sizes = np.array([len(loaded[s][names[0]]) for s in shards], dtype=np.int64)
+        offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        slot = np.searchsorted(np.asarray(shards, dtype=np.int64), positions // self.shard_rows)
+        index = offsets[slot] + positions - np.asarray(shards, dtype=np.int64)[slot] * self.shard_rows
         out = {}
         for name in names:
-            first = loaded[shards[0]][name]
-            buffer = np.empty((len(positions), *first.shape[1:]), dtype=first.dtype)
-            for s, a, b in zip(shards, cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
-                if a == b:
-                    continue
-                local = positions[a:b] - s * self.shard_rows
-                src = loaded[s][name]
-                if int(local[-1]) - int(local[0]) == b - a - 1:  # a run of consecutive rows
-                    buffer[a:b] = src[int(local[0]):int(local[-1]) + 1]
-                else:
-                    np.take(src, local, axis=0, out=buffer[a:b])
+            parts = [loaded[s][name] for s in shards]
+            source = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            buffer = np.empty((len(positions), *source.shape[1:]), dtype=source.dtype)
+            np.take(source, index, axis=0, out=buffer)
             out[name] = buffer
         return out

@@ -81,12 +81,12 @@ def test_limits_parse_from_numbers_and_units(monkeypatch):
 def local(tmp_path_factory) -> Artifact:
     tmp = tmp_path_factory.mktemp("stream")
     rng = np.random.default_rng(3)
-    n = 2000
+    n = 4000
     df = pd.DataFrame({"x": rng.normal(size=n), "c": rng.choice(list("abcde"), n), "y": rng.integers(0, 2, n)})
     config = {"input_features": [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}],
               "output_features": [{"name": "y", "type": "binary"}],
               "preprocessing": {"split": {"type": "random", "probabilities": [0.8, 0.1, 0.1], "seed": 1}},
-              "publish": {"shard_rows": 100, "row_group_rows": 50}}  # the default format: Parquet shards
+              "publish": {"shard_rows": 50, "row_group_rows": 50}}  # the default format: Parquet shards
     return Artifact.open(run(config, write_csv(df, tmp / "d.csv"), tmp, npartitions=2).artifact["artifact_path"])
 
 
@@ -112,13 +112,29 @@ def test_a_streamed_split_reads_in_the_local_order_and_each_rank_only_its_shards
         assert art.streamed and sorted(p.name for p in art.path.iterdir()) == \
             ["feature_spec.yaml", "manifest.json", "training_set_metadata.json"]  # no row file on open
         loader = art.batches("train", rank=rank, **kw)
-        assert loader.shuffle_window == 256  # two shards of 100 rows, rounded up to a multiple of 64
+        assert loader.shuffle_window == 128  # two shards of 50 rows, rounded up to a multiple of 64
         streamed = rows_of(loader)
         assert streamed == rows_of(local.batches("train", rank=rank, shuffle_window=loader.shuffle_window, **kw))
         stats = loader.stream.cache.stats()
         assert stats["downloaded_bytes"] <= 0.6 * split_bytes and stats["cached_bytes"] <= split_bytes // 4
         seen.extend(r for batch in streamed for r in batch)
     assert sorted(seen) == sorted(local.read_split("train")["__row__"].tolist())  # disjoint and complete
+
+
+def test_the_next_epochs_first_shards_are_fetched_while_an_epoch_ends(remote, tmp_path):
+    art = Artifact.open(remote, stream=True, cache_dir=tmp_path / "c")
+    loader = art.batches("train", batch_size=64, seed=2, channels=["__row__"])
+    list(loader)
+    first = set((loader.order.rows(1)[:loader.shuffle_window] // 50).tolist())
+    for future in list(loader.stream._next.values()):
+        future.result(timeout=60)
+    assert set(loader.stream._next) == first  # fetched ahead, not yet read
+    loader.set_epoch(1)
+    hits = loader.stream.cache.hits
+    it = iter(loader)
+    next(it)
+    it.close()
+    assert loader.stream.cache.hits - hits >= len(first)  # epoch 1 starts from the cache
 
 
 def test_a_streamed_artifact_serves_batches_only(remote, tmp_path):
@@ -144,5 +160,5 @@ def test_a_tampered_shard_stops_the_stream_before_any_of_its_rows(local, remote,
         for batch in art.batches("train", batch_size=50, shuffle=False, channels=["__row__"], prefetch=0):
             served.extend(batch["__row__"].tolist())
     ids = local.read_split("train")["__row__"]
-    assert served == ids[:len(served)].tolist() and len(served) <= 300  # shards 0-2 at most, none of shard 3
+    assert served == ids[:len(served)].tolist() and len(served) <= 150  # shards 0-2 at most, none of shard 3
     assert not any(p.name.startswith(str(local.manifest["files"][rel]["sha256"])) for p in (tmp_path / "c").iterdir())
