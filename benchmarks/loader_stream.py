@@ -18,8 +18,8 @@ split's shard bytes), reads ``--epochs`` epochs of the training split. For each 
   machine), the local loader's;
 * the load average before and after (the machine may be shared).
 
-The endpoint is a Python process on the same machine: it shares the CPUs with the reader, and serves
-far below a real S3 bucket (~170 MB/s on a 2-core VM); read the stream's rate as a floor.
+The endpoint is a Python process on the same machine: it shares the CPUs with the reader, and serves far
+below a real S3 bucket; read the stream's rate as a floor. Recorded figures: ``benchmarks/results/loader.md``.
 
 Usage: ``.venv/bin/python benchmarks/loader_stream.py [--rows 2000000] [--shard-rows 65536]
 [--batch-size 4096] [--epochs 3] [--world-size 2] [--cache-fraction 0.25]``
