@@ -30,7 +30,7 @@ def published(s3_env, tmp_path_factory):  # noqa: F811
     from prepflow import Artifact
     from storage.cache import StageCache
     from tasks.config.loader import parse_config
-    from tasks.runner import run_pipeline
+    from tasks.graph import run_pipeline
     from tasks.runtime.context import RunContext
 
     tmp = tmp_path_factory.mktemp("s3-stream")
