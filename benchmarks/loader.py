@@ -12,10 +12,18 @@ shards. Then, with the files in the page cache, it times full passes over the tr
   bare floor for that (``np.take`` of sorted random positions per column);
 * ``shuffle_block``: shuffled blocks of consecutive rows (DLRM-style), 1024 and 8192 rows;
 * ``prefetch=0``: no background thread (the consumer here does no work, so the thread can only cost);
-* ``loader parquet``: reading the Parquet shards instead (decoded into memory on the first pass).
+* ``loader parquet``: reading the Parquet shards instead (decoded into memory on the first pass);
+* ``shuffle_window``: the shard-aware order a streamed artifact is read in (``storage.order``: shards
+  permuted, rows shuffled within windows of two shards), read from the local ``.npy`` files;
+* ``loader (..., __row__ + state_dict)``: the row id channel beside the training channels and a
+  ``state_dict()`` after every batch, as a job that checkpoints each step would.
 
 Usage: ``.venv/bin/python benchmarks/loader.py [--rows 3400000] [--batch-size 65536] [--repeat 3]``
-Prints one line per mode (median rows/s over ``--repeat`` passes) and the ratio to ``bare``.
+Prints one line per mode (median rows/s and batches/s over ``--repeat`` passes) and the ratio to ``bare``.
+
+``--only MODE --passes K`` runs K passes of one mode (``bare`` or ``loader``: no shuffle, as above) and
+nothing else, for timing whole processes side by side (``/usr/bin/time -v``, or any harness that runs two
+commands in turn): start-up is the same in both, so the ratio of their times is diluted towards 1 by it.
 """
 
 from __future__ import annotations
@@ -36,17 +44,20 @@ N_NUM, N_CAT = 13, 26
 CARDINALITY = 100_000
 
 
-def config(formats: list[str]) -> dict:
+def config(formats: list[str], shard_rows: int | None = None) -> dict:
+    publish = {"formats": formats} | ({"shard_rows": shard_rows} if shard_rows else {})
     return {
         "input_features": [{"name": f"num_{i}", "type": "number"} for i in range(N_NUM)]
         + [{"name": f"cat_{i}", "type": "category"} for i in range(N_CAT)],
         "output_features": [{"name": "label", "type": "binary"}],
-        "publish": {"formats": formats},
+        "publish": publish,
     }
 
 
-def build(workdir: Path, rows: int, seed: int = 0, formats: tuple[str, ...] = ("npy", "parquet")) -> Path:
-    """Publish a synthetic artifact with the real publisher; returns its folder (reused if present)."""
+def build(workdir: Path, rows: int, seed: int = 0, formats: tuple[str, ...] = ("npy", "parquet"),
+          shard_rows: int | None = None) -> Path:
+    """Publish a synthetic artifact with the real publisher; returns its folder (reused if present).
+    ``shard_rows``: rows per Parquet shard (the publisher's default when None)."""
     import pyarrow as pa
 
     from storage.cache import StageCache
@@ -58,13 +69,14 @@ def build(workdir: Path, rows: int, seed: int = 0, formats: tuple[str, ...] = ("
     from tasks.runtime.frame import write_ipc
     from tasks.runtime.outputs import Encoded, Fitted
 
-    out = workdir / f"artifacts-{rows}-{'-'.join(formats)}"
+    tag = f"{rows}-{'-'.join(formats)}" + (f"-{shard_rows}" if shard_rows else "")
+    out = workdir / f"artifacts-{tag}"
     if (out / "LATEST").is_file():
         return out / (out / "LATEST").read_text().strip()
-    ctx = RunContext(parse_config(config(list(formats))), "synthetic", StageCache(workdir / "cache"), None,
-                     str(out))
+    ctx = RunContext(parse_config(config(list(formats), shard_rows)), "synthetic", StageCache(workdir / "cache"),
+                     None, str(out))
     counts = {"train": rows, "validation": 1000, "test": 1000}
-    encoded = workdir / f"encoded-{rows}-{'-'.join(formats)}"
+    encoded = workdir / f"encoded-{tag}"
     rng = np.random.default_rng(seed)
     part_rows = 1 << 20
     first_row = 0
@@ -129,12 +141,25 @@ def loader_pass(art, split: str, batch_size: int, **kwargs) -> int:
     return rows
 
 
+def checkpointing_pass(art, split: str, batch_size: int, **kwargs) -> int:
+    """Row ids beside the training channels, and the loader's state taken after every batch."""
+    rows = 0
+    loader = art.batches(split, batch_size=batch_size, channels=["numerical", "categorical", "label", "__row__"],
+                         **kwargs)
+    for batch in loader:
+        rows += len(batch["__row__"])
+        loader.state_dict()
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=3_400_000)
     p.add_argument("--batch-size", type=int, default=65_536)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--workdir", default="/tmp/prepflow-bench-loader")
+    p.add_argument("--only", choices=["bare", "loader"], help="run this mode only, --passes times (no output)")
+    p.add_argument("--passes", type=int, default=10)
     args = p.parse_args(argv)
 
     import torch
@@ -146,6 +171,14 @@ def main(argv: list[str] | None = None) -> int:
     art = Artifact.open(path)
     B = args.batch_size
     arrays = open_npy(path, "train")  # mapped once, as the loader maps once per artifact
+    if args.only:
+        for _ in range(args.passes):
+            if args.only == "bare":
+                bare_pass(arrays, B)
+            else:
+                loader_pass(art, "train", B, shuffle=False)
+        return 0
+    window = 2 * art.shard_rows if art.shard_rows else None
     modes = {
         "bare np.load(mmap) slices": lambda: bare_pass(arrays, B),
         "loader (npy, no shuffle)": lambda: loader_pass(art, "train", B, shuffle=False),
@@ -155,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
         "loader (npy, shuffle_block=8192)": lambda: loader_pass(art, "train", B, shuffle=True, shuffle_block=8192),
         "loader (npy, no shuffle, prefetch=0)": lambda: loader_pass(art, "train", B, shuffle=False, prefetch=0),
         "loader (parquet, no shuffle)": lambda: loader_pass(art, "train", B, shuffle=False, prefer="parquet"),
+        "loader (npy, shuffle_window 2 shards)": lambda: loader_pass(art, "train", B, shuffle=True,
+                                                                     shuffle_window=window),
+        "loader (no shuffle, __row__ + state_dict)": lambda: checkpointing_pass(art, "train", B, shuffle=False),
     }
     for fn in modes.values():  # warm-up: page cache, lazy imports, Parquet decode
         fn()
@@ -169,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.rows} rows, batch {B}, {args.repeat} interleaved rounds, median rows/s:")
     for name, values in rates.items():
         rate = statistics.median(values)
-        print(f"  {name:<40} {rate / 1e6:8.2f} M rows/s  ({rows[name]} rows/pass, bare/this = {bare / rate:.2f}x)")
+        print(f"  {name:<42} {rate / 1e6:8.2f} M rows/s {rate / B:9.1f} batches/s  ({rows[name]} rows/pass, "
+              f"bare/this = {bare / rate:.2f}x)")
     return 0
 
 

@@ -12,7 +12,9 @@ row id column's description, no feature) is ``row_id``.
 
 ``path`` may be a URL (``s3://bucket/prefix[/<artifact_id>]``): the artifact is downloaded into a
 local cache folder and every file's sha256 checked on the way (``storage.remote``); ``url`` keeps
-where it came from.
+where it came from. With ``stream=True`` only its description is downloaded, and ``batches`` streams
+each rank's shards through a bounded local cache (``storage.shard_stream``); ``read_split`` and
+``torch_dataset`` need the whole files, so they ask for an ``Artifact.open`` without it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from core.errors import DataError, IntegrityError
-from storage import npy, remote
+from storage import npy, remote, shard_stream
 from storage.artifact_files import MANIFEST, ROW_COLUMN, arrow_to_numpy, locate, read_feature_spec
 from storage.cache import verify_files
 from storage.fs import strip_file_scheme
@@ -44,7 +46,12 @@ class Artifact:
         self.url = url or str(path)
 
     @classmethod
-    def open(cls, path: str | Path, verify: bool = False) -> "Artifact":
+    def open(cls, path: str | Path, verify: bool = False, stream: bool = False,
+             cache_limit: int | str | None = None, cache_dir: str | Path | None = None) -> "Artifact":
+        """``stream=True`` (an ``s3://`` artifact): download the description only, and stream the shards a
+        rank reads into a cache of at most ``cache_limit`` bytes (``storage.shard_stream``)."""
+        if remote.is_remote(path) and stream:
+            return cls._open_streamed(str(path), cache_limit, cache_dir)
         if remote.is_remote(path):
             local = remote.fetch(str(path), verify=verify)  # downloads are always checked against sha256
             art = cls.open(local, verify=False)
@@ -61,7 +68,28 @@ class Artifact:
             art.verify()
         return art
 
+    @classmethod
+    def _open_streamed(cls, url: str, cache_limit, cache_dir) -> "Artifact":
+        local, art_url = shard_stream.open_streamed(url)
+        art = cls(local, json.loads((local / MANIFEST).read_text()), url=url)
+        art._stream = (art_url, shard_stream.ShardCache(cache_dir or remote.cache_root() / "shards",
+                                                        shard_stream.parse_limit(cache_limit)))
+        return art
+
+    @property
+    def streamed(self) -> bool:
+        """Opened with ``stream=True``: the rows are on the store, read shard by shard by ``batches``."""
+        return "_stream" in self.__dict__
+
+    def _local_rows(self, what: str) -> None:
+        if self.streamed:
+            raise DataError(f"{self.url}: {what} needs the split's whole files, and this artifact was opened with "
+                            f"stream=True (only batches() streams); Artifact.open({self.url!r}) downloads them")
+
     def verify(self) -> None:
+        if self.streamed:  # every shard is checked against its sha256 as it is downloaded
+            raise DataError(f"{self.url}: a streamed artifact is verified shard by shard as batches() reads it; "
+                            f"Artifact.open(url, verify=True) downloads and verifies it whole")
         problems = verify_files(self.path, self.manifest["files"])
         if problems:
             raise IntegrityError(f"{self.path}: {len(problems)} file(s) do not match manifest.json: "
@@ -148,6 +176,7 @@ class Artifact:
         return out
 
     def _read_stored(self, split: str, columns: list[str] | None) -> dict[str, np.ndarray]:
+        self._local_rows("read_split")
         if split not in self.manifest["rows"]:
             raise DataError(f"{self.path}: no split {split!r}; splits are {self.splits}")
         out: dict[str, np.ndarray] = {}
@@ -174,23 +203,45 @@ class Artifact:
     def batches(self, split: str, batch_size: int = 4096, shuffle: bool = True, seed: int = 0, prefetch: int = 4,
                 drop_last: bool = False, rank: int = 0, world_size: int = 1, pin_memory: bool | None = None,
                 device=None, epoch: int = 0, channels: list[str] | None = None, prefer: str = "npy",
-                shuffle_block: int = 1):
-        """Batches of ``dict[channel -> torch.Tensor]`` over ``split`` (see ``storage.loader``)."""
-        return BatchLoader(self.split_columns(split, prefer), self.feature_spec, batch_size=batch_size,
+                shuffle_block: int = 1, shuffle_window: int | None = None):
+        """Batches of ``dict[channel -> torch.Tensor]`` over ``split`` (see ``storage.loader``); with
+        ``state_dict``/``load_state_dict`` for resuming. ``shuffle_window`` (rows): the shard-aware order
+        (``storage.order``), which a streamed artifact is always read in (default: two shards' rows)."""
+        if split not in self.manifest["rows"]:
+            raise DataError(f"{self.url}: no split {split!r}; splits are {self.splits}")
+        stream, columns = None, None
+        if self.streamed:
+            art_url, cache = self.__dict__["_stream"]
+            stream = shard_stream.SplitStream(art_url, self.manifest, self.feature_spec, split, cache)
+            if shuffle_window is None:
+                shuffle_window = shard_stream.DEFAULT_WINDOW_SHARDS * stream.shard_rows
+        else:
+            columns = self.split_columns(split, prefer)
+        return BatchLoader(columns, self.feature_spec, batch_size=batch_size,
                            shuffle=shuffle, seed=seed, prefetch=prefetch, drop_last=drop_last, rank=rank,
                            world_size=world_size, pin_memory=pin_memory, device=device, epoch=epoch, channels=channels,
-                           shuffle_block=shuffle_block)
+                           shuffle_block=shuffle_block, shuffle_window=shuffle_window,
+                           shard_rows=self.shard_rows if shuffle_window is not None else None,
+                           stream=stream, artifact_id=self.artifact_id, split=split)
+
+    @property
+    def shard_rows(self) -> int | None:
+        """Rows per Parquet shard as the publisher cut the splits (``publish.shard_rows``; the last one shorter)."""
+        value = (self.manifest.get("config") or {}).get("publish", {}).get("shard_rows")
+        return value if isinstance(value, int) and value > 0 else None
 
     def torch_dataset(self, split: str, channels: list[str] | None = None, prefer: str = "npy"):
         """A map-style ``torch.utils.data.Dataset`` over ``split`` (see ``storage.torch_dataset``)."""
         from storage.torch_dataset import ArtifactDataset  # imports torch (heavy, ~3 s): only when asked for
 
-        return ArtifactDataset(self.split_columns(split, prefer), self.feature_spec, channels=channels)
+        return ArtifactDataset(self.split_columns(split, prefer), self.feature_spec, channels=channels,
+                               artifact_id=self.artifact_id, shard_rows=self.shard_rows)
 
     def split_columns(self, split: str, prefer: str = "npy"):
         """The split's columns as numpy arrays, opened once per artifact object (``storage.loader``)."""
         if split not in self.manifest["rows"]:
             raise DataError(f"{self.url}: no split {split!r}; splits are {self.splits}")
+        self._local_rows("torch_dataset (and a local read of the split)")
         cache = self.__dict__.setdefault("_split_columns", {})
         if (split, prefer) not in cache:
             cache[(split, prefer)] = SplitColumns(self.path, self.feature_spec, split, prefer, self.num_rows(split))

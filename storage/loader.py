@@ -24,16 +24,21 @@ row-major ``n x k`` copy costs about five times more on the CPU) and ``batch[ch]
 contiguous, as embedding lookups like. ``.to(device)`` keeps the layout; call ``.contiguous()``
 (best on the GPU) where a kernel needs row-major memory.
 
-Order. Each epoch's order is a function of ``(seed, epoch)`` only: a permutation of the split's
-rows (``shuffle=True``) or input order. A row-level shuffle gathers rows at random from every
-column file, which costs about ten times a sequential read; ``shuffle_block=N`` permutes blocks of
-``N`` consecutive rows instead (as DLRM-style loaders do), so a batch is ``batch_size / N``
-sequential copies per column, at the price of rows of a block always sharing a batch. For ``world_size > 1`` the order is cut into
-``world_size`` contiguous blocks of equal size, rank ``r`` taking block ``r``; the tail is padded
-by wrapping around (``drop_last=False``, as ``DistributedSampler`` does) or dropped
-(``drop_last=True``). Batches are consecutive runs of a rank's block; ``drop_last`` also drops a
-last short batch. Within a shuffled batch rows are sorted by position, so a memory-mapped read
-walks each file forward; which rows form a batch is random, their order inside it is not.
+Order (``storage.order``). Each epoch's order is a function of ``(seed, epoch, world_size)`` and the
+loader's settings only: a permutation of the split's rows (``shuffle=True``) or input order; with
+``shuffle_block=N``, a permutation of blocks of ``N`` consecutive rows (as DLRM-style loaders do: a
+row-level shuffle gathers rows at random from every column file, about ten times the cost of a
+sequential read; a block shuffle is ``batch_size / N`` sequential copies per column, at the price of
+rows of a block always sharing a batch); with ``shuffle_window=W``, the shard-aware order a streamed
+artifact is read in (shards permuted, rows shuffled within windows of ``W`` rows). Every rank gets
+disjoint rows and the same number of batches. Within a shuffled batch rows are sorted by position, so
+a memory-mapped read walks each file forward; which rows form a batch is random, their order inside
+it is not.
+
+Row ids and resume. ``channels=[..., "__row__"]`` adds each row's id (its input position, int64)
+beside the training channels. ``state_dict()`` / ``load_state_dict()`` (torchdata's
+``StatefulDataLoader`` protocol) resume a killed job at the batch after the last one it was handed:
+the state is JSON numbers, checked against the loader before it is used (``BatchLoader``).
 
 Prefetch. A background thread gathers up to ``prefetch`` batches ahead of the consumer; numpy's
 copies release the GIL, so reading overlaps the training step. ``device=`` copies each batch there as
@@ -58,8 +63,9 @@ import pyarrow.parquet as pq
 
 from core.errors import DataError
 from storage import npy
-from storage.artifact_files import arrow_to_numpy
+from storage.artifact_files import ROW_COLUMN, arrow_to_numpy
 from storage.media import item_specs, open_media_columns
+from storage.order import Order, resume_point, state_dict
 from storage.split_binary import read_chunk
 
 # ---- column sources ------------------------------------------------------------------------------
@@ -187,13 +193,19 @@ STACKED = ("numerical", "categorical")  # channels always yielded n x k (see the
 
 
 def plan_channels(feature_spec: dict, channels: list[str] | None = None) -> list[ChannelPlan]:
+    """How each channel of ``channels`` (default: every channel of ``channel_spec``) is built. ``__row__``
+    (``ROW_COLUMN``) may be asked for beside the training channels: each row's id, an int64 ``n`` tensor."""
     spec = item_specs(feature_spec)  # a lazy media column yields its decoded items, not its slots
     channel_spec: dict[str, list[str]] = feature_spec.get("channel_spec") or {}
     if channels is not None:
-        unknown = [c for c in channels if c not in channel_spec]
+        unknown = [c for c in channels if c not in channel_spec and c != ROW_COLUMN]
         if unknown:
-            raise DataError(f"no channel(s) {unknown} in feature_spec.yaml; channels are {list(channel_spec)}")
-        channel_spec = {c: channel_spec[c] for c in channels}
+            raise DataError(f"no channel(s) {unknown} in feature_spec.yaml; channels are "
+                            f"{[*channel_spec, ROW_COLUMN]}")
+        if ROW_COLUMN in channels and ROW_COLUMN not in channel_spec and ROW_COLUMN not in spec:
+            raise DataError(f"no {ROW_COLUMN} column in this artifact's feature_spec.yaml: it was published before "
+                            f"row ids; publish it again to read them")
+        channel_spec = {c: channel_spec.get(c, [ROW_COLUMN]) for c in channels}
     plans = []
     for name, cols in channel_spec.items():
         if not cols:
@@ -298,46 +310,6 @@ def as_index(rows: np.ndarray):
     return rows
 
 
-# ---- epoch order ---------------------------------------------------------------------------------
-
-def epoch_order(n: int, shuffle: bool, seed: int, epoch: int, block: int = 1) -> np.ndarray:
-    """All row positions in this epoch's order: input order, or a permutation seeded by (seed, epoch)
-    of single rows (``block=1``) or of blocks of ``block`` consecutive rows."""
-    if not shuffle:
-        return np.arange(n, dtype=np.int64)
-    rng = np.random.default_rng([seed, epoch])
-    if block <= 1:
-        return rng.permutation(n)
-    blocks = rng.permutation(-(-n // block))
-    order = (blocks[:, None] * block + np.arange(block)).reshape(-1)
-    return order[order < n] if n % block else order
-
-
-def rank_order(n: int, shuffle: bool, seed: int, epoch: int, rank: int, world_size: int,
-               drop_last: bool, block: int = 1) -> np.ndarray:
-    """This rank's row positions for one epoch (see the module docstring)."""
-    if world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(f"rank must be in [0, world_size) and world_size >= 1; got rank={rank}, "
-                         f"world_size={world_size}")
-    if block < 1:
-        raise ValueError(f"shuffle_block must be at least 1, got {block}")
-    order = epoch_order(n, shuffle, seed, epoch, block)
-    if world_size == 1:
-        return order
-    per = n // world_size if drop_last else -(-n // world_size)
-    if per * world_size > n and n:
-        order = np.resize(order, per * world_size)  # wraps around, like DistributedSampler's padding
-    return order[rank * per:(rank + 1) * per]
-
-
-def batch_indices(order: np.ndarray, batch_size: int, drop_last: bool, sort: bool) -> Iterator:
-    n = len(order)
-    stop = n - n % batch_size if drop_last else n
-    for start in range(0, stop, batch_size):
-        rows = order[start:start + batch_size]
-        yield as_index(np.sort(rows) if sort else rows)
-
-
 # ---- the loader ----------------------------------------------------------------------------------
 
 _END = object()
@@ -394,53 +366,140 @@ def _to_device(batch: dict, device, non_blocking: bool) -> dict:
             for k, v in batch.items()}
 
 
-class BatchLoader:
-    """An iterable of batches over one split; ``len()`` is the number of batches this rank gets.
+class EmptyColumns:
+    """Zero-row arrays of the split's columns (the empty last batch of a rank, when nothing is mapped)."""
 
-    Iterating twice gives the same order; call ``set_epoch(e)`` (as with ``DistributedSampler``) for
-    a new shuffle each epoch.
+    def __init__(self, feature_spec: dict):
+        self.specs = item_specs(feature_spec)
+
+    def array(self, name: str) -> np.ndarray:
+        spec = self.specs[name]
+        return np.empty((0, *spec["shape"]), dtype=_np_dtype(spec["dtype"]))
+
+
+class BatchLoader:
+    """An iterable of batches over one split; ``len()`` is the number of batches per epoch, the same on
+    every rank (``storage.order``).
+
+    Iterating twice gives the same order; call ``set_epoch(e)`` (as with ``DistributedSampler``) for a
+    new shuffle each epoch. ``state_dict()`` / ``load_state_dict()`` resume an epoch where a killed job
+    left it (torchdata's ``StatefulDataLoader`` protocol): the state counts the batches this loader
+    handed to its consumer (not those the prefetch thread had ready), and the next iteration after
+    ``load_state_dict`` starts at the batch after them, in the same order. ``set_epoch`` with the
+    state's epoch keeps that position; another epoch starts at its first batch.
+
+    ``stream`` (``storage.shard_stream.SplitStream``): the split's rows come from its shards on a store,
+    window by window of the shard-aware order (``shuffle_window``), instead of from ``columns``.
     """
 
-    def __init__(self, columns: SplitColumns, feature_spec: dict, batch_size: int = 4096, shuffle: bool = True,
-                 seed: int = 0, prefetch: int = 4, drop_last: bool = False, rank: int = 0, world_size: int = 1,
-                 pin_memory: bool | None = None, device=None, epoch: int = 0, channels: list[str] | None = None,
-                 shuffle_block: int = 1):
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-        rank_order(0, False, 0, 0, rank, world_size, drop_last, shuffle_block)  # argument checks
-        self.shuffle_block = shuffle_block
+    def __init__(self, columns: SplitColumns | None, feature_spec: dict, batch_size: int = 4096,
+                 shuffle: bool = True, seed: int = 0, prefetch: int = 4, drop_last: bool = False, rank: int = 0,
+                 world_size: int = 1, pin_memory: bool | None = None, device=None, epoch: int = 0,
+                 channels: list[str] | None = None, shuffle_block: int = 1, shuffle_window: int | None = None,
+                 shard_rows: int | None = None, stream=None, artifact_id: str | None = None,
+                 split: str | None = None):
         self.columns = columns
+        self.stream = stream
+        self.feature_spec = feature_spec
         self.plans = plan_channels(feature_spec, channels)
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.seed = seed
+        self.num_rows = stream.num_rows if stream is not None else columns.num_rows()
+        if stream is not None and shuffle_window is None:
+            raise ValueError("a streamed split is read in the shard-aware order: give a shuffle_window")
+        self.order = Order(self.num_rows, batch_size, shuffle, seed, rank, world_size, drop_last, shuffle_block,
+                           shuffle_window, shard_rows)
+        self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
+        self.drop_last, self.rank, self.world_size = drop_last, rank, world_size
+        self.shuffle_block, self.shuffle_window = shuffle_block, self.order.window
         self.prefetch = prefetch
-        self.drop_last = drop_last
-        self.rank = rank
-        self.world_size = world_size
-        self.epoch = epoch
+        self.artifact_id = artifact_id
+        self.split = split if split is not None else getattr(columns, "split", None)
         self.device = device
         if pin_memory is None:  # pinned when the batches go to a CUDA device: copies can then be asynchronous
             pin_memory = device is not None and str(device).startswith("cuda")
         self.pin_memory = bool(pin_memory) and _pin_available()
-        self.num_rows = columns.num_rows()
+        self._epoch = int(epoch)
+        self._done = 0  # batches of the epoch handed to the consumer
+        self._resume = False  # the next iteration starts at batch _done (load_state_dict)
+
+    # ---- epochs and state ----------------------------------------------------------------------
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    @epoch.setter
+    def epoch(self, epoch: int) -> None:
+        self.set_epoch(epoch)
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def _order(self) -> np.ndarray:
-        return rank_order(self.num_rows, self.shuffle, self.seed, self.epoch, self.rank, self.world_size,
-                          self.drop_last, self.shuffle_block)
+        if int(epoch) != self._epoch:
+            self._epoch, self._done, self._resume = int(epoch), 0, False
 
     def __len__(self) -> int:
-        n, world = self.num_rows, self.world_size
-        per = n if world == 1 else (n // world if self.drop_last else -(-n // world))
-        return per // self.batch_size if self.drop_last else -(-per // self.batch_size)
+        return self.order.num_batches
 
-    def _produce(self) -> Iterator[dict]:
-        self.columns.preload([c for p in self.plans for c in p.columns])
-        for index in batch_indices(self._order(), self.batch_size, self.drop_last, sort=self.shuffle):
+    def state_dict(self) -> dict:
+        """Where this loader is (``storage.order.state_dict``): JSON numbers and strings, for
+        ``load_state_dict`` in a new process."""
+        return state_dict(self.order, self.artifact_id, self.split, self._epoch, self._done)
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resume at the batch after the state's last one; a state made for another artifact, split, seed,
+        world size or other order setting is refused, naming what differs (``storage.order.resume_point``)."""
+        self._epoch, self._done = resume_point(state, self.order, self.artifact_id, self.split)
+        self._resume = True
+
+    # ---- batches -------------------------------------------------------------------------------
+    def _names(self) -> list[str]:
+        return list(dict.fromkeys(c for p in self.plans for c in p.columns))
+
+    def _produce(self, epoch: int, start: int) -> Iterator[dict]:
+        rows = self.order.rows(epoch)
+        bounds = self.order.bounds(len(rows)).tolist()
+        if self.stream is not None:
+            yield from self._produce_streamed(epoch, rows, bounds, start)
+            return
+        self.columns.preload(self._names())
+        shuffled = self.order.shuffle
+        for i in range(start, len(bounds) - 1):
+            lo, hi = bounds[i], bounds[i + 1]
+            if shuffled:
+                index = as_index(np.sort(rows[lo:hi]))
+            else:  # input order: every batch is a run of consecutive rows
+                index = slice(int(rows[lo]), int(rows[lo]) + hi - lo) if hi > lo else slice(0, 0)
             yield gather(self.columns, self.plans, index, self.pin_memory)
+
+    def _next_shards(self, epoch: int) -> list[int]:
+        """The shards of epoch ``epoch + 1``'s first window (fetched while this epoch ends)."""
+        rows = self.order.rows(epoch + 1)[:self.order.window]
+        return np.unique(rows // self.order.shard_rows).tolist()
+
+    def _produce_streamed(self, epoch: int, rows: np.ndarray, bounds: list[int], start: int) -> Iterator[dict]:
+        """Batches from the window buffers of ``self.stream``, which hold each window's rows in reading
+        order (each batch's rows sorted by position, as from local files): a batch is a slice of its window."""
+        if start >= len(bounds) - 1:
+            return
+        if self.order.shuffle:  # each batch's rows by position, as a local read gives them
+            rows = rows.copy()
+            for i in range(start, len(bounds) - 1):
+                rows[bounds[i]:bounds[i + 1]].sort()
+        window = self.order.window
+        starts = self.order.windows(len(rows))
+        first = bounds[start] // window
+        windows = self.stream.windows(rows, starts, first, self._names(), then=lambda: self._next_shards(epoch))
+        j, columns = first - 1, None
+        try:
+            for i in range(start, len(bounds) - 1):
+                lo, hi = bounds[i], bounds[i + 1]
+                if hi == lo:  # a rank's empty last batch (storage.order)
+                    yield gather(EmptyColumns(self.feature_spec), self.plans, slice(0, 0), self.pin_memory)
+                    continue
+                while j < lo // window:
+                    columns = next(windows)
+                    j += 1
+                offset = int(starts[j])
+                yield gather(columns, self.plans, slice(lo - offset, hi - offset), self.pin_memory)
+        finally:
+            windows.close()
 
     def __iter__(self) -> Iterator[dict]:
         device = self.device
@@ -451,7 +510,10 @@ class BatchLoader:
             if device.type == "cpu":
                 device = None
         non_blocking = self.pin_memory  # asynchronous on the consumer's current stream: the host does not wait
-        for batch in prefetched(self._produce, self.prefetch):
+        epoch, start = self._epoch, (self._done if self._resume else 0)
+        self._done, self._resume = start, False
+        for batch in prefetched(lambda: self._produce(epoch, start), self.prefetch):
+            self._done += 1  # counted when handed over: state_dict() in the loop body includes this batch
             yield batch if device is None else _to_device(batch, device, non_blocking)
 
 

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from storage.artifact import Artifact
-from storage.loader import as_index, plan_channels, prefetched, rank_order
+from storage.loader import as_index, plan_channels, prefetched
+from storage.order import Order
 from storage.torch_dataset import ArtifactDataset
 from tests.helpers import run, write_csv
 
@@ -105,28 +106,33 @@ def test_drop_last_drops_the_short_batch(art):
 
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_ranks_split_the_rows_evenly(art, drop_last):
+    """Disjoint rows, the same number of batches on every rank; every row once without drop_last (storage.order)."""
     n, world = art.num_rows("train"), 3
     loaders = [art.batches("train", batch_size=64, seed=9, rank=r, world_size=world, drop_last=drop_last)
                for r in range(world)]
-    parts = [rids(loader) for loader in loaders]
-    assert [len(loader) for loader in loaders] == [len(list(loader)) for loader in loaders]
-    per = n // world if drop_last else -(-n // world)
-    if drop_last:
-        per -= per % 64  # and each rank drops its own last short batch
-    assert [len(p) for p in parts] == [per] * world
+    batches = [list(loader) for loader in loaders]
+    k = n // (world * 64) if drop_last else -(-n // (world * 64))
+    assert [len(loader) for loader in loaders] == [len(b) for b in batches] == [k] * world
+    parts = [rids(b) for b in batches]
     everything = np.concatenate(parts)
+    assert len(np.unique(everything)) == len(everything)  # no row on two ranks, nor twice on one
     if drop_last:
-        assert len(np.unique(everything)) == len(everything)  # no row twice
-    else:  # every row, padded by wrapping around like DistributedSampler
-        assert set(everything) == set(art.read_split("train")["rid"].astype(np.int64))
-        assert len(everything) - n == per * world - n < world
+        assert all(len(b["label"]) == 64 for bs in batches for b in bs)
+        assert len(everything) == world * k * 64
+    else:
+        assert np.array_equal(np.sort(everything), np.sort(art.read_split("train")["rid"].astype(np.int64)))
+        assert all(len(b["label"]) == 64 for bs in batches for b in bs[:-1])
 
 
-def test_rank_order_rejects_bad_arguments():
+def test_order_rejects_bad_arguments():
     with pytest.raises(ValueError, match="rank"):
-        rank_order(10, False, 0, 0, rank=2, world_size=2, drop_last=False)
+        Order(10, 4, False, rank=2, world_size=2)
     with pytest.raises(ValueError, match="shuffle_block"):
-        rank_order(10, True, 0, 0, 0, 1, False, block=0)
+        Order(10, 4, True, block=0)
+    with pytest.raises(ValueError, match="batch_size"):
+        Order(10, 0)
+    with pytest.raises(ValueError, match="shard_rows"):
+        Order(10, 4, window=8)
 
 
 def test_as_index_picks_slices_runs_or_arrays():
