@@ -35,11 +35,23 @@ from flows import bookkeeping, console, local_server
 from flows import serve as serve_command
 from flows.flow_parameters import add_flow_parameters
 from flows.local_server import configure_prefect, runs_dir
-from flows.output_target import check_output
+from flows.output_target import check_cache_dir, check_output
 
 DEBUG_ENV = "PREPFLOW_DEBUG"
 
 COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
+# What `prepflow --help` lists, in this order: the README's command table in one line each (issue 43, item 7).
+SUMMARIES = {
+    "run": "preprocess a dataset and publish an artifact (tensors, metadata, FeatureSpec, report)",
+    "infer": "print a config with an inferred type per column and the reason",
+    "validate": "run the raw data-quality gates only (a CI data gate: exit 0/1/2)",
+    "inspect": "show an artifact's splits, rows, features, columns, channels, statistics",
+    "report": "rebuild the HTML data report beside an artifact",
+    "transcode": "turn an NVIDIA FeatureSpec dataset into a prepflow artifact",
+    "serve": "serve the flow as a scheduled Prefect deployment (cron), triggerable from the UI",
+    "server": "show or stop this installation's local Prefect server",
+    "schema": "print the config's JSON Schema, for editors",
+}
 
 
 def command(name: str, setup: Callable[[argparse.ArgumentParser], None]):
@@ -103,6 +115,8 @@ def _print_summary(summary: dict, wall: float, stats: bool, warnings: list[str])
         print_statistics(out, summary["artifact_path"])
     rows = ", ".join(f"{k}={v}" for k, v in summary["rows"].items())
     out.print(f"rows: {rows}", markup=False, highlight=False)
+    if summary.get("dropped") is not None:
+        out.print(console.dropped_line(summary["dropped"]), markup=False, highlight=False, soft_wrap=True)
     out.print(f"artifact: {summary['artifact_path']}  ({wall:.1f} s)", markup=False, highlight=False,
               soft_wrap=True)
     if summary.get("report_path"):
@@ -248,6 +262,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         custom_plan.check(config, args.dataset)
     check_output(args.output)  # so is an output that cannot be written
+    check_cache_dir(args.cache_dir)  # and a stage cache that cannot be
     with console.collected_warnings() as collected:
         try:
             summary = _run(args, config, start)
@@ -256,6 +271,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 console.print_warnings(collected.lines, sys.stderr)
             raise
     summary = {**summary, "warnings": list(collected.lines)} if collected.lines else summary
+    summary = {**summary, "dropped": console.dropped_rows(_manifest(summary["artifact_path"]))}
     _report(args, summary, time.perf_counter() - start)
     return 0
 
@@ -281,6 +297,16 @@ def _run(args: argparse.Namespace, config, start: float) -> dict:
             summary["report_path"] = _reused_report(reused["artifact_path"])
             return summary
     return _run_flow(args, config, fingerprint)
+
+
+def _manifest(artifact_path: str) -> dict:
+    """The published artifact's manifest.json (a local folder or a URL)."""
+    from storage import remote
+    from storage.artifact_files import MANIFEST
+
+    if remote.is_remote(artifact_path):
+        return json.loads(remote.resolve(artifact_path)[1])
+    return json.loads((Path(artifact_path) / MANIFEST).read_text())
 
 
 def _fingerprint(args: argparse.Namespace) -> str:
@@ -417,6 +443,7 @@ def cmd_transcode(args: argparse.Namespace) -> int:
     from storage.featurespec import FeatureSpecInput
     from storage.hashing import stable_hash
 
+    check_cache_dir(args.cache_dir)  # its work folder goes there, before `run` checks it
     spec = FeatureSpecInput.load(args.feature_spec)
     formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
     key = stable_hash({"spec": str(spec.path.resolve()), "normalization": args.normalization, "formats": formats})
@@ -520,6 +547,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     if args.npartitions is not None and args.npartitions < 1:
         raise ConfigError(f"--npartitions must be at least 1, got {args.npartitions}")
+    check_cache_dir(args.cache_dir)
     report = validate_dataset(args.dataset, args.config, args.suite, cache_dir=args.cache_dir,
                               npartitions=args.npartitions)
     if args.json:
@@ -537,9 +565,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"print the traceback of an error (also: {DEBUG_ENV}=1)")
     parser = argparse.ArgumentParser(prog="prepflow", description="Raw datasets -> GPU-ready training artifacts.",
                                      parents=[debug])
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name, (setup, _fn) in COMMANDS.items():
-        setup(sub.add_parser(name, parents=[debug]))
+    sub = parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
+    for name in sorted(COMMANDS, key=lambda n: list(SUMMARIES).index(n) if n in SUMMARIES else len(SUMMARIES)):
+        setup, _fn = COMMANDS[name]
+        summary = SUMMARIES.get(name)
+        setup(sub.add_parser(name, parents=[debug], help=summary, description=summary))
     return parser
 
 

@@ -1,0 +1,97 @@
+"""Issue 43, "the first hour, second pass": what a new user met on real tables, each fixed through the CLI
+(``flows.cli.main`` in this process, without the Prefect API: tests/cli_inprocess.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.cli_inprocess import runner
+
+
+@pytest.fixture
+def prepflow(capfd, monkeypatch):
+    yield from runner(capfd, monkeypatch)
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def _missing_target(tmp_path: Path) -> tuple[Path, Path]:
+    """40 rows, the target ``y`` missing in rows 3, 10 and 17 (0-based), ``x`` missing in row 5."""
+    rows = ["x,c,y"]
+    for i in range(40):
+        x = "" if i == 5 else str(i)
+        y = "" if i in (3, 10, 17) else str(i % 2)
+        rows.append(f"{x},{'ab'[i % 2]},{y}")
+    data = _write(tmp_path / "data.csv", "\n".join(rows) + "\n")
+    config = _write(tmp_path / "c.yaml", "input_features:\n  - {name: x, type: number}\n  - {name: c, type: category}\n"
+                                         "output_features:\n  - {name: y, type: binary}\n")
+    return config, data
+
+
+# ---- item 1: rows vanish without a word --------------------------------------------------------------
+
+def test_a_run_says_every_row_it_dropped_on_the_console_and_in_json(prepflow, tmp_path):
+    config, data = _missing_target(tmp_path)
+    result = prepflow("run", config, "--dataset", data, "--output", tmp_path / "out", "--cache-dir", tmp_path / "c")
+    assert result.code == 0, result.text
+    (line,) = [x for x in result.out.splitlines() if x.startswith("dropped:")]
+    assert line.startswith("dropped: 3 of 40 rows (7.5%): 3 with y missing"), line
+    assert "drop_row" in line
+    # --json carries the same, and so does a rerun that reuses the published artifact
+    for _ in range(2):
+        result = prepflow("run", config, "--dataset", data, "--output", tmp_path / "out", "--cache-dir",
+                          tmp_path / "c", "--json")
+        summary = json.loads(result.out.strip().splitlines()[-1])
+        assert summary["dropped"]["rows"] == 3 and summary["dropped"]["of"] == 40
+        assert [(r["feature"], r["rows"]) for r in summary["dropped"]["reasons"]] == [("y", 3)]
+        assert sum(summary["rows"].values()) == 37
+
+
+# ---- item 3: an unusable --cache-dir -------------------------------------------------------------------
+
+def test_a_cache_dir_nobody_may_create_is_one_line_and_exit_2_before_any_stage(prepflow, tmp_path):
+    """The issue's case: ``internal error: PermissionError: [Errno 1]`` from the ingest stage. /sys refuses a
+    new folder to root too (EPERM), so the test means the same as root (CI) and as a user."""
+    config, data = _missing_target(tmp_path)
+    unusable = f"/sys/prepflow-cache-{os.getpid()}"
+    result = prepflow("run", config, "--dataset", data, "--output", tmp_path / "out", "--cache-dir", unusable)
+    assert result.code == 2, result.text
+    assert len(result.error_lines()) == 1, result.text
+    assert re.fullmatch(rf"prepflow: error: --cache-dir {unusable}: cannot create the folder "
+                        r"\((Operation not permitted|Permission denied)\)", result.error_lines()[0]), result.text
+    assert "stage ingest" not in result.text
+
+
+@pytest.mark.parametrize("command", ["run", "validate"])
+def test_a_cache_dir_that_is_a_file_is_one_line_and_exit_2_before_any_stage(prepflow, tmp_path, command):
+    config, data = _missing_target(tmp_path)
+    not_a_folder = _write(tmp_path / "cache-file", "x")
+    args = (["run", config, "--dataset", data, "--output", tmp_path / "out"] if command == "run"
+            else ["validate", data, "--config", config])
+    result = prepflow(*args, "--cache-dir", not_a_folder / "sub")
+    assert result.code == 2, result.text
+    assert len(result.error_lines()) == 1, result.text
+    assert re.fullmatch(rf"prepflow: error: --cache-dir {re.escape(str(not_a_folder / 'sub'))}: cannot create the "
+                        r"folder \(Not a directory\)", result.error_lines()[0]), result.text
+    assert "internal error" not in result.text and "stage ingest" not in result.text
+
+
+# ---- item 7: prepflow --help ---------------------------------------------------------------------------
+
+def test_help_lists_every_command_with_a_description(prepflow):
+    from flows import cli
+
+    result = prepflow("--help")
+    assert result.code == 0
+    for name in cli.COMMANDS:
+        (line,) = [x for x in result.out.splitlines() if x.split()[:1] == [name]]
+        words = line.split()[1:] or result.out.split(line, 1)[1].splitlines()[1].split()  # a long name wraps
+        assert len(words) >= 4, (name, result.out)
