@@ -107,7 +107,7 @@ class DateFeature(FeatureType):
         if bad.any() and self.options.on_parse_error == "error":
             i = int(np.flatnonzero(bad)[0])
             how = f"the format {self.options.datetime_format!r}" if self.options.datetime_format else "a known format"
-            raise DataError(f"row {int(rows[i]) + 1}, column '{self.column}': {self.describe()} cannot parse "
+            raise DataError(f"row {int(rows[i])}, column '{self.column}': {self.describe()} cannot parse "
                             f"{values.iloc[i]!r} as a date in {how} (set datetime_format, or on_parse_error: fill "
                             "to treat it as missing)")
         return canonical(seconds, values.index)
@@ -136,7 +136,7 @@ class DateFeature(FeatureType):
             seconds = parse_dates(pd.Series(arr.to_pandas(), dtype="string"), self.options.datetime_format)
             if np.isnat(seconds).any():
                 i = int(np.flatnonzero(np.isnat(seconds))[0])
-                raise DataError(f"row {int(values.index[i]) + 1}, column '{self.column}': {self.describe()} cannot "
+                raise DataError(f"row {int(values.index[i])}, column '{self.column}': {self.describe()} cannot "
                                 f"parse {values.iloc[i]!r} as a date")
             ts = pa.array(seconds.astype(np.int64), type=pa.timestamp("s"))
         year, month, day = pc.year(ts), pc.month(ts), pc.day(ts)

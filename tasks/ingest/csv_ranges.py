@@ -82,7 +82,9 @@ def locate_problem(path: str, raw: bytes, dialect: csv_dialect.Dialect, spec, ar
                    names: list[str] | None = None, first_line: int = 1, offset: int = 0, where: str = "") -> DataError:
     """Slow path: the line and column pyarrow choked on. ``raw``: the file's bytes from its header
     (``names`` None), or a range's bytes starting at line ``first_line`` and byte ``offset`` of the file
-    (``names``: the header's); ``where``: appended to how the file was read (the byte range)."""
+    (``names``: the header's); ``where``: appended to how the file was read (the byte range). A value
+    error names the 0-based row (``__row__``) when the bytes start at the header (a range's first row is
+    not known here: quoted line breaks in other ranges), and the line as an editor counts it."""
     how = dialect.describe() + where
     term = b"\r" if dialect.terminator == "\r" else b"\n"
     try:
@@ -96,10 +98,12 @@ def locate_problem(path: str, raw: bytes, dialect: csv_dialect.Dialect, spec, ar
                         strict=True)
     try:
         header = next(reader) if names is None else list(names)
+        row = -1  # the record's 0-based row in the file (pyarrow skips blank lines too)
         for record in reader:
             line = first_line - 1 + reader.line_num
             if not record:  # a blank line
                 continue
+            row += 1
             if len(record) != len(header):
                 return DataError(f"{path}: line {line}: expected {len(header)} fields, got {len(record)} "
                                  f"(ragged row or an unbalanced quote; {how})")
@@ -112,7 +116,8 @@ def locate_problem(path: str, raw: bytes, dialect: csv_dialect.Dialect, spec, ar
                 try:
                     float(value)
                 except ValueError:
-                    return DataError(f"{path}: line {line}, column '{col}': expected a number, got {value!r}"
+                    at = f"row {row} (line {line})" if names is None else f"line {line}"
+                    return DataError(f"{path}: {at}, column '{col}': expected a number, got {value!r}"
                                      f"{' (' + where.lstrip(', ') + ')' if where else ''}")
     except csv.Error as exc:
         return DataError(f"{path}: line {first_line - 1 + reader.line_num}: malformed CSV ({exc}; {how})")
@@ -354,7 +359,7 @@ def write_parts(dataset: str, spec, out_dir: Path, read_whole, range_bytes: int 
     for u, r in zip(units, results, strict=True):
         if r["infinity"] is not None:
             i, name, value = r["infinity"]
-            row = file_rows.get(u.file, 0) + i + 1
+            row = file_rows.get(u.file, 0) + i
             raise DataError(f"{u.path}: row {row}, column '{name}': got {value}; infinities are not allowed in "
                             f"number columns{' (' + r['where'].lstrip(', ') + ')' if r['where'] else ''}")
         file_rows[u.file] = file_rows.get(u.file, 0) + r["rows"]

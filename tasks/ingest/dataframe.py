@@ -70,7 +70,7 @@ def _scalar_text(v, row: int, column: str) -> str | None:
     try:
         return json.dumps(v)
     except TypeError:
-        raise DataError(f"{SOURCE}: row {row + 1}, column '{column}': cannot read a {type(v).__name__} as text") from None
+        raise DataError(f"{SOURCE}: row {row}, column '{column}': cannot read a {type(v).__name__} as text") from None
 
 
 def _numbers(values, column: str) -> pa.Array:
@@ -78,7 +78,7 @@ def _numbers(values, column: str) -> pa.Array:
     bad = numeric.isna().to_numpy() & ~values.isna().to_numpy()
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise DataError(f"{SOURCE}: row {i + 1}, column '{column}': expected a number, got {values.iloc[i]!r}")
+        raise DataError(f"{SOURCE}: row {i}, column '{column}': expected a number, got {values.iloc[i]!r}")
     return pa.array(numeric.to_numpy(), type=pa.float64(), from_pandas=True)
 
 
@@ -102,7 +102,7 @@ def _media_value(feature, cache_dir: str, v, row: int) -> str | None:
             return media_image.store_value(cache_dir, feature.name, v)
         return media_audio.store_value(cache_dir, feature.name, v, feature.options.sampling_rate)
     except (ValueError, TypeError, KeyError) as exc:
-        raise DataError(f"{SOURCE}: row {row + 1}, column '{feature.column}': {feature.describe()} cannot store "
+        raise DataError(f"{SOURCE}: row {row}, column '{feature.column}': {feature.describe()} cannot store "
                         f"this {type(v).__name__} value: {exc}") from None
 
 

@@ -157,7 +157,7 @@ def _json_numbers(path: str, col: str, values: list) -> pa.Array:
         try:
             out.append(float(v))
         except (TypeError, ValueError):
-            raise DataError(f"{path}: row {i + 1}, column '{col}': expected a number, got {v!r}") from None
+            raise DataError(f"{path}: row {i}, column '{col}': expected a number, got {v!r}") from None
     return pa.array(out, type=pa.float64())
 
 

@@ -95,3 +95,17 @@ def test_help_lists_every_command_with_a_description(prepflow):
         (line,) = [x for x in result.out.splitlines() if x.split()[:1] == [name]]
         words = line.split()[1:] or result.out.split(line, 1)[1].splitlines()[1].split()  # a long name wraps
         assert len(words) >= 4, (name, result.out)
+
+
+# ---- item 2: one error convention ----------------------------------------------------------------------
+
+def test_a_failed_expectation_counts_its_share_of_the_non_missing_values_and_0_based_rows():
+    from expectations.report import describe_failure
+
+    result = {"expectation_type": "expect_column_values_to_be_in_set", "kwargs": {"column": "mpaa"},
+              "result": {"element_count": 58788, "missing_count": 53864, "unexpected_count": 4924,
+                         "unexpected_percent": 100.0, "partial_unexpected_list": ["R"],
+                         "partial_unexpected_index_list": [6]}}
+    line = describe_failure(result, "raw")
+    assert "4924 unexpected of 4924 non-missing values (100%) in 58788 rows" in line, line
+    assert "'R' (row 6)" in line, line
