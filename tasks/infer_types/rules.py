@@ -4,8 +4,14 @@ The rules start from Ludwig's AutoML heuristics and fix the cases where those ar
 
 * Ludwig looks at the first 10 distinct values; here every row is looked at.
 * integers are numbers unless they look like codes: a name such as ``zip``/``code``/``class``/
-  ``*_id`` with repeated values, leading zeros (``02134``), exactly two values other than 0/1, or
-  fixed-width codes of 4+ digits that are not years. So ``age`` is a number (Ludwig: category when
+  ``*_id``/``*_id_str`` or a thing that integers identify (``flight``, ``store``, ``customer``: ``ENTITY_NAME``)
+  with repeated values, leading zeros (``02134``), exactly two values other than 0/1, or
+  fixed-width codes of 4+ digits that are not years. Whole numbers stored as floats (an id column
+  with missing values, ``25073877.0``) are judged the same way.
+* HHMM clock times (``dep_time``: 517 is 05:17, 2400 the day's end) are dates with
+  ``datetime_format: hhmm`` (hour, minute and second of the day), not numbers (1259 -> 1300 is one
+  minute, not 41): a column named like a time whose values are all whole numbers 0..2400 ending in
+  00..59, with at least ``CLOCK_MIN_DISTINCT`` of them. So ``age`` is a number (Ludwig: category when
   its first values are consecutive) and a zip code a category (Ludwig: number).
 * booleans spelled yes/no, Y/N, 1/0, true/false, t/f, on/off (any case, mixed) are binary, also
   with missing values (Ludwig: category unless there are no missing values).
@@ -52,7 +58,12 @@ ID_UNIQUE_SHARE = 0.95  # distinct / non-missing at or above this: unique for ID
 CATEGORY_MAX_SHARE = 0.5  # multi-token strings: category when distinct <= this share of rows
 TEXT_MIN_TOKENS = 3.0  # mean whitespace tokens from which a string column is text
 CODE_NAME = re.compile(r"zip|postal|postcode|code|class|categ|status|kind|group|type", re.IGNORECASE)
-ID_NAME = re.compile(r"(?i:(?:^|[^a-z])(?:id|uuid|guid|key|index|idx)$|^id[^a-z])|[a-z](?:Id|ID)$")
+ID_NAME = re.compile(r"(?i:(?:^|[^a-z])(?:id|uuid|guid|key|index|idx)$|(?:^|[^a-z])id[^a-z])|[a-z](?:Id|ID)(?:$|[^a-z])")
+# things that integers name rather than count (a flight number, a store, a customer): a category when values repeat
+ENTITY_NAME = re.compile(r"(?i:(?:^|[^a-z])(?:flight|route|store|shop|station|customer|client|user|account|member|"
+                         r"product|item|sku|order|invoice|ticket|patient|subject|employee|vendor|supplier|device|"
+                         r"sensor|vehicle|driver|player|team|school|district|county|ward|precinct|branch)s?$)")
+CLOCK_MIN_DISTINCT = 60  # distinct HHMM values from which a time-named column is clock times (more than 24 hours)
 # numbers that name things: flight_number, FlightNum, invoice_no, order_nr (a prefix, num_rooms, is a count)
 NUMBER_NAME = re.compile(r"(?i:(?:^|[^a-z])(?:number|num|no|nr|nbr)$)|[a-z](?:Number|Num|No|Nr|NUM|NO)$")
 TIME_NAME = re.compile(r"(?i:time|date|epoch|created|updated|modified|(?:^|[^a-z])(?:ts|at|when)(?:$|[^a-z]))"
@@ -296,8 +307,18 @@ def _epoch(name: str, prof: dict) -> tuple[str, str] | None:
     return None
 
 
+def _compact(x: float) -> str:
+    """A readable magnitude: 4194303 -> '4.19M', 131071 -> '131K'; small numbers as they are."""
+    if abs(x) < 10_000:
+        return _fmt_num(x)
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{suffix}"
+    return _fmt_num(x)
+
+
 def _bucket_range(b: int) -> str:
-    return f"{_fmt_num(2.0 ** b - 1)}..{_fmt_num(2.0 ** (b + 1) - 1)}"
+    return f"{_compact(2.0 ** b - 1)}..{_compact(2.0 ** (b + 1) - 1)}"
 
 
 def _tail_note(prof: dict) -> str:
@@ -313,7 +334,7 @@ def _tail_note(prof: dict) -> str:
     if p99 - median < HEAVY_TAIL_SPREAD:
         return ""
     return (f"; heavy right tail (median {_bucket_range(median)}, 99th percentile {_bucket_range(p99)}, max "
-            f"{_fmt_num(prof['max'])}): consider preprocessing: {{normalization: log1p}}")
+            f"{_compact(prof['max'])}): consider preprocessing: {{normalization: log1p}}")
 
 
 def _decide_number(name: str, prof: dict, out, d: int, dn: str, unique: bool) -> Inferred:
@@ -325,6 +346,12 @@ def _decide_number(name: str, prof: dict, out, d: int, dn: str, unique: bool) ->
             return out(None, f"excluded: ID-like ({dn} distinct digit strings with leading zeros in {n} rows)")
         return out("category", f"{dn} distinct digit codes with leading zeros (e.g. {_examples(prof, 2)}): "
                                "a number would drop the zeros")
+    if (TIME_NAME.search(name) and prof.get("n_clock", 0) == n and d >= CLOCK_MIN_DISTINCT
+            and not prof["n_leading_zero"]):
+        example = max((int(float(v)) for _h, v in prof["sample"] if float(v) < 2400), default=0)
+        return out("date", f"HHMM clock times ({_fmt_num(lo)}..{_fmt_num(hi)}; {example} is "
+                           f"{example // 100:02d}:{example % 100:02d}) in a column named like a time",
+                   {"datetime_format": "hhmm"})
     epoch = _epoch(name, prof)
     if epoch is not None:
         fmt, unit = epoch
@@ -335,7 +362,7 @@ def _decide_number(name: str, prof: dict, out, d: int, dn: str, unique: bool) ->
     if not integers:
         return out("number", f"{dn} distinct numeric values ({rng}){_tail_note(prof)}")
     sequential = hi - lo + 1 <= d * 1.01 + 1 if lo is not None else False
-    named = ID_NAME.search(name) or NUMBER_NAME.search(name)
+    named = ID_NAME.search(name) or NUMBER_NAME.search(name) or ENTITY_NAME.search(name)
     fixed = prof["width_min"] is not None and prof["width_min"] == prof["width_max"] and prof["width_min"] >= 4
     years = lo is not None and lo >= 1800 and hi <= 2100
     if unique and (sequential or named or (fixed and prof["width_min"] >= 5)):

