@@ -8,6 +8,13 @@ The rules start from Ludwig's AutoML heuristics and fix the cases where those ar
   with repeated values, leading zeros (``02134``), exactly two values other than 0/1, or
   fixed-width codes of 4+ digits that are not years. Whole numbers stored as floats (an id column
   with missing values, ``25073877.0``) are judged the same way.
+* integers with a unit in their name (``body_mass_g``, ``Body Mass (g)``, ``length_mm``: ``UNIT_NAME``) are
+  quantities: never fixed-width codes.
+* YYYYMMDD dates written as whole numbers (``19580329``) named like a time are dates
+  (``datetime_format: "%Y%m%d"``).
+* strings are ``text`` when their values are mostly distinct or long, but a column whose values repeat
+  (each ``CATEGORY_MIN_REPEATS`` times or more on average: a species' long name, a restaurant chain's)
+  is a category, however many words its values have.
 * HHMM clock times (``dep_time``: 517 is 05:17, 2400 the day's end) are dates with
   ``datetime_format: hhmm`` (hour, minute and second of the day), not numbers (1259 -> 1300 is one
   minute, not 41): a column named like a time whose values are all whole numbers 0..2400 ending in
@@ -63,6 +70,10 @@ ID_NAME = re.compile(r"(?i:(?:^|[^a-z])(?:id|uuid|guid|key|index|idx)$|(?:^|[^a-
 ENTITY_NAME = re.compile(r"(?i:(?:^|[^a-z])(?:flight|route|store|shop|station|customer|client|user|account|member|"
                          r"product|item|sku|order|invoice|ticket|patient|subject|employee|vendor|supplier|device|"
                          r"sensor|vehicle|driver|player|team|school|district|county|ward|precinct|branch)s?$)")
+# a unit at the end of a name: a quantity (body_mass_g, flipper_length_mm, Body Mass (g), price_usd)
+UNIT_NAME = re.compile(r"(?i:(?:^|[^a-z])(?:mm|cm|m|km|g|kg|mg|lb|lbs|oz|ml|l|s|sec|ms|min|h|hrs|usd|eur|pct|"
+                       r"kwh|mw|mwh|mph|kmh|ft|in)\)?$)")
+CATEGORY_MIN_REPEATS = 5  # strings whose values repeat this often on average are categories, not free text
 CLOCK_MIN_DISTINCT = 60  # distinct HHMM values from which a time-named column is clock times (more than 24 hours)
 # numbers that name things: flight_number, FlightNum, invoice_no, order_nr (a prefix, num_rooms, is a count)
 NUMBER_NAME = re.compile(r"(?i:(?:^|[^a-z])(?:number|num|no|nr|nbr)$)|[a-z](?:Number|Num|No|Nr|NUM|NO)$")
@@ -247,6 +258,9 @@ def decide(name: str, prof: dict, is_target: bool = False, column: str | None = 
             and prof["n_repeat"] <= 0.01 * prof["n_multi"]):
         return out("set", f"{dn} distinct combinations of {len(vocab)} space-separated tokens "
                           f"(mean {mean_tokens:.1f} per row)")
+    if exact and n >= CATEGORY_MIN_REPEATS * d:
+        return out("category", f"{dn} distinct phrases (e.g. {_examples(prof, 2)}), each in {n / d:.0f} rows on "
+                               f"average: labels, not free text{note}")
     if mean_tokens >= TEXT_MIN_TOKENS or d > CATEGORY_MAX_SHARE * n:
         return out("text", f"free text: {dn} distinct values of {n}, mean {mean_tokens:.1f} words")
     return out("category", f"{dn} distinct short phrases (e.g. {_examples(prof, 3)}){note}")
@@ -352,6 +366,9 @@ def _decide_number(name: str, prof: dict, out, d: int, dn: str, unique: bool) ->
         return out("date", f"HHMM clock times ({_fmt_num(lo)}..{_fmt_num(hi)}; {example} is "
                            f"{example // 100:02d}:{example % 100:02d}) in a column named like a time",
                    {"datetime_format": "hhmm"})
+    if TIME_NAME.search(name) and prof.get("n_ymd", 0) == n:
+        return out("date", f"YYYYMMDD dates ({_fmt_num(lo)}..{_fmt_num(hi)}) in a column named like a time",
+                   {"datetime_format": "%Y%m%d"})
     epoch = _epoch(name, prof)
     if epoch is not None:
         fmt, unit = epoch
@@ -373,7 +390,7 @@ def _decide_number(name: str, prof: dict, out, d: int, dn: str, unique: bool) ->
     if (CODE_NAME.search(name) or named) and not unique:
         return out("category", f"{dn} distinct integers ({rng}) and the name '{name}' suggests a code or an "
                                "identifier, not a quantity")
-    if fixed and not years and lo >= 0 and not unique:
+    if fixed and not years and lo >= 0 and not unique and not UNIT_NAME.search(name):
         return out("category", f"{dn} distinct fixed-width {prof['width_min']}-digit codes (e.g. "
                                f"{_examples(prof, 2)})")
     return out("number", f"{dn} distinct integers ({rng}){_tail_note(prof)}")

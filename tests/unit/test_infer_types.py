@@ -102,7 +102,7 @@ CASES = [
     # cardinality of strings
     ("city", [f"city{c}" for c in RNG.integers(0, 700, N)], "category", r"high-cardinality"),
     ("phrase", RNG.choice(["New York", "San Francisco", "Los Angeles", "Salt Lake City"], N), "category",
-     r"short phrases"),
+     r"distinct (short )?phrases"),
     ("review", [" ".join(RNG.choice(WORDS, RNG.integers(4, 15))) for _ in range(N)], "text", r"free text"),
     ("tags", [" ".join(sorted(set(RNG.choice(TAGS, RNG.integers(1, 4))))) for _ in range(N)], "set",
      r"combinations of 8 space-separated tokens"),
