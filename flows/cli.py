@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import gc
 import json
 import logging
@@ -272,6 +273,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise
     summary = {**summary, "warnings": list(collected.lines)} if collected.lines else summary
     summary = {**summary, "dropped": console.dropped_rows(_manifest(summary["artifact_path"]))}
+    if not summary.get("report_path"):  # the run's log has why (a full disk, ...): never a silent null
+        note = ("the data report was not written (the run's log says why); the artifact is complete: "
+                f"`prepflow report {summary['artifact_path']}` builds the report again")
+        print(f"prepflow: warning: {note}", file=sys.stderr)
+        summary = {**summary, "warnings": [*summary.get("warnings", []), note]}
     _report(args, summary, time.perf_counter() - start)
     return 0
 
@@ -606,13 +612,36 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("prepflow: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # not the user's to fix: a bug of prepflow or of a library it calls
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            return _internal_error(args, exc)
         if _debug(args):
             traceback.print_exc()
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        hint = "" if _debug(args) else f" (--debug or {DEBUG_ENV}=1 prints the traceback)"
-        print(f"prepflow: error: internal error: {type(exc).__name__}: {detail}{hint}", file=sys.stderr)
+        _print_error(_disk_full(exc, args))
         return 1
+    except Exception as exc:  # not the user's to fix: a bug of prepflow or of a library it calls
+        return _internal_error(args, exc)
+
+
+def _disk_full(exc: OSError, args: argparse.Namespace) -> str:
+    """A full disk (or quota) in one line, with the file when the error names one, else the folders the
+    command writes in (issue 43, item 10)."""
+    what = "no space left on device" if exc.errno == errno.ENOSPC else "disk quota exceeded"
+    if exc.filename:
+        return f"{exc.filename}: {what}; free space there (or pick another folder) and run again"
+    folders = [f"{flag} {value}" for flag, value in (("--output", getattr(args, "output", None)),
+                                                      ("--cache-dir", getattr(args, "cache_dir", None))) if value]
+    where = f" while writing under {' or '.join(folders)}" if folders else ""
+    return f"{what}{where}; free space there (or pick other folders) and run again"
+
+
+def _internal_error(args: argparse.Namespace | None, exc: BaseException) -> int:
+    if _debug(args):
+        traceback.print_exc()
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    hint = "" if _debug(args) else f" (--debug or {DEBUG_ENV}=1 prints the traceback)"
+    print(f"prepflow: error: internal error: {type(exc).__name__}: {detail}{hint}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

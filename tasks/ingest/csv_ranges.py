@@ -62,6 +62,29 @@ NULL_VALUES = ["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"]
 TAIL_BYTES = 1 << 16  # read past a range's end this much at a time to find the end of its last row
 
 
+BLOCK_LIMIT = (1 << 31) - 1  # pyarrow's largest block: a row (a cell) must fit in one
+
+
+def straddles(exc: Exception) -> bool:
+    """pyarrow's CSV reader met a row longer than its block (1 MB by default): "straddling object straddles
+    two block boundaries"."""
+    return "straddl" in str(exc)
+
+
+def read_csv_whole(source, size: int, read_options: pacsv.ReadOptions | None = None, **kwargs) -> pa.Table:
+    """``pyarrow.csv.read_csv`` of ``source``; a row longer than the default block (a multi-megabyte text
+    cell) is read again with one block as large as the data (issue 43, item 10): only such files pay
+    for the single-block parse. ``source()`` gives a fresh input each time."""
+    options = read_options or pacsv.ReadOptions()
+    try:
+        return pacsv.read_csv(source(), read_options=options, **kwargs)
+    except pa.ArrowInvalid as exc:
+        if not straddles(exc) or size + 1 <= options.block_size:
+            raise
+    bigger = pacsv.ReadOptions(column_names=options.column_names, block_size=min(size + 1, BLOCK_LIMIT))
+    return pacsv.read_csv(source(), read_options=bigger, **kwargs)
+
+
 def _pa_type(kind: str) -> pa.DataType:
     return pa.float64() if kind == "float64" else pa.string()
 
@@ -94,6 +117,7 @@ def locate_problem(path: str, raw: bytes, dialect: csv_dialect.Dialect, spec, ar
         return DataError(f"{path}: line {line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset "
                          f"{offset + exc.start}); re-save the file as UTF-8")
     text = "\n".join(csv_dialect.sample_rows(raw, dialect.terminator, limit=1 << 62))
+    csv.field_size_limit(BLOCK_LIMIT)  # Python's csv refuses fields over 128 KB; pyarrow reads them
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=dialect.delimiter, quotechar=dialect.quote,
                         strict=True)
     try:
@@ -123,6 +147,10 @@ def locate_problem(path: str, raw: bytes, dialect: csv_dialect.Dialect, spec, ar
         return DataError(f"{path}: line {first_line - 1 + reader.line_num}: malformed CSV ({exc}; {how})")
     if text.count('"') % 2:
         return DataError(f"{path}: unbalanced quote character (\") somewhere in the file ({how})")
+    if straddles(Exception(arrow_message)):  # a row longer than the streaming reader's block
+        return DataError(f"{path}: a row is longer than the CSV reader's block ({arrow_message}; {how}); "
+                         "a local file under 128 MiB is read with blocks as large as the file: copy it to a local "
+                         "disk, or store the table as Parquet")
     return DataError(f"{path}: cannot parse as CSV ({how}): {arrow_message}")
 
 
@@ -256,8 +284,9 @@ def _read_range(unit: Unit, spec) -> tuple[pa.Table | None, str]:
         return None, where
     parse, convert = read_options(spec, unit.dialect)
     try:
-        table = pacsv.read_csv(pa.BufferReader(data), read_options=pacsv.ReadOptions(column_names=list(unit.names)),
-                               parse_options=parse, convert_options=convert)
+        table = read_csv_whole(lambda: pa.BufferReader(data), len(data),
+                               pacsv.ReadOptions(column_names=list(unit.names)), parse_options=parse,
+                               convert_options=convert)
     except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
         raise locate_problem(unit.path, data, unit.dialect, spec, str(exc), list(unit.names),
                              _lines_before(unit, first) + 1, first, where) from None

@@ -36,6 +36,7 @@ from tasks.ingest.common import (
     reject_infinities,
     reject_text_in_numbers,
 )
+from tasks.ingest.nested import check_flat
 from tasks.runtime.dask_run import compute, shared
 from tasks.runtime.frame import write_ipc
 
@@ -79,6 +80,7 @@ def plan(files: list[str], spec, part_rows: int) -> list[Unit]:
         meta = _footer(path)
         schema = meta.schema.to_arrow_schema()
         check_columns(path, schema.names, spec.columns)
+        check_flat(path, schema, spec.columns)
         types = {c: _comparable(schema.field(c).type) for c in spec.columns}
         if first_types is None:
             first_types = types

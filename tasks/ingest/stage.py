@@ -64,12 +64,19 @@ def _read_csv(path: str, spec: IngestSpec, delimiter: str | None = None):
     try:
         if csv_dialect.needs_escape(path, dialect):  # pyarrow would end a row at a CR (LF) that is data
             data, escape = csv_dialect.escaped_bytes(path, dialect)
-            table = pacsv.read_csv(pa.BufferReader(data), parse_options=parse, convert_options=convert)
+            table = ingest_csv.read_csv_whole(lambda: pa.BufferReader(data), len(data), parse_options=parse,
+                                              convert_options=convert)
             yield csv_dialect.unescape(table, escape, dialect.data_char)
             return
         with _native_input(path) as fh:
             if isinstance(fh, pa.OSFile) and fh.size() <= WHOLE_READ_BYTES:  # a local file: every core parses
-                yield pacsv.read_csv(fh, parse_options=parse, convert_options=convert)
+                size = fh.size()
+
+                def source():
+                    fh.seek(0)
+                    return fh
+
+                yield ingest_csv.read_csv_whole(source, size, parse_options=parse, convert_options=convert)
                 return
             reader = pacsv.open_csv(fh, read_options=pacsv.ReadOptions(block_size=1 << 24), parse_options=parse,
                                     convert_options=convert)

@@ -183,3 +183,104 @@ def test_summaries_of_large_numbers_are_readable():
     assert item.type == "number" and "heavy right tail" in item.reason, item.reason
     assert not re.search(r"\d{5,}", item.reason.split("heavy right tail", 1)[1]), item.reason  # 2097151..4194303
     assert re.search(r"median \d[\d.]*[KMBT]?\.\.\d[\d.]*[KMBT]", item.reason), item.reason
+
+
+def test_yyyymmdd_numbers_named_like_a_date_are_dates():
+    import numpy as np
+
+    days = np.datetime64("1958-03-29") + np.arange(0, 7 * 400, 7)  # statsmodels' co2: weekly, "YMD format"
+    ymd = np.array([int(str(d).replace("-", "")) for d in days])
+    item = _decide("date", ymd)
+    assert (item.type, item.preprocessing) == ("date", {"datetime_format": "%Y%m%d"}), item.reason
+    assert _decide("amount", ymd).type != "date"  # not named like a time
+
+
+def test_repeated_long_labels_are_a_category_not_free_text():
+    import numpy as np
+
+    rng = np.random.default_rng(43)
+    species = ["Adelie Penguin (Pygoscelis adeliae)", "Gentoo penguin (Pygoscelis papua)",
+               "Chinstrap penguin (Pygoscelis antarctica)"]  # palmerpenguins' penguins_raw
+    assert _decide("Species", rng.choice(species, 344)).type == "category"
+    sentences = [" ".join(rng.choice(["a", "tweet", "with", "some", "words", "here", "now"], 8)) for _ in range(300)]
+    assert _decide("text", sentences).type == "text"  # mostly distinct: free text
+
+
+def test_a_quantity_with_a_unit_in_its_name_is_not_a_fixed_width_code():
+    import numpy as np
+
+    rng = np.random.default_rng(43)
+    grams = rng.choice(np.arange(2700, 6325, 25), 344)  # palmerpenguins' body_mass_g: 4 digits each
+    assert _decide("body_mass_g", grams).type == "number"
+    assert _decide("Body Mass (g)", grams).type == "number"
+    assert _decide("shelf", grams).type == "category"  # no unit: fixed-width 4-digit codes, as before
+
+
+# ---- item 10: bad inputs found on the way --------------------------------------------------------------
+
+def test_infer_excludes_a_struct_column_saying_how_to_flatten_it(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from flows.infer import infer_dataset
+
+    n = 40
+    pq.write_table(pa.table({"x": [float(i % 7) for i in range(n)],
+                             "meta": [{"nested": i % 3, "tag": "abc"[i % 3]} for i in range(n)],
+                             "y": [i % 2 for i in range(n)]}), tmp_path / "d.parquet")
+    inferred, rows = infer_dataset(str(tmp_path / "d.parquet"), "y")
+    by_name = {item.name: item for item in inferred}
+    assert rows == n and list(by_name) == ["x", "meta", "y"]
+    assert by_name["meta"].type is None and "nested" in by_name["meta"].reason and "flatten" in by_name["meta"].reason
+
+
+def test_a_yaml_error_in_an_artifacts_feature_spec_names_the_file(prepflow, tmp_path):
+    config, data = _missing_target(tmp_path)
+    assert prepflow("run", config, "--dataset", data, "--output", tmp_path / "out", "--cache-dir", tmp_path / "c").code == 0
+    (artifact,) = [p for p in (tmp_path / "out").iterdir() if p.is_dir()]
+    spec = artifact / "feature_spec.yaml"
+    spec.write_text(spec.read_text().replace("feature_spec:", "feature_spec: [", 1))
+    result = prepflow("inspect", artifact)
+    assert result.code == 1, result.text
+    (line,) = result.error_lines()
+    assert line.startswith(f"prepflow: error: {spec}: not valid YAML (") and "line " in line, line
+    assert "internal error" not in result.text
+
+
+def test_a_full_disk_is_one_line_naming_the_folders(prepflow, tmp_path, monkeypatch):
+    import errno
+
+    from tasks.publish import stage as publish
+
+    config, data = _missing_target(tmp_path)
+
+    def full(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(publish, "write_latest", full)
+    result = prepflow("run", config, "--dataset", data, "--output", tmp_path / "out", "--cache-dir", tmp_path / "c")
+    assert result.code == 1, result.text
+    assert result.error_lines() == [f"prepflow: error: no space left on device while writing under --output "
+                                    f"{tmp_path / 'out'} or --cache-dir {tmp_path / 'c'}; free space there (or pick "
+                                    "other folders) and run again"], result.text
+
+
+def test_a_report_that_does_not_fit_is_a_warning_never_a_silent_null(prepflow, tmp_path, monkeypatch):
+    import errno
+
+    from tasks.report import page
+
+    config, data = _missing_target(tmp_path)
+
+    def full(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "out" / "x.report.html"))
+
+    monkeypatch.setattr(page, "write_report", full)
+    monkeypatch.setattr("flows.without_prefect.write_report", full)
+    result = prepflow("run", config, "--dataset", data, "--output", tmp_path / "out", "--cache-dir", tmp_path / "c",
+                      "--json")
+    assert result.code == 0, result.text
+    summary = json.loads(result.out.strip().splitlines()[-1])
+    assert summary["report_path"] is None
+    assert any("data report was not written" in w for w in summary["warnings"]), summary
+    assert "prepflow: warning: the data report was not written" in result.err
