@@ -347,3 +347,30 @@ def test_the_prefect_artifact_links_the_report_by_an_absolute_file_uri(prepflow,
     assert not Path(summary["report_path"]).is_absolute()
     text = page.markdown_summary(summary["report_path"], summary)
     assert f"({(tmp_path / summary['report_path']).resolve().as_uri()})" in text, text
+
+
+# ---- item 9: what the README says a batch holds --------------------------------------------------------
+
+def test_batches_nest_a_text_feature_and_a_number_target_undoes_with_its_statistics(prepflow, tmp_path):
+    """docs/artifact.md "What a batch holds" and "Number targets are normalized", as written there."""
+    import numpy as np
+    import pandas as pd
+
+    from prepflow import Artifact
+
+    rng = np.random.default_rng(43)
+    df = pd.DataFrame({"title": [" ".join(rng.choice(["big", "red", "dog", "cat", "sat"], 4)) for _ in range(60)],
+                       "price": np.round(rng.gamma(3, 20, 60), 2)})
+    df.to_csv(tmp_path / "d.csv", index=False)
+    config = _write(tmp_path / "c.yaml", "input_features:\n  - {name: title, type: text}\n"
+                                         "output_features:\n  - {name: price, type: number}\n")
+    result = prepflow("run", config, "--dataset", tmp_path / "d.csv", "--output", tmp_path / "out", "--cache-dir",
+                      tmp_path / "c")
+    assert result.code == 0, result.text
+    art = Artifact.open(tmp_path / "out")
+    batch = next(iter(art.batches("train", batch_size=8, shuffle=False)))
+    assert set(batch["title"]) == {"title", "title_char"}  # a dict, not a tensor
+    meta = art.metadata["price"]
+    rows = art.read_split("train")["__row__"][:8]
+    y = batch["label"].numpy().astype(np.float64) * meta["std"] + meta["mean"]
+    np.testing.assert_allclose(y, df["price"].to_numpy()[rows], rtol=1e-5)
