@@ -35,6 +35,7 @@ from tasks.dataset import csv_dialect
 from tasks.dataset.files import dataset_files
 from tasks.dataset.fingerprint import fingerprint
 from tasks.ingest import csv_ranges as ingest_csv
+from tasks.ingest import dask_frame
 from tasks.ingest import dataframe as ingest_frame
 from tasks.ingest import parquet as ingest_parts
 from tasks.ingest.common import check_columns as _check_columns
@@ -214,7 +215,9 @@ def config_slice(ctx) -> dict:
 
 
 def run(ctx):
-    if ingest_frame.is_frame(ctx.dataset):  # a pandas/Dask DataFrame passed in Python
+    if ingest_frame.is_dask_frame(ctx.dataset) and "://" not in str(ctx.cache.root):
+        return dask_frame.run(ctx)  # a Dask DataFrame: its partitions read on the workers
+    if ingest_frame.is_frame(ctx.dataset):  # a pandas DataFrame passed in Python
         return _run_frame(ctx)
     spec = ingest_spec(ctx)
     fp = ctx.fingerprint or fingerprint(ctx.dataset)

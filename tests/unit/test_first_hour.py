@@ -374,3 +374,67 @@ def test_batches_nest_a_text_feature_and_a_number_target_undoes_with_its_statist
     rows = art.read_split("train")["__row__"][:8]
     y = batch["label"].numpy().astype(np.float64) * meta["std"] + meta["mean"]
     np.testing.assert_allclose(y, df["price"].to_numpy()[rows], rtol=1e-5)
+
+
+# ---- item 11: running it from Python --------------------------------------------------------------------
+
+def _frame(n: int = 90, bad_row: int | None = None):
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(43)
+    df = pd.DataFrame({"x": rng.normal(10, 3, n).round(3), "c": rng.choice(["a", "b", "c"], n),
+                       "y": rng.choice(["yes", "no"], n)})
+    df.loc[[4, 50], "y"] = None  # a missing target: dropped, and said so
+    if bad_row is not None:
+        df["x"] = df["x"].astype(object)
+        df.loc[bad_row, "x"] = "twelve"
+    return df
+
+
+PY_CONFIG = {"input_features": [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}],
+             "output_features": [{"name": "y", "type": "binary"}]}
+
+
+def test_prepflow_run_takes_a_pandas_dataframe_and_gives_the_clis_summary(tmp_path, monkeypatch):
+    import prepflow
+
+    monkeypatch.setenv("PREPFLOW_PREFECT", "off")
+    summary = prepflow.run(PY_CONFIG, _frame(), tmp_path / "out", cache_dir=tmp_path / "c")
+    assert set(summary) >= {"artifact_path", "artifact_id", "rows", "stages", "report_path", "dropped"}
+    assert summary["dropped"]["rows"] == 2 and sum(summary["rows"].values()) == 88
+    assert prepflow.Artifact.open(summary["artifact_path"]).num_rows("train") == summary["rows"]["train"]
+
+
+def test_a_dask_dataframe_is_read_partition_by_partition_and_its_artifact_does_not_depend_on_them(tmp_path,
+                                                                                                    monkeypatch):
+    import dask.dataframe as dd
+    import numpy as np
+
+    import prepflow
+
+    monkeypatch.setenv("PREPFLOW_PREFECT", "off")
+    df = _frame()
+    plain = prepflow.run(PY_CONFIG, df, tmp_path / "p", cache_dir=tmp_path / "cp")
+
+    def whole(*_args, **_kwargs):
+        raise AssertionError("the Dask DataFrame was computed whole into the flow process")
+
+    monkeypatch.setattr(dd.DataFrame, "compute", whole)
+    runs = [prepflow.run(PY_CONFIG, dd.from_pandas(df, npartitions=k), tmp_path / f"d{k}", cache_dir=tmp_path / f"c{k}")
+            for k in (1, 3, 7)]
+    assert len({r["artifact_id"] for r in runs}) == 1  # the fingerprint does not depend on the partitioning
+    assert runs[0]["dropped"] == plain["dropped"] and runs[0]["rows"] == plain["rows"]
+    a, b = (prepflow.Artifact.open(r["artifact_path"]).read_split("train") for r in (plain, runs[1]))
+    assert set(a) == set(b) and all(np.array_equal(a[k], b[k]) for k in a)  # the same tensors as from pandas
+
+
+def test_a_bad_value_in_a_later_dask_partition_names_its_row_in_the_whole_frame(tmp_path, monkeypatch):
+    import dask.dataframe as dd
+
+    import prepflow
+    from core.errors import DataError
+
+    monkeypatch.setenv("PREPFLOW_PREFECT", "off")
+    with pytest.raises(DataError, match=r"^<DataFrame>: row 71, column 'x': expected a number, got 'twelve'$"):
+        prepflow.run(PY_CONFIG, dd.from_pandas(_frame(bad_row=71), npartitions=4), tmp_path / "o", cache_dir=tmp_path / "c")
