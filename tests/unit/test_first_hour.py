@@ -438,3 +438,30 @@ def test_a_bad_value_in_a_later_dask_partition_names_its_row_in_the_whole_frame(
     monkeypatch.setenv("PREPFLOW_PREFECT", "off")
     with pytest.raises(DataError, match=r"^<DataFrame>: row 71, column 'x': expected a number, got 'twelve'$"):
         prepflow.run(PY_CONFIG, dd.from_pandas(_frame(bad_row=71), npartitions=4), tmp_path / "o", cache_dir=tmp_path / "c")
+
+
+# ---- item 6: Ludwig's resolved config ------------------------------------------------------------------
+
+def test_a_resolved_ludwig_config_with_model_side_defaults_is_accepted():
+    """What Ludwig 0.11 writes in model_hyperparameters.json: every type's defaults with its model side
+    (here the part the issue met: ``defaults.image.augmentation``)."""
+    from tasks.config.loader import parse_config
+
+    config = parse_config({
+        "input_features": [{"name": "x", "type": "number", "encoder": {"type": "passthrough"}, "active": True,
+                            "proc_column": "x_mZFLky", "preprocessing": {"missing_value_strategy": "fill_with_const",
+                                                                         "fill_value": 0.0}}],
+        "output_features": [{"name": "y", "type": "binary", "decoder": {"type": "regressor"}, "loss": {
+            "type": "binary_weighted_cross_entropy"}, "threshold": 0.5, "dependencies": [], "reduce_input": "sum"}],
+        "defaults": {
+            "image": {"preprocessing": {"missing_value_strategy": "bfill"}, "encoder": {"type": "stacked_cnn"},
+                      "augmentation": [{"type": "random_horizontal_flip"}]},
+            "number": {"preprocessing": {"normalization": "zscore"}, "encoder": {"type": "passthrough"},
+                       "decoder": {"type": "regressor"}, "loss": {"type": "mean_squared_error"}},
+            "category": {"encoder": {"type": "dense"}, "decoder": {"type": "classifier"},
+                         "loss": {"type": "softmax_cross_entropy"}, "preprocessing": {"most_common": 10000}},
+        },
+        "combiner": {"type": "concat"}, "trainer": {"epochs": 100}, "model_type": "ecd", "ludwig_version": "0.11.0",
+        "hyperopt": None, "backend": None,
+    }, "model_hyperparameters.json")
+    assert [f.name for f in config.features] == ["x", "y"]
