@@ -272,7 +272,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 console.print_warnings(collected.lines, sys.stderr)
             raise
     summary = {**summary, "warnings": list(collected.lines)} if collected.lines else summary
-    summary = {**summary, "dropped": console.dropped_rows(_manifest(summary["artifact_path"]))}
+    summary = {**summary, "dropped": console.dropped_rows(console.read_manifest(summary["artifact_path"]))}
     if not summary.get("report_path"):  # the run's log has why (a full disk, ...): never a silent null
         note = ("the data report was not written (the run's log says why); the artifact is complete: "
                 f"`prepflow report {summary['artifact_path']}` builds the report again")
@@ -303,16 +303,6 @@ def _run(args: argparse.Namespace, config, start: float) -> dict:
             summary["report_path"] = _reused_report(reused["artifact_path"])
             return summary
     return _run_flow(args, config, fingerprint)
-
-
-def _manifest(artifact_path: str) -> dict:
-    """The published artifact's manifest.json (a local folder or a URL)."""
-    from storage import remote
-    from storage.artifact_files import MANIFEST
-
-    if remote.is_remote(artifact_path):
-        return json.loads(remote.resolve(artifact_path)[1])
-    return json.loads((Path(artifact_path) / MANIFEST).read_text())
 
 
 def _fingerprint(args: argparse.Namespace) -> str:

@@ -23,11 +23,13 @@ warnings of the run, collected and shown once each at the end.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Callable, Iterator
 
 from rich.console import Console
@@ -248,6 +250,16 @@ def quiet_prefect_console() -> None:
 
 
 # ---- rows dropped --------------------------------------------------------------------------------------
+
+def read_manifest(artifact_path: str) -> dict:
+    """A published artifact's manifest.json (a local folder or a URL)."""
+    from storage import remote  # fsspec's stores: only once a run has published (`--help` needs none)
+    from storage.artifact_files import MANIFEST
+
+    if remote.is_remote(artifact_path):
+        return json.loads(remote.resolve(artifact_path)[1])
+    return json.loads((Path(artifact_path) / MANIFEST).read_text())
+
 
 def dropped_rows(manifest: dict) -> dict:
     """Every row a run left out, from the artifact's statistics (issue 43, item 1):

@@ -11,7 +11,9 @@ Two passes of one task per partition, on the active scheduler (a cluster's worke
 2. once the counts give every partition's first row, each task appends ``__row__`` and returns its rows'
    contribution to the fingerprint.
 
-The flow process holds row counts and four 64-bit sums only, never a row.
+The flow process holds row counts and four 64-bit sums only, never a row. The ingest stage
+(``tasks.ingest.stage``) hands in the partition conversion and the spec, and stores the staged parts as
+its cache entry.
 
 **Fingerprint** (the stage's cache key, and so the artifact id): independent of the partitioning. Every
 row is hashed by pandas' own ``hash_pandas_object`` (its values, column by column, not its index) and
@@ -28,27 +30,22 @@ import hashlib
 import json
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.feather as feather
 from dask import delayed
 
-from core.code_version import module_version
 from core.errors import DataError
 from core.lazy import pandas as pd
 from storage.tmpdirs import TempFolder
 from tasks.config.constants import ROW
 from tasks.ingest.common import check_columns, dictionary_encoded
-from tasks.ingest.dataframe import SOURCE, PartitionProblem, partition_table
-from tasks.ingest.spec import ingest_spec
 from tasks.runtime import dask_run
-from tasks.runtime.context import run_cached
-from tasks.runtime.frame import write_ipc
-from tasks.runtime.outputs import Ingested
-from tasks.runtime.statistics import Statistics
 
-CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 LANE_SEEDS = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x27D4EB2F165667C5)
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
@@ -76,13 +73,21 @@ def lane_sums(table: pa.Table, first_row: int) -> list[int]:
     return sums
 
 
-def _convert(pdf, spec_columns: dict, media: dict, cache_dir: str, path: str) -> dict:
-    """Pass 1 on a worker: one partition converted and written (no ``__row__`` yet)."""
+def _write_ipc(table: pa.Table, path: Path) -> None:
+    feather.write_feather(table, str(path), compression="uncompressed")  # as every ingest part (runtime.frame)
+
+
+def _convert(pdf, convert: Callable, path: str) -> dict:
+    """Pass 1 on a worker: one partition converted and written (no ``__row__`` yet). ``convert(pdf)`` is
+    the pandas ingest's conversion; a bad value comes back with its row in the partition (``problem``:
+    an exception with ``message(first_row)``), so the flow names its row in the whole frame."""
     try:
-        table = partition_table(pdf, spec_columns, media, cache_dir)
-    except PartitionProblem as problem:
-        return {"rows": len(pdf), "problem": problem}
-    write_ipc(table, Path(path))
+        table = convert(pdf)
+    except Exception as exc:
+        if not hasattr(exc, "message"):
+            raise
+        return {"rows": len(pdf), "problem": exc}
+    _write_ipc(table, Path(path))
     return {"rows": table.num_rows, "problem": None}
 
 
@@ -94,7 +99,7 @@ def _number(path: str, first_row: int, spec) -> list[int]:
     sums = lane_sums(table, first_row)
     rows = pa.array(np.arange(first_row, first_row + table.num_rows, dtype=np.int64))
     tmp = Path(path).with_suffix(".numbered")
-    write_ipc(dictionary_encoded(table, spec).append_column(ROW, rows), tmp)
+    _write_ipc(dictionary_encoded(table, spec).append_column(ROW, rows), tmp)
     os.replace(tmp, path)
     return sums
 
@@ -105,20 +110,35 @@ def fingerprint(sums: list[list[int]], rows: int, schema: pa.Schema) -> str:
     return hashlib.sha256(json.dumps({"lanes": total, "rows": rows, "schema": described}).encode()).hexdigest()
 
 
-def run(ctx):
-    ddf = ctx.dataset
-    spec = ingest_spec(ctx)
-    check_columns(SOURCE, [str(c) for c in ddf.columns], spec.columns)
-    media = {f.column: f for f in ctx.media_features()}
-    cache_dir = os.path.abspath(ctx.media_cache_root)
-    stage_dir = Path(ctx.cache.root) / "ingest"
+@dataclass
+class Staged:
+    """A Dask DataFrame's parts, numbered, in a locked staging folder (``close`` removes what is left)."""
+
+    folder: TempFolder
+    parts: list[str]
+    rows: int
+    fingerprint: str
+
+    def move_into(self, data_dir: Path) -> None:
+        data_dir.mkdir(parents=True)
+        for k, path in enumerate(self.parts):
+            shutil.move(path, data_dir / f"part-{k:05d}.arrow")
+
+    def close(self) -> None:
+        self.folder.close()
+
+
+def stage(ddf, spec, convert: Callable, stage_dir: Path, source: str) -> Staged:
+    """Both passes over ``ddf``'s partitions into a staging folder under ``stage_dir`` (the ingest stage's
+    cache folder, so a killed run's leftovers are swept as its entries' are)."""
+    check_columns(source, [str(c) for c in ddf.columns], spec.columns)
     stage_dir.mkdir(parents=True, exist_ok=True)
     staging = TempFolder(stage_dir, ".tmp-frame-")
     try:
         paths = [str(staging.path / f"part-{i:05d}.arrow") for i in range(ddf.npartitions)]
-        columns = dask_run.shared(dict(spec.columns))
         parts = ddf[list(spec.columns)].to_delayed()
-        done = dask_run.compute([delayed(_convert, pure=False)(part, columns, dask_run.shared(media), cache_dir, path)
+        fn = dask_run.shared(convert)
+        done = dask_run.compute([delayed(_convert, pure=False)(part, fn, path)
                                  for part, path in zip(parts, paths, strict=True)])
         firsts = np.concatenate([[0], np.cumsum([d["rows"] for d in done], dtype=np.int64)]).tolist()
         for i, d in enumerate(done):
@@ -126,22 +146,12 @@ def run(ctx):
                 raise DataError(d["problem"].message(firsts[i]))
         rows = int(firsts[-1])
         if rows == 0:
-            raise DataError(f"{SOURCE}: the DataFrame has no rows")
+            raise DataError(f"{source}: the DataFrame has no rows")
         kept = [(p, f) for p, f, d in zip(paths, firsts, done, strict=False) if d["rows"]]
         sums = dask_run.compute([delayed(_number, pure=False)(p, f, dask_run.shared(spec)) for p, f in kept])
-        with pa.memory_map(kept[0][0]) as source:
-            schema = pa.ipc.open_file(source).schema
-        fp = fingerprint(sums, rows, schema)
-
-        def compute(out: Path) -> Statistics:
-            (out / "data").mkdir(parents=True)
-            for k, (path, _first) in enumerate(kept):
-                shutil.move(path, out / "data" / f"part-{k:05d}.arrow")
-            (out / "ingest.json").write_text(json.dumps({"fingerprint": fp, "rows": rows, "spec": spec.slice()}))
-            stats = Statistics()
-            stats.counter("ingest.rows_out", rows)
-            return stats
-
-        return run_cached(ctx, "ingest", CODE_VERSION, [fp], spec.slice(), compute, Ingested)
-    finally:
+        with pa.memory_map(kept[0][0]) as source_file:
+            schema = pa.ipc.open_file(source_file).schema
+        return Staged(staging, [p for p, _f in kept], rows, fingerprint(sums, rows, schema))
+    except BaseException:
         staging.close()
+        raise

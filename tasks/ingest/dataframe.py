@@ -138,6 +138,11 @@ class PartitionProblem(Exception):
         return (type(self), (self.row, self.detail))
 
 
+def convert_partition(df, columns: dict, media: dict, cache_dir: str) -> pa.Table:
+    """``partition_table`` for one Dask partition (a picklable callable for ``tasks.ingest.dask_frame``)."""
+    return partition_table(df, columns, media, cache_dir)
+
+
 def partition_table(df, columns: dict, media: dict, cache_dir: str) -> pa.Table:
     """One pandas frame's ``columns`` (name -> kind) as an Arrow table: numbers as float64, media values
     (``media``: column -> its feature) stored in the media cache under ``cache_dir``, the rest as text.

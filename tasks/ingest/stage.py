@@ -18,8 +18,10 @@ the error names the file, line and column.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -31,6 +33,7 @@ from core.code_version import module_version
 from core.errors import DataError
 from core.lazy import pandas as pd
 from storage.fs import open_input
+from storage.hashing import stable_hash
 from tasks.dataset import csv_dialect
 from tasks.dataset.files import dataset_files
 from tasks.dataset.fingerprint import fingerprint
@@ -216,7 +219,7 @@ def config_slice(ctx) -> dict:
 
 def run(ctx):
     if ingest_frame.is_dask_frame(ctx.dataset) and "://" not in str(ctx.cache.root):
-        return dask_frame.run(ctx)  # a Dask DataFrame: its partitions read on the workers
+        return _run_dask_frame(ctx)  # a Dask DataFrame: its partitions read on the workers
     if ingest_frame.is_frame(ctx.dataset):  # a pandas DataFrame passed in Python
         return _run_frame(ctx)
     spec = ingest_spec(ctx)
@@ -253,6 +256,33 @@ def _run_frame(ctx):
         return stats
 
     return run_cached(ctx, "ingest", ingest_frame.CODE_VERSION, [fp], spec.slice(), compute, Ingested)
+
+
+def _run_dask_frame(ctx):
+    """ingest of a Dask DataFrame, partition by partition on the workers (``tasks.ingest.dask_frame``), each
+    converted as the pandas ingest converts a frame; the staged parts become the cache entry."""
+    spec = ingest_spec(ctx)
+    media = {f.column: f for f in ctx.media_features()}
+    convert = functools.partial(ingest_frame.convert_partition, columns=dict(spec.columns), media=media,
+                                cache_dir=os.path.abspath(ctx.media_cache_root))
+    staged = dask_frame.stage(ctx.dataset, spec, convert, Path(ctx.cache.root) / "ingest", ingest_frame.SOURCE)
+    try:
+        def compute(out: Path) -> Statistics:
+            staged.move_into(out / "data")
+            (out / "ingest.json").write_text(json.dumps({"fingerprint": staged.fingerprint, "rows": staged.rows,
+                                                         "spec": spec.slice()}))
+            stats = Statistics()
+            stats.counter("ingest.rows_out", staged.rows)
+            return stats
+
+        return run_cached(ctx, "ingest", dask_frame_version(), [staged.fingerprint], spec.slice(), compute, Ingested)
+    finally:
+        staged.close()
+
+
+def dask_frame_version() -> str:
+    """The Dask DataFrame ingest's code version: its module's and the pandas conversion's."""
+    return stable_hash([module_version(dask_frame.__name__), ingest_frame.CODE_VERSION])
 
 
 NODE = Node("ingest", run, output=Ingested, reads=config_slice)
