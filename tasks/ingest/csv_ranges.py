@@ -74,15 +74,18 @@ def straddles(exc: Exception) -> bool:
 def read_csv_whole(source, size: int, read_options: pacsv.ReadOptions | None = None, **kwargs) -> pa.Table:
     """``pyarrow.csv.read_csv`` of ``source``; a row longer than the default block (a multi-megabyte text
     cell) is read again with one block as large as the data (issue 43, item 10): only such files pay
-    for the single-block parse. ``source()`` gives a fresh input each time."""
+    for the single-block parse. ``source()`` opens a fresh input for each try (a failed read may have
+    read ahead in the one it had)."""
     options = read_options or pacsv.ReadOptions()
     try:
-        return pacsv.read_csv(source(), read_options=options, **kwargs)
+        with source() as fh:
+            return pacsv.read_csv(fh, read_options=options, **kwargs)
     except pa.ArrowInvalid as exc:
         if not straddles(exc) or size + 1 <= options.block_size:
             raise
     bigger = pacsv.ReadOptions(column_names=options.column_names, block_size=min(size + 1, BLOCK_LIMIT))
-    return pacsv.read_csv(source(), read_options=bigger, **kwargs)
+    with source() as fh:
+        return pacsv.read_csv(fh, read_options=bigger, **kwargs)
 
 
 def _pa_type(kind: str) -> pa.DataType:

@@ -74,13 +74,8 @@ def _read_csv(path: str, spec: IngestSpec, delimiter: str | None = None):
             return
         with _native_input(path) as fh:
             if isinstance(fh, pa.OSFile) and fh.size() <= WHOLE_READ_BYTES:  # a local file: every core parses
-                size = fh.size()
-
-                def source():
-                    fh.seek(0)
-                    return fh
-
-                yield ingest_csv.read_csv_whole(source, size, parse_options=parse, convert_options=convert)
+                yield ingest_csv.read_csv_whole(lambda: _native_input(path), fh.size(), parse_options=parse,
+                                                convert_options=convert)  # each try a fresh input
                 return
             reader = pacsv.open_csv(fh, read_options=pacsv.ReadOptions(block_size=1 << 24), parse_options=parse,
                                     convert_options=convert)
