@@ -267,3 +267,20 @@ def test_ludwig_trains_one_epoch_from_prepflows_metadata(ludwig_venv, published,
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_a_default_runs_metadata_is_read_by_ludwig(ludwig_venv, tmp_path):
+    """A training_set_metadata.json is one Ludwig can read for every type, also from a default run (no
+    ``compatibility: ludwig``; issue 43, item 6): Ludwig wraps sequence and text rows in <SOS> ... <EOS>
+    and looked both up in prepflow's vocabulary (``KeyError: '<EOS>'``)."""
+    csv = write_csv(table(), tmp_path / "data.csv")
+    result = run(LUDWIG_CONFIG, csv, tmp_path, npartitions=2)
+    art = Artifact.open(result.artifact["artifact_path"])
+    work = tmp_path / "ludwig"
+    _meta, tensors = ludwig_preprocess(ludwig_venv, csv, work, art.path / "training_set_metadata.json")
+    ours = art.read_split("train")
+    for name in ("seq", "txt"):  # Ludwig's rows: prepflow's ids behind the <SOS> slot (an alias of <PAD>)
+        theirs = tensors["train"][name]
+        width = min(ours[name].shape[1], theirs.shape[1] - 1)
+        assert (theirs[:, 0] == 0).all(), name
+        np.testing.assert_array_equal(theirs[:, 1:1 + width][:, :3], ours[name][:, :width][:, :3], err_msg=name)
