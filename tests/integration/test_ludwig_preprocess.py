@@ -284,3 +284,29 @@ def test_a_default_runs_metadata_is_read_by_ludwig(ludwig_venv, tmp_path):
         width = min(ours[name].shape[1], theirs.shape[1] - 1)
         assert (theirs[:, 0] == 0).all(), name
         np.testing.assert_array_equal(theirs[:, 1:1 + width][:, :3], ours[name][:, :width][:, :3], err_msg=name)
+
+
+RESOLVE = """
+import json, sys
+from ludwig.schema.model_types.base import ModelConfig
+types = ["number", "binary", "category", "set", "bag", "sequence", "text", "vector", "timeseries", "date", "image",
+         "audio"]
+config = {"input_features": [{"name": f"f_{t}", "type": t} for t in types],
+          "output_features": [{"name": "y", "type": "binary"}, {"name": "z", "type": "number"}]}
+print(json.dumps(ModelConfig.from_dict(config).to_dict()))
+"""
+
+
+def test_ludwigs_resolved_config_of_every_type_is_accepted(ludwig_venv, tmp_path):
+    """The config Ludwig resolves (what it saves as model_hyperparameters.json: every type's defaults with
+    their model side, such as ``defaults.image.augmentation``; issue 43, item 6) parses unchanged."""
+    from tasks.config.loader import parse_config
+
+    proc = subprocess.run([str(ludwig_venv / "bin" / "python"), "-c", RESOLVE], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    resolved = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "augmentation" in resolved["defaults"]["image"]  # the model side the issue met
+    config = parse_config(resolved, "model_hyperparameters.json")
+    assert [f.type for f in config.features][:12] == ["number", "binary", "category", "set", "bag", "sequence",
+                                                      "text", "vector", "timeseries", "date", "image", "audio"]
