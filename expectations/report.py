@@ -1,9 +1,10 @@
 """Readable reports of gate results (the JSON ``tasks.validate.stage`` stores): what failed, where, examples.
 
 One line per failed expectation: the expectation, its column(s), how many values were unexpected
-out of how many, and up to ``EXAMPLES`` example values with their rows (1-based input rows for the
-raw gate, as everywhere in prepflow's messages; positions in the encoded output for the encoded
-gate). Aggregates show the observed value instead.
+out of how many non-missing values (GX's ``unexpected_percent`` is a share of those), and up to
+``EXAMPLES`` example values with their rows (0-based input rows, ``__row__``, for the raw gate, as
+everywhere in prepflow's messages; 0-based positions in the encoded output for the encoded gate).
+Aggregates show the observed value instead.
 """
 
 from __future__ import annotations
@@ -38,16 +39,20 @@ def describe_failure(result: dict, gate: str) -> str:
     res = result.get("result", {})
     if "unexpected_count" in res:
         total = res.get("element_count")
+        missing = res.get("missing_count") or 0
         pct = res.get("unexpected_percent")
-        line = f"{head}: {res['unexpected_count']} unexpected of {total}"
-        if pct is not None:
-            line += f" ({pct:.3g}%)"
+        if missing and total is not None:
+            line = f"{head}: {res['unexpected_count']} unexpected of {total - missing} non-missing values"
+            line += f" ({pct:.3g}%)" if pct is not None else ""
+            line += f" in {total} rows"
+        else:
+            line = f"{head}: {res['unexpected_count']} unexpected of {total}"
+            line += f" ({pct:.3g}%)" if pct is not None else ""
         values = res.get("partial_unexpected_list") or []
         index = res.get("partial_unexpected_index_list") or []
         if values:
-            shift = 1 if gate == "raw" else 0
             where = "row" if gate == "raw" else "encoded row"
-            examples = [f"{v!r} ({where} {i + shift})" if isinstance(i, int) else repr(v)
+            examples = [f"{v!r} ({where} {i})" if isinstance(i, int) else repr(v)
                         for v, i in zip(values[:EXAMPLES], (index + [None] * EXAMPLES)[:EXAMPLES], strict=False)]
             line += "; e.g. " + ", ".join(examples)
         return line

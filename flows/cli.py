@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import gc
 import json
 import logging
@@ -35,11 +36,23 @@ from flows import bookkeeping, console, local_server
 from flows import serve as serve_command
 from flows.flow_parameters import add_flow_parameters
 from flows.local_server import configure_prefect, runs_dir
-from flows.output_target import check_output
+from flows.output_target import check_cache_dir, check_output
 
 DEBUG_ENV = "PREPFLOW_DEBUG"
 
 COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
+# What `prepflow --help` lists, in this order: the README's command table in one line each (issue 43, item 7).
+SUMMARIES = {
+    "run": "preprocess a dataset and publish an artifact (tensors, metadata, FeatureSpec, report)",
+    "infer": "print a config with an inferred type per column and the reason",
+    "validate": "run the raw data-quality gates only (a CI data gate: exit 0/1/2)",
+    "inspect": "show an artifact's splits, rows, features, columns, channels, statistics",
+    "report": "rebuild the HTML data report beside an artifact",
+    "transcode": "turn an NVIDIA FeatureSpec dataset into a prepflow artifact",
+    "serve": "serve the flow as a scheduled Prefect deployment (cron), triggerable from the UI",
+    "server": "show or stop this installation's local Prefect server",
+    "schema": "print the config's JSON Schema, for editors",
+}
 
 
 def command(name: str, setup: Callable[[argparse.ArgumentParser], None]):
@@ -103,6 +116,8 @@ def _print_summary(summary: dict, wall: float, stats: bool, warnings: list[str])
         print_statistics(out, summary["artifact_path"])
     rows = ", ".join(f"{k}={v}" for k, v in summary["rows"].items())
     out.print(f"rows: {rows}", markup=False, highlight=False)
+    if summary.get("dropped") is not None:
+        out.print(console.dropped_line(summary["dropped"]), markup=False, highlight=False, soft_wrap=True)
     if "files" in summary:  # a folder or glob: what this run read of it
         out.print(f"files: {summary['files']['total']} ({summary['files']['new']} read, the others' ingest reused)",
                   markup=False, highlight=False)
@@ -251,6 +266,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         custom_plan.check(config, args.dataset)
     check_output(args.output)  # so is an output that cannot be written
+    check_cache_dir(args.cache_dir)  # and a stage cache that cannot be
     with console.collected_warnings() as collected:
         try:
             summary = _run(args, config, start)
@@ -259,6 +275,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                 console.print_warnings(collected.lines, sys.stderr)
             raise
     summary = {**summary, "warnings": list(collected.lines)} if collected.lines else summary
+    summary = {**summary, "dropped": console.dropped_rows(console.read_manifest(summary["artifact_path"]))}
+    if not summary.get("report_path"):  # the run's log has why (a full disk, ...): never a silent null
+        note = ("the data report was not written (the run's log says why); the artifact is complete: "
+                f"`prepflow report {summary['artifact_path']}` builds the report again")
+        print(f"prepflow: warning: {note}", file=sys.stderr)
+        summary = {**summary, "warnings": [*summary.get("warnings", []), note]}
     _report(args, summary, time.perf_counter() - start)
     return 0
 
@@ -424,6 +446,7 @@ def cmd_transcode(args: argparse.Namespace) -> int:
     from storage.featurespec import FeatureSpecInput
     from storage.hashing import stable_hash
 
+    check_cache_dir(args.cache_dir)  # its work folder goes there, before `run` checks it
     spec = FeatureSpecInput.load(args.feature_spec)
     formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
     key = stable_hash({"spec": str(spec.path.resolve()), "normalization": args.normalization, "formats": formats})
@@ -527,6 +550,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     if args.npartitions is not None and args.npartitions < 1:
         raise ConfigError(f"--npartitions must be at least 1, got {args.npartitions}")
+    check_cache_dir(args.cache_dir)
     report = validate_dataset(args.dataset, args.config, args.suite, cache_dir=args.cache_dir,
                               npartitions=args.npartitions)
     if args.json:
@@ -544,9 +568,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"print the traceback of an error (also: {DEBUG_ENV}=1)")
     parser = argparse.ArgumentParser(prog="prepflow", description="Raw datasets -> GPU-ready training artifacts.",
                                      parents=[debug])
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name, (setup, _fn) in COMMANDS.items():
-        setup(sub.add_parser(name, parents=[debug]))
+    sub = parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
+    for name in sorted(COMMANDS, key=lambda n: list(SUMMARIES).index(n) if n in SUMMARIES else len(SUMMARIES)):
+        setup, _fn = COMMANDS[name]
+        summary = SUMMARIES.get(name)
+        setup(sub.add_parser(name, parents=[debug], help=summary, description=summary))
     return parser
 
 
@@ -583,13 +609,36 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("prepflow: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # not the user's to fix: a bug of prepflow or of a library it calls
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            return _internal_error(args, exc)
         if _debug(args):
             traceback.print_exc()
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        hint = "" if _debug(args) else f" (--debug or {DEBUG_ENV}=1 prints the traceback)"
-        print(f"prepflow: error: internal error: {type(exc).__name__}: {detail}{hint}", file=sys.stderr)
+        _print_error(_disk_full(exc, args))
         return 1
+    except Exception as exc:  # not the user's to fix: a bug of prepflow or of a library it calls
+        return _internal_error(args, exc)
+
+
+def _disk_full(exc: OSError, args: argparse.Namespace) -> str:
+    """A full disk (or quota) in one line, with the file when the error names one, else the folders the
+    command writes in (issue 43, item 10)."""
+    what = "no space left on device" if exc.errno == errno.ENOSPC else "disk quota exceeded"
+    if exc.filename:
+        return f"{exc.filename}: {what}; free space there (or pick another folder) and run again"
+    folders = [f"{flag} {value}" for flag, value in (("--output", getattr(args, "output", None)),
+                                                      ("--cache-dir", getattr(args, "cache_dir", None))) if value]
+    where = f" while writing under {' or '.join(folders)}" if folders else ""
+    return f"{what}{where}; free space there (or pick other folders) and run again"
+
+
+def _internal_error(args: argparse.Namespace | None, exc: BaseException) -> int:
+    if _debug(args):
+        traceback.print_exc()
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    hint = "" if _debug(args) else f" (--debug or {DEBUG_ENV}=1 prints the traceback)"
+    print(f"prepflow: error: internal error: {type(exc).__name__}: {detail}{hint}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -23,11 +23,13 @@ warnings of the run, collected and shown once each at the end.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Callable, Iterator
 
 from rich.console import Console
@@ -245,3 +247,59 @@ def quiet_prefect_console() -> None:
     configuration = sys.modules.get("prefect.logging.configuration")
     if configuration is not None and configuration.PROCESS_LOGGING_CONFIG:
         configuration.setup_logging()
+
+
+# ---- rows dropped --------------------------------------------------------------------------------------
+
+def read_manifest(artifact_path: str) -> dict:
+    """A published artifact's manifest.json (a local folder or a URL)."""
+    from storage import remote  # fsspec's stores: only once a run has published (`--help` needs none)
+    from storage.artifact_files import MANIFEST
+
+    if remote.is_remote(artifact_path):
+        return json.loads(remote.resolve(artifact_path)[1])
+    return json.loads((Path(artifact_path) / MANIFEST).read_text())
+
+
+def dropped_rows(manifest: dict) -> dict:
+    """Every row a run left out, from the artifact's statistics (issue 43, item 1):
+    ``{"rows": total, "of": input rows, "reasons": [{"rows", "reason", "feature"?}, ...]}``. A row missing
+    in two ``drop_row`` features is counted once (under the first), so the reasons add up to ``rows``."""
+    stats = manifest.get("statistics") or {}
+
+    def count(name: str) -> int:
+        stat = stats.get(name) or {}
+        return int(stat.get("count") or 0)
+
+    config = manifest.get("config") or {}
+    outputs = {f.get("name") for f in config.get("output_features") or []}
+    reasons: list[dict] = []
+    for name in sorted(stats):
+        n = count(name)
+        if not n:
+            continue
+        if name.startswith("fill_missing.rows_dropped."):
+            feature = name.removeprefix("fill_missing.rows_dropped.")
+            role = "output feature" if feature in outputs else "input feature"
+            reasons.append({"rows": n, "feature": feature,
+                            "reason": f"with {feature} missing ({role}, missing_value_strategy: drop_row)"})
+        elif name.startswith("media_cache.rows_skipped."):
+            feature = name.removeprefix("media_cache.rows_skipped.")
+            reasons.append({"rows": n, "feature": feature,
+                            "reason": f"with {feature} not decodable (on_decode_error: skip_row)"})
+    not_sampled = count("split.rows_not_sampled")
+    if not_sampled:
+        ratio = (config.get("preprocessing") or {}).get("sample_ratio")
+        reasons.append({"rows": not_sampled, "reason": f"not sampled (sample_ratio: {ratio})"})
+    return {"rows": sum(r["rows"] for r in reasons), "of": count("ingest.rows_out"), "reasons": reasons}
+
+
+def dropped_line(dropped: dict) -> str:
+    """One line for the run's summary: ``dropped: 9,430 of 336,776 rows (2.8%): 9,430 with arr_delay
+    missing (...)``, or ``dropped: none of N rows``."""
+    total, of = dropped["rows"], dropped["of"]
+    if not total:
+        return f"dropped: no rows (all {of:,} input rows published)"
+    share = f" ({total / of:.1%})" if of else ""
+    why = "; ".join(f"{r['rows']:,} {r['reason']}" for r in dropped["reasons"])
+    return f"dropped: {total:,} of {of:,} rows{share}: {why}"

@@ -13,16 +13,19 @@ import tempfile
 
 import yaml
 
-from core.errors import ConfigError
+from core.errors import ConfigError, DataError
 from core.options import suggest
 from storage.cache import StageCache
 from tasks.config.constants import ROW
 from tasks.config.loader import load_config, parse_config
+from tasks.dataset.files import dataset_files
 from tasks.dataset.info import column_names, detect_format
 from tasks.graph import run_graph
 from tasks.infer_types.rules import Inferred
 from tasks.infer_types.stage import column_media_roots
 from tasks.ingest.dataframe import SOURCE, is_frame
+from tasks.ingest.nested import file_schema, nested_fields
+from tasks.ingest.nested import why as nested_why
 from tasks.runtime.context import RunContext
 
 
@@ -45,13 +48,26 @@ def infer_dataset(dataset, target: str | None = None, npartitions: int | None = 
         columns, where = [c for c in column_names(dataset, detect_format(dataset), delimiter) if c != ROW], dataset
     if target is not None and target not in columns:
         raise ConfigError(f"--target: column {target!r} is not in {where}{suggest(target, columns)}")
+    nested = {} if is_frame(dataset) else _nested_columns(dataset, columns)
+    if target in nested:
+        raise DataError(f"{dataset}: --target: {nested_why(target, nested[target])}")
+    every, columns = columns, [c for c in columns if c not in nested]
     untyped = parse_config(_all_untyped(columns, target, config), "inferred config")
     with tempfile.TemporaryDirectory(prefix="prepflow-infer-") as tmp:
         ctx = RunContext(untyped, dataset, StageCache(tmp), npartitions, media_dir=cache_dir)
         results = run_graph(ctx, until="infer_types", retype=False)
         decisions = results["infer_types"].types()
         rows = results["ingest"].num_rows
-    return [Inferred(**decisions[c]) for c in columns], rows
+    decided = {c: Inferred(**decisions[c]) for c in columns}
+    decided.update({c: Inferred(c, c, None, f"excluded: {nested_why(c, t)}") for c, t in nested.items()})
+    return [decided[c] for c in every], rows
+
+
+def _nested_columns(dataset, columns: list[str]) -> dict:
+    """The dataset's nested columns (a struct, a map: ``tasks.ingest.nested``), from its first file's schema:
+    excluded with the reason, never profiled as the text of their printed form (issue 43, item 10)."""
+    schema = file_schema(dataset_files(str(dataset))[0], detect_format(dataset))
+    return nested_fields(schema, columns) if schema is not None else {}
 
 
 def _all_untyped(columns: list[str], target: str | None, config) -> dict:

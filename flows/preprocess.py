@@ -25,6 +25,7 @@ from prefect.utilities.annotations import opaque, quote
 from flows import bookkeeping
 from flows.reporting import report_artifact, statistics_artifact, validation_artifact
 from flows.resilience import retry_options
+from flows.run_labels import parameters_run_name
 from storage.cache import StageCache
 from tasks.config.loader import load_config, parse_config
 from tasks.config.schema import Config
@@ -109,7 +110,7 @@ def _shared_path(path: str) -> str:
     return path if "://" in str(path) else os.path.abspath(path)
 
 
-@flow(name="preprocess", log_prints=True)
+@flow(name="preprocess", log_prints=True, flow_run_name=parameters_run_name)  # a CLI run names its own
 def preprocess(config: str | dict, dataset: str, output: str = "artifacts", cache_dir: str = ".prepflow-cache",
                npartitions: int | None = None, dask_address: str | None = None,
                dataset_fingerprint: str | None = None) -> dict:

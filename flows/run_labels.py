@@ -32,3 +32,22 @@ def run_name(dataset: str, config_path: str, config) -> str:
 
 def run_tags(dataset: str, config) -> list[str]:
     return ["prepflow", f"dataset:{file_name(dataset)}", f"config:{config_hash(config)}"]
+
+
+def parameters_run_name() -> str:
+    """The name of a run a deployment starts (``prepflow serve``; the ``preprocess`` flow's
+    ``flow_run_name``), from the run's parameters as Prefect gives them: the same as a CLI run's
+    (``prepflow run`` names its runs itself). A config that cannot be read still names the run by its file;
+    the flow then fails on it with its one-line error."""
+    from prefect.runtime import flow_run  # Prefect: imported by the flow already
+
+    from tasks.config.loader import load_config, parse_config
+
+    params = flow_run.parameters or {}
+    dataset, config = str(params.get("dataset") or "?"), params.get("config")
+    source = config if isinstance(config, str) else "config"
+    try:
+        parsed = parse_config(config, "config") if isinstance(config, dict) else load_config(config)
+    except Exception:  # named anyway: the run reports the config's error itself
+        return f"{file_name(dataset)} · {file_name(source)}"
+    return run_name(dataset, source, parsed)

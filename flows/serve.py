@@ -2,7 +2,10 @@
 
 ``flow.serve`` registers the deployment ``preprocess/<name>`` with the given parameters as its
 defaults and a cron schedule (nightly at 02:00 UTC by default), then polls for runs and executes
-each one in a subprocess until Ctrl-C (which pauses the schedule). In the Prefect UI the deployment
+each one in a subprocess until Ctrl-C or SIGTERM (either pauses the schedule). It prints the
+``PREFECT_API_URL`` of the server it registered on and the ``prefect deployment run`` command that
+reaches it (the local server is not always on port 4200). A deployment's runs are named and tagged as
+CLI runs are (``flows/run_labels.py``). In the Prefect UI the deployment
 can be triggered at any time, with its parameters edited ("Custom run"); a run whose inputs did not
 change finds every stage in the cache and finishes with every task state named *Cached*.
 
@@ -16,7 +19,9 @@ in their own working directory).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
+import signal
 import threading
 
 from pydantic import ValidationError
@@ -24,6 +29,7 @@ from pydantic import ValidationError
 from core.errors import ConfigError
 from flows.flow_parameters import add_flow_parameters
 from flows.local_server import configure_prefect, state_dir
+from flows.output_target import check_cache_dir
 
 DEFAULT_CRON = "0 2 * * *"
 DEFAULT_NAME = "nightly"
@@ -104,6 +110,7 @@ def prepare(args: argparse.Namespace) -> tuple[dict, list]:
     from tasks.config.loader import load_config
 
     load_config(args.config)  # config errors before anything is registered
+    check_cache_dir(args.cache_dir)  # the runs write there: an unusable folder now, not at 02:00
     params = deployment_parameters(args)
 
     uses_local_server = not os.environ.get("PREFECT_API_URL")
@@ -119,10 +126,37 @@ def prepare(args: argparse.Namespace) -> tuple[dict, list]:
 def serve(args: argparse.Namespace, preprocess, params: dict, chosen: list) -> int:
     """Serve the ``preprocess`` flow (imported by the caller after ``prepare``: Prefect reads its settings,
     PREFECT_API_URL, when first imported) as the deployment ``preprocess/<name>``."""
+    from flows.run_labels import run_tags
+    from tasks.config.loader import load_config
+
     api = os.environ.get("PREFECT_API_URL", "")
+    runner = _runner_class()(name=args.name, pause_on_shutdown=True, limit=args.limit)
+    deployment_id = runner.add_flow(preprocess, name=args.name, schedules=chosen, parameters=params,
+                                    tags=run_tags(params["dataset"], load_config(params["config"])),  # as a CLI run's
+                                    description=f"prepflow: {params['config']} on {params['dataset']}")
     when = f"cron '{args.cron}' ({args.timezone})" if chosen else "no schedule (trigger runs from the UI)"
-    print(f"prepflow serve: deployment preprocess/{args.name}, {when}; Prefect UI {api.removesuffix('/api')}",
-          flush=True)
-    preprocess.serve(name=args.name, schedules=chosen, parameters=params, limit=args.limit,
-                     tags=["prepflow"], description=f"prepflow: {params['config']} on {params['dataset']}")
+    ui = api.removesuffix("/api")
+    print(f"prepflow serve: deployment preprocess/{args.name}, {when}\n"
+          f"  Prefect UI: {ui}/deployments/deployment/{deployment_id}\n"
+          f"  the API it is on (not always port 4200): PREFECT_API_URL={api}\n"
+          f"  trigger a run: PREFECT_API_URL={api} prefect deployment run preprocess/{args.name}\n"
+          "  stop: Ctrl-C or SIGTERM (the schedule is paused)", flush=True)
+    try:
+        asyncio.run(runner.start())
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (_runner_class): the runner paused the schedule
+        print(f"prepflow serve: stopped; deployment preprocess/{args.name} paused", flush=True)
     return 0
+
+
+def _runner_class():
+    """Prefect's ``Runner`` (what ``flow.serve`` runs) whose SIGTERM does what Ctrl-C does. Prefect's own
+    SIGTERM handler calls the runner's async ``stop`` from synchronous code (``coroutine 'Runner.astop' was
+    never awaited``); ``signal.default_int_handler`` raises ``KeyboardInterrupt`` instead, so the runner
+    shuts down (and pauses the schedule) on the path Ctrl-C takes. Made after Prefect's settings are set."""
+    from prefect.runner import Runner
+
+    class ServeRunner(Runner):
+        def handle_sigterm(self, *args) -> None:
+            signal.default_int_handler(*args)
+
+    return ServeRunner

@@ -22,8 +22,14 @@ from tasks.runtime.context import RunContext
 def run(config_path: str, dataset: str, output: str, cache_dir: str, npartitions: int | None,
         dask_address: str | None) -> dict:
     """The pipeline in-process, with the data report; returns the run summary (as the flow does)."""
+    return run_config(load_config(config_path), dataset, output, cache_dir, npartitions, dask_address)
+
+
+def run_config(config, dataset, output: str, cache_dir: str, npartitions: int | None,
+               dask_address: str | None) -> dict:
+    """``run`` with a parsed config; ``dataset`` may be a pandas or Dask DataFrame (``prepflow.run``)."""
     cache = cache_dir if "://" in cache_dir else os.path.abspath(cache_dir)
-    ctx = RunContext(load_config(config_path), dataset, StageCache(cache), npartitions, output)
+    ctx = RunContext(config, dataset, StageCache(cache), npartitions, output)
     with dask_run.client(dask_address):
         result = run_pipeline(ctx)
     summary = result.summary()

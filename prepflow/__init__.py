@@ -1,13 +1,16 @@
 """prepflow's public Python API (DESIGN section 5).
 
-    from prepflow import Artifact, Preprocessor
+    from prepflow import Artifact, Preprocessor, run
 
-``Artifact`` opens a published artifact (its splits, metadata, feature spec, batches of tensors);
-``Preprocessor`` applies its fitted preprocessing to new rows. Nothing in prepflow imports this module:
-it only names the public classes where they live (``storage.artifact``, ``tasks.serving.preprocessor``).
+``run`` runs the pipeline (``prepflow run`` from Python: a path, URL, pandas or Dask DataFrame in, the
+``--json`` summary out); ``Artifact`` opens a published artifact (its splits, metadata, feature spec,
+batches of tensors); ``Preprocessor`` applies its fitted preprocessing to new rows. Nothing in prepflow
+imports this module: it only names the public names where they live (``flows.api``, ``storage.artifact``,
+``tasks.serving.preprocessor``).
 """
 
+from flows.api import run
 from storage.artifact import Artifact
 from tasks.serving.preprocessor import Preprocessor
 
-__all__ = ["Artifact", "Preprocessor"]
+__all__ = ["Artifact", "Preprocessor", "run"]

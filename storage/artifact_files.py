@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import yaml
 
-from core.errors import DataError
+from core.errors import DataError, IntegrityError
 from storage.split_binary import prepflow_view
 
 MANIFEST = "manifest.json"
@@ -38,7 +38,19 @@ def read_feature_spec(path: Path) -> dict:
     """The artifact's ``feature_spec.yaml`` as prepflow reads it (with libyaml's loader when present: ~20x
     faster on wide specs): for a split_binary artifact, the prepflow spec kept in NVIDIA's (``prepflow_view``)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return prepflow_view(yaml.load((Path(path) / FEATURE_SPEC).read_text(), Loader=loader))
+    file = Path(path) / FEATURE_SPEC
+    try:
+        return prepflow_view(yaml.load(file.read_text(), Loader=loader))
+    except yaml.YAMLError as exc:  # one line naming the file (issue 43, item 10)
+        raise IntegrityError(f"{file}: not valid YAML ({yaml_problem(exc)}); the artifact is damaged "
+                             "(prepflow inspect --verify checks every file against its manifest)") from None
+
+
+def yaml_problem(exc: Exception) -> str:
+    """A YAML error in one line: the problem and where (1-based line and column, as editors count)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).strip().splitlines()[0]
+    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else problem
 
 
 def arrow_to_numpy(col: pa.ChunkedArray | pa.Array) -> np.ndarray:

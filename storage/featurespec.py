@@ -304,13 +304,13 @@ class FeatureSpecInput:
         values = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
         if values.null_count:
             row = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
-            raise DataError(f"{file}: row {row + 1}, feature '{name}': missing id (expected an integer id)")
+            raise DataError(f"{file}: row {row}, feature '{name}': missing id (expected an integer id)")
         x = values.to_numpy(zero_copy_only=False)
         if x.dtype.kind == "f":
             bad = x != np.floor(x)
             if bad.any():
                 row = int(np.flatnonzero(bad)[0])
-                raise DataError(f"{file}: row {row + 1}, feature '{name}': id {x[row]!r} is not an integer")
+                raise DataError(f"{file}: row {row}, feature '{name}': id {x[row]!r} is not an integer")
         elif x.dtype.kind not in "iub":
             raise DataError(f"{file}: feature '{name}': expected integer ids, got {values.type}")
         ids = x.astype(np.int64)
@@ -324,7 +324,7 @@ class FeatureSpecInput:
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             allowed = f"its cardinality {top} (ids 0..{top - 1})" if top is not None else "ids from 0"
-            raise DataError(f"{file}: row {int(rows[i]) + 1}, feature '{name}': id {int(ids[i])} is outside {allowed}")
+            raise DataError(f"{file}: row {int(rows[i])}, feature '{name}': id {int(ids[i])} is outside {allowed}")
 
     def _multihot(self, name: str, column: pa.ChunkedArray, file: Path) -> pa.Array:
         """Lists of ids (a list column, or ``[1, 2]`` / ``1 2`` strings) as space-separated id strings."""
@@ -349,14 +349,14 @@ class FeatureSpecInput:
         bad = numbers != np.floor(numbers) if numbers.dtype.kind == "f" else np.zeros(len(numbers), bool)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise DataError(f"{file}: row {int(parents[i]) + 1}, feature '{name}': id {numbers[i]!r} is not an integer")
+            raise DataError(f"{file}: row {int(parents[i])}, feature '{name}': id {numbers[i]!r} is not an integer")
         ids = numbers.astype(np.int64)
         self._check_range(name, ids, parents, file)
         hot = self.features[name].get("max_hotness")
         lengths = np.bincount(parents, minlength=len(values))
         if hot is not None and (lengths > hot).any():
             row = int(np.flatnonzero(lengths > hot)[0])
-            raise DataError(f"{file}: row {row + 1}, feature '{name}': {int(lengths[row])} ids, more than its "
+            raise DataError(f"{file}: row {row}, feature '{name}': {int(lengths[row])} ids, more than its "
                             f"max_hotness {hot}")
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
         lists = pa.ListArray.from_arrays(pa.array(offsets), pa.array(ids.astype(str)))

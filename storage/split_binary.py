@@ -168,7 +168,7 @@ def target_values(table: pa.Table, target: Target, split: str, first_row: int) -
             for i, col in enumerate(cols):
                 rows = np.flatnonzero(overflow[:, i] & np.isfinite(col))
                 if rows.size:
-                    raise DataError(f"{split} row {first_row + rows[0] + 1}, column '{target.columns[i]}': "
+                    raise DataError(f"{split} row {first_row + rows[0]}, column '{target.columns[i]}': "
                                     f"{float(col[rows[0]])!r} does not fit float16 (|x| <= {FLOAT16_MAX:g}), "
                                     f"which split_binary stores numerical features as; normalize it (zscore, log1p)")
         return block

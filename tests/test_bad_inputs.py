@@ -81,6 +81,16 @@ def long_cell(folder: Path) -> Path:
     return path
 
 
+def ten_megabyte_cell(folder: Path) -> Path:
+    """One 10 MB text cell (no quotes: one field of words) among short ones."""
+    path = folder / "data.csv"
+    rows = [f"{20 + i},word{i} other,{i % 2}" for i in range(12)]
+    rows[5] = "25," + " ".join(["token"] * ((10 << 20) // 6)) + ",1"
+    path.write_text("age,review,label\n" + "\n".join(rows) + "\n")
+    assert path.stat().st_size > 10 << 20
+    return path
+
+
 def nested_json(folder: Path) -> Path:
     path = folder / "data.json"
     depth = 100_000
@@ -88,7 +98,7 @@ def nested_json(folder: Path) -> Path:
     return path
 
 
-GENERATORS = {f.__name__: f for f in (many_categories, long_cell, nested_json)}
+GENERATORS = {f.__name__: f for f in (many_categories, long_cell, ten_megabyte_cell, nested_json)}
 
 
 # ---- what a failed run may leave ----------------------------------------------------------------------

@@ -136,7 +136,7 @@ def upgrade(data: dict, source: str = "config") -> dict:
         for type_name, block in list(defaults.items()):
             if isinstance(block, dict):
                 block.pop("type", None)
-                for key in ("encoder", "decoder", "loss"):
+                for key in FEATURE_MODEL_KEYS:  # the model side Ludwig resolves per type (image augmentation, ...)
                     block.pop(key, None)
                 if isinstance(block.get("preprocessing"), dict):
                     _upgrade_options(type_name, block["preprocessing"], f"{source}: defaults.{type_name}.preprocessing")

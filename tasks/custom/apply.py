@@ -77,7 +77,7 @@ def coerce_inputs(p: PlannedStage, df: pd.DataFrame, index: int) -> pd.DataFrame
             bad = numbers.isna().to_numpy() & values.notna().to_numpy()
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
-                row = int(df[ROW].iloc[i]) + 1 if ROW in df else i + 1
+                row = int(df[ROW].iloc[i]) if ROW in df else i
                 raise DataError(f"{_where(p, index, df)}: row {row}, column '{column}': expected a number for "
                                 f"input_type {spec!r}, got {values.iloc[i]!r}")
             changed[column] = numbers.astype("float64")
@@ -292,5 +292,5 @@ def serve(df: pd.DataFrame, features: list[FeatureType], states: dict, plan: lis
             row = int(np.flatnonzero(missing)[0])
             why = ("the pipeline drops such rows (missing_value_strategy: drop_row)" if strategy == "drop_row" else
                    f"no neighbouring value in this call to {strategy} from; pass the rows around it too")
-            raise DataError(f"row {row + 1}, column '{f.column}': {f.describe()} is missing a value; {why}")
+            raise DataError(f"row {row}, column '{f.column}': {f.describe()} is missing a value; {why}")
     return prepared

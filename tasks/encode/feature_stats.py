@@ -7,7 +7,8 @@ publishes (every split; oversampled training rows counted as published):
 * number: ``encode.values.<f>``, a histogram of the values as read (after the missing-value fill),
   and ``encode.encoded.<f>``, one of the published values (normalized, or bin ids). Bucket starts
   come from the fitted metadata only (``HIST_BUCKETS`` equal buckets from the fitted min to max,
-  and for the published values from the encoded min to max), never from the partition, so the
+  and for the published values from the encoded min to max; integer-aligned buckets when the fitted
+  min and max are integers: ``integer_starts``), never from the partition, so the
   partials merge to the same counts for any partitioning; values outside the fitted range (other
   splits) fall in the two outer buckets.
 * sequence, text (int mode): ``encode.length.<f>`` (row lengths before truncation, counting
@@ -44,6 +45,20 @@ def range_starts(lo: float, hi: float, buckets: int = HIST_BUCKETS) -> list[floa
     return np.maximum.accumulate(starts).tolist()  # sorted even where rounding would not be
 
 
+def integer_starts(lo: float, hi: float, buckets: int = HIST_BUCKETS) -> list[float] | None:
+    """Buckets of whole-number width centred on the integers when the fitted range runs between two integers
+    (a day of the month, a count): one bucket per integer up to ``2 * buckets`` of them, else ``w``
+    integers each. Equal buckets over ``[1, 31]`` would put one day in some buckets and two in others (a
+    fake 2x spike) and days 30 and 31 in one (issue 43, item 8). None: not an integer range."""
+    lo, hi = float(lo), float(hi)
+    if not (np.isfinite(lo) and np.isfinite(hi)) or hi <= lo or not (lo.is_integer() and hi.is_integer()):
+        return None
+    span = int(hi - lo) + 1
+    width = 1 if span <= 2 * buckets else -(-span // buckets)
+    count = -(-span // width)
+    return [lo - 0.5 + width * k for k in range(count + 1)]
+
+
 def id_starts(n: int) -> list[float]:
     """Starts for integer ids ``0..n-1``: bucket ``i + 1`` of the histogram holds id ``i``."""
     return [float(i) for i in range(n + 1)]
@@ -54,11 +69,12 @@ def number_starts(feature, metadata: dict) -> tuple[list[float], list[float]] | 
     lo, hi = metadata.get("min"), metadata.get("max")
     if lo is None or hi is None:
         return None
-    raw = range_starts(lo, hi)
+    raw = integer_starts(lo, hi) or range_starts(lo, hi)
     if metadata.get("normalization") == "bins":
         return raw, id_starts(int(metadata["num_bins"]))
     ends = feature.encode(pd.Series([float(lo), float(hi)], dtype="float64"), metadata)[feature.name]
-    return raw, range_starts(float(np.min(ends)), float(np.max(ends)))
+    lo_out, hi_out = float(np.min(ends)), float(np.max(ends))
+    return raw, integer_starts(lo_out, hi_out) or range_starts(lo_out, hi_out)
 
 
 def _finite(values) -> np.ndarray:

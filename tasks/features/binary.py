@@ -73,7 +73,7 @@ class BinaryFeature(FeatureType):
             bad = ~missing & (x != 0) & (x != 1)
             if bad.any():
                 row, value = first_bad(bad, values, rows)
-                raise DataError(f"row {row + 1}, column '{self.column}': binary feature '{self.name}' expects "
+                raise DataError(f"row {row}, column '{self.column}': binary feature '{self.name}' expects "
                                 f"0/1, true/false or two distinct strings, got {value!r}")
             labels = pa.array(["false", "true"] if is_bool else ["0", "1"], pa.string())
             codes = pa.array((x == 1).astype(np.int8), mask=missing)
@@ -156,7 +156,7 @@ class BinaryFeature(FeatureType):
         bad = ~found & ~missing
         if bad.any():
             row, value = first_bad(bad, values, rows)
-            raise DataError(f"row {row + 1}, column '{self.column}': binary feature '{self.name}' got {value!r}, "
+            raise DataError(f"row {row}, column '{self.column}': binary feature '{self.name}' got {value!r}, "
                             f"which is not one of the fitted values {sorted(str2bool)}")
         as_bool = np.array([bool(lookup[k]) for k in keys] or [False], dtype=bool)
         mapped = as_bool[pc.fill_null(at, 0).to_numpy(zero_copy_only=False)]

@@ -284,19 +284,19 @@ class CategoryFeature(FeatureType):
         bad |= present & ~(np.isfinite(x) & (x == np.round(x)))
         if bad.any():
             row, value = first_bad(bad, values, rows)
-            raise DataError(f"row {row + 1}, column '{self.column}': {self.describe()} (encoded: true) expects an "
+            raise DataError(f"row {row}, column '{self.column}': {self.describe()} (encoded: true) expects an "
                             f"integer id in [0, {n}), got {value!r}")
         outside = present & ((x < 0) | (x >= n))
         if outside.any():
             if self.options.out_of_range_id is None:
                 row, value = first_bad(outside, values, rows)
-                raise DataError(f"row {row + 1}, column '{self.column}': {self.describe()} got id {value!r}, outside "
+                raise DataError(f"row {row}, column '{self.column}': {self.describe()} got id {value!r}, outside "
                                 f"its cardinality {n} (ids 0..{n - 1}); set preprocessing.out_of_range_id to map "
                                 "such ids to one id")
             x = np.where(outside, self.options.out_of_range_id, x)
         if not present.all() and self.missing_strategy == "fill_with_const" and self._fill_id_or_none() is None:
             row, _ = first_bad(~present, values, rows)
-            raise DataError(f"row {row + 1}, column '{self.column}': {self.describe()} (encoded: true) has a missing "
+            raise DataError(f"row {row}, column '{self.column}': {self.describe()} (encoded: true) has a missing "
                             f"value; set preprocessing.fill_value (an id in [0, {n})), out_of_range_id, or a "
                             "missing_value_strategy")
         ids = pd.array(np.where(present, x, 0).astype(np.int64), dtype="Int64")

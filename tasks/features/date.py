@@ -3,7 +3,10 @@
 (weekday: Monday = 0; yearday: 1 = January 1st; second_of_day = 3600 h + 60 m + s).
 
 Parsing (``cast``): with ``datetime_format`` (strftime codes, e.g. ``"%d/%m/%Y %H:%M"``) every value
-must match it; ``epoch_s`` / ``epoch_ms`` read numbers as seconds / milliseconds since 1970 (UTC). Without it each value is parsed by the first of these that accepts it: ISO 8601
+must match it; ``epoch_s`` / ``epoch_ms`` read numbers as seconds / milliseconds since 1970 (UTC);
+``hhmm`` reads clock times written as whole numbers ``H * 100 + M`` (``517`` is 05:17, ``2400`` the
+day's end, read as 00:00), as flight tables store them: the date part is 1970-01-01, so hour, minute
+and second_of_day carry the value. Without it each value is parsed by the first of these that accepts it: ISO 8601
 (``2020-01-31``, ``2020-01-31T08:15:00``, with fractions and offsets), then ``CANDIDATE_FORMATS``
 in order (month-first before day-first: ``01/02/2020`` is January 2nd). The choice is made per
 value, so it never depends on how the rows are partitioned. Times with a UTC offset are
@@ -55,6 +58,18 @@ class DatePreprocessing(BasePreprocessing):
 
 # datetime_format values for numeric timestamps (what `prepflow infer` writes for epoch columns)
 EPOCH_UNITS = {"epoch_s": "s", "epoch_ms": "ms"}
+CLOCK_HHMM = "hhmm"  # whole numbers H * 100 + M (what `prepflow infer` writes for HHMM clock-time columns)
+
+
+def _clock_seconds(text: pd.Series) -> np.ndarray:
+    """HHMM numbers -> datetime64[s] on 1970-01-01 (NaT where missing or not a clock time); 2400 -> 00:00."""
+    num = pd.to_numeric(text, errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+    hours, minutes = np.floor_divide(num, 100), np.mod(num, 100)
+    ok = (num == np.round(num)) & (num >= 0) & (minutes < 60) & ((hours < 24) | (num == 2400))
+    seconds = np.where(ok, np.mod(hours, 24) * 3600 + minutes * 60, 0).astype(np.int64)
+    out = seconds.astype("datetime64[s]")
+    out[~ok] = np.datetime64("NaT")
+    return out
 
 
 def _to_seconds(parsed: pd.Series) -> np.ndarray:
@@ -71,6 +86,8 @@ def _to_seconds(parsed: pd.Series) -> np.ndarray:
 def parse_dates(text: pd.Series, datetime_format: str | None) -> np.ndarray:
     """Strings -> datetime64[s] (UTC, NaT where missing or unparseable); vectorized per format."""
     text = text.astype("string").str.strip()
+    if datetime_format == CLOCK_HHMM:
+        return _clock_seconds(text)
     if datetime_format in EPOCH_UNITS:  # numbers: seconds or milliseconds since 1970-01-01 UTC
         return _to_seconds(pd.to_datetime(pd.to_numeric(text, errors="coerce"), unit=EPOCH_UNITS[datetime_format],
                                           errors="coerce", utc=True))
@@ -107,7 +124,7 @@ class DateFeature(FeatureType):
         if bad.any() and self.options.on_parse_error == "error":
             i = int(np.flatnonzero(bad)[0])
             how = f"the format {self.options.datetime_format!r}" if self.options.datetime_format else "a known format"
-            raise DataError(f"row {int(rows[i]) + 1}, column '{self.column}': {self.describe()} cannot parse "
+            raise DataError(f"row {int(rows[i])}, column '{self.column}': {self.describe()} cannot parse "
                             f"{values.iloc[i]!r} as a date in {how} (set datetime_format, or on_parse_error: fill "
                             "to treat it as missing)")
         return canonical(seconds, values.index)
@@ -136,7 +153,7 @@ class DateFeature(FeatureType):
             seconds = parse_dates(pd.Series(arr.to_pandas(), dtype="string"), self.options.datetime_format)
             if np.isnat(seconds).any():
                 i = int(np.flatnonzero(np.isnat(seconds))[0])
-                raise DataError(f"row {int(values.index[i]) + 1}, column '{self.column}': {self.describe()} cannot "
+                raise DataError(f"row {int(values.index[i])}, column '{self.column}': {self.describe()} cannot "
                                 f"parse {values.iloc[i]!r} as a date")
             ts = pa.array(seconds.astype(np.int64), type=pa.timestamp("s"))
         year, month, day = pc.year(ts), pc.month(ts), pc.day(ts)

@@ -68,7 +68,7 @@ class MediaFeature(FeatureType):
                          and not (isinstance(v, float) and np.isnan(v))).to_numpy(dtype=bool)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise DataError(f"row {int(rows[i]) + 1}, column '{self.column}': {self.describe()} expects a path or "
+            raise DataError(f"row {int(rows[i])}, column '{self.column}': {self.describe()} expects a path or "
                             f"URL, got {type(values.iloc[i]).__name__}; in-memory media values are read from a pandas "
                             "DataFrame passed in Python")
         return values.astype("string")
@@ -136,7 +136,7 @@ class MediaFeature(FeatureType):
                 if policy == "fill":
                     return codec.fill()
                 hint = " (skip_row cannot drop rows at serving time)" if policy == "skip_row" else ""
-                raise DataError(f"row {i + 1}, column '{self.column}': {self.describe()} cannot decode {raw!r}: "
+                raise DataError(f"row {i}, column '{self.column}': {self.describe()} cannot decode {raw!r}: "
                                 f"{exc}{hint}") from None
 
         raws = [None if pd.isna(v) else str(v) for v in values.tolist()]

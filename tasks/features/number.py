@@ -98,13 +98,13 @@ class NumberFeature(FeatureType):
             bad &= ~text.str.lower().isin(["nan", "na", "null", "none"]).fillna(False).to_numpy()
             if bad.any():
                 row, value = first_bad(bad, values, rows)
-                raise DataError(f"row {row + 1}, column '{self.column}': number feature '{self.name}' expects "
+                raise DataError(f"row {row}, column '{self.column}': number feature '{self.name}' expects "
                                 f"a number, got {value!r}")
         arr = out.to_numpy(dtype="float64", na_value=np.nan)
         inf = np.isinf(arr)
         if inf.any():
             row, value = first_bad(inf, out, rows)
-            raise DataError(f"row {row + 1}, column '{self.column}': number feature '{self.name}' got "
+            raise DataError(f"row {row}, column '{self.column}': number feature '{self.name}' got "
                             f"{value!r}; infinities are not allowed (use a fill strategy for missing values)")
         return pd.Series(arr, index=values.index)
 

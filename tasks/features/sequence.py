@@ -48,6 +48,20 @@ def ludwig_symbols(feature: TokenFeature) -> dict:
     return {"padding_symbol": PAD, "unknown_symbol": UNK, "pad_idx": feature.pad_id, "unk_idx": feature.unk_id}
 
 
+def ludwig_readable(meta: dict, feature: TokenFeature) -> dict:
+    """``str2idx`` that Ludwig can encode with (issue 43, item 6): Ludwig wraps every row in ``<SOS>`` ...
+    ``<EOS>`` (its ``build_sequence_matrix`` looks both up in ``str2idx``, so prepflow's own vocabulary
+    failed with ``KeyError: '<EOS>'``). With prepflow's symbols they name ids the vocabulary has:
+    ``<START>``/``<STOP>`` when ``start_stop`` is on, else ``<PAD>`` (Ludwig's rows are then prepflow's
+    behind one padding slot). ``idx2str``, ``vocab_size`` and prepflow's own ids do not change; a data token
+    spelled ``<SOS>``/``<EOS>`` keeps its id."""
+    if feature.symbols == "ludwig" or "str2idx" not in meta:
+        return meta
+    start = meta["str2idx"].get("<START>", feature.pad_id) if feature.uses_start_stop else feature.pad_id
+    stop = meta["str2idx"].get("<STOP>", feature.pad_id) if feature.uses_start_stop else feature.pad_id
+    return {**meta, "str2idx": {**{SOS: start, EOS: stop}, **meta["str2idx"]}}
+
+
 class SequencePreprocessing(TokenPreprocessing):
     most_common: int = Field(default=20000, gt=0)
     max_sequence_length: int = Field(default=256, gt=0)
@@ -90,7 +104,7 @@ class SequenceFeature(TokenFeature):
         meta["max_sequence_length"] = self.sequence_length(acc["lengths"], self.options.max_sequence_length,
                                                            self.options.sequence_length)
         meta.update(ludwig_symbols(self))
-        return meta
+        return ludwig_readable(meta, self)
 
     def pad_ids(self, ids: np.ndarray, offsets: np.ndarray, width: int) -> np.ndarray:
         if not self.uses_start_stop:

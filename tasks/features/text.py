@@ -46,7 +46,7 @@ from pydantic import Field, field_validator, model_validator
 
 from core.lazy import pandas as pd
 from tasks.features.base import ColumnSpec
-from tasks.features.sequence import SequenceFeature, SequencePreprocessing, ludwig_symbols
+from tasks.features.sequence import SequenceFeature, SequencePreprocessing, ludwig_readable, ludwig_symbols
 from tasks.features.tokens import (
     PAD,
     UNK,
@@ -176,7 +176,7 @@ class TextFeature(SequenceFeature):
                                                                     self.options.char_max_sequence_length)
         if self.options.output_mode == "tfidf":
             meta["str2idf"] = self.idf(meta["idx2str"], acc["doc_counts"], acc["documents"])
-        return meta
+        return ludwig_readable(meta, self)
 
     def idf(self, idx2str: list[str], doc_counts, documents: int) -> dict[str, float]:
         words = idx2str[len(self.specials):]

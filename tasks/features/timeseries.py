@@ -76,7 +76,7 @@ def parse_numbers(feature, values: pd.Series, tokenizer: str, rows: np.ndarray |
         r = int(np.searchsorted(tokens.offsets, i, side="right") - 1)
         row = int(rows[r]) if rows is not None else int(values.index[r])
         token = tokens.flat[i].as_py()
-        raise DataError(f"row {row + 1}, column '{feature.column}': {feature.describe()} expects finite numbers "
+        raise DataError(f"row {row}, column '{feature.column}': {feature.describe()} expects finite numbers "
                         f"separated by {'commas' if tokenizer == 'comma' else 'whitespace'}, got {token!r} in "
                         f"{values.iloc[r]!r}")
     if numbers is None:  # the regex accepted what Arrow refused: report without guessing a row
@@ -186,7 +186,7 @@ class TimeseriesFeature(FeatureType):
         width = self.options.window_width
         if width and (short := np.flatnonzero(tokens.lengths != width)).size:
             option = "window_size" if self.options.window_size else "horizon"
-            raise DataError(f"row {int(values.index[short[0]]) + 1}, column '{self.column}': {self.describe()} "
+            raise DataError(f"row {int(values.index[short[0]])}, column '{self.column}': {self.describe()} "
                             f"({option} {width}) encodes series of {width} values, which the pipeline builds from "
                             f"the whole column; got {values.iloc[short[0]]!r} (to serve, pass each row's series)")
         out = pad(numbers, tokens.offsets, metadata["max_timeseries_length"], fill=self.options.padding_value,

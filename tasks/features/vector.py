@@ -44,7 +44,7 @@ class VectorFeature(FeatureType):
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             row = int(rows[i]) if rows is not None else int(values.index[i])
-            raise DataError(f"row {row + 1}, column '{self.column}': {self.describe()} expects {size} values "
+            raise DataError(f"row {row}, column '{self.column}': {self.describe()} expects {size} values "
                             f"per row, got {int(lengths[i])}")
 
     def cast(self, values: pd.Series, rows: np.ndarray) -> pd.Series:

@@ -156,6 +156,13 @@ def profile_values(values: pd.Series) -> dict:
     prof["n_negative"] = int((finite < 0).sum())
     prof["log_hist"] = _log_histogram(finite)
     prof["n_integer"] = int((finite == np.round(finite)).sum())
+    # HHMM clock times (517 = 05:17, 2400 = the day's end): whole numbers 0..2400 whose last two digits are minutes
+    prof["n_clock"] = int(((finite >= 0) & (finite <= 2400) & (finite == np.round(finite))
+                           & (np.mod(finite, 100) < 60)).sum())
+    # YYYYMMDD dates written as whole numbers (19580329): a year 1800..2100, a month and a day of the month
+    month, day = np.mod(np.floor_divide(finite, 100), 100), np.mod(finite, 100)
+    prof["n_ymd"] = int(((finite >= 18000101) & (finite <= 21001231) & (finite == np.round(finite))
+                         & (month >= 1) & (month <= 12) & (day >= 1) & (day <= 31)).sum())
     prof["min"] = float(finite.min()) if len(finite) else None
     prof["max"] = float(finite.max()) if len(finite) else None
     prof["n_leading_zero"] = _count(_match(arr, r"0\d+")) if kind == "string" else 0
@@ -309,7 +316,8 @@ def merge_profiles(a: dict, b: dict) -> dict:
     """Associative and commutative: the merged profile does not depend on the partitioning."""
     out = {"kind": a["kind"] if a["kind"] == b["kind"] else "string"}
     for key in ("rows", "n", "n_true", "n_false", "n_numeric", "n_integer", "n_leading_zero", "tokens", "n_multi",
-                "n_long", "chars", "n_date", "n_image", "n_audio", "n_vector", "n_uuid", "n_repeat", "n_negative"):
+                "n_long", "chars", "n_date", "n_image", "n_audio", "n_vector", "n_uuid", "n_repeat", "n_negative",
+                "n_clock", "n_ymd"):
         out[key] = a[key] + b[key]
     out["log_hist"] = a["log_hist"] + b["log_hist"]
     out["delimited"] = _merge_delimited(a["delimited"], b["delimited"])

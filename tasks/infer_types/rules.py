@@ -4,8 +4,21 @@ The rules start from Ludwig's AutoML heuristics and fix the cases where those ar
 
 * Ludwig looks at the first 10 distinct values; here every row is looked at.
 * integers are numbers unless they look like codes: a name such as ``zip``/``code``/``class``/
-  ``*_id`` with repeated values, leading zeros (``02134``), exactly two values other than 0/1, or
-  fixed-width codes of 4+ digits that are not years. So ``age`` is a number (Ludwig: category when
+  ``*_id``/``*_id_str`` or a thing that integers identify (``flight``, ``store``, ``customer``: ``ENTITY_NAME``)
+  with repeated values, leading zeros (``02134``), exactly two values other than 0/1, or
+  fixed-width codes of 4+ digits that are not years. Whole numbers stored as floats (an id column
+  with missing values, ``25073877.0``) are judged the same way.
+* integers with a unit in their name (``body_mass_g``, ``Body Mass (g)``, ``length_mm``: ``UNIT_NAME``) are
+  quantities: never fixed-width codes.
+* YYYYMMDD dates written as whole numbers (``19580329``) named like a time are dates
+  (``datetime_format: "%Y%m%d"``).
+* strings are ``text`` when their values are mostly distinct or long, but a column whose values repeat
+  (each ``CATEGORY_MIN_REPEATS`` times or more on average: a species' long name, a restaurant chain's)
+  is a category, however many words its values have.
+* HHMM clock times (``dep_time``: 517 is 05:17, 2400 the day's end) are dates with
+  ``datetime_format: hhmm`` (hour, minute and second of the day), not numbers (1259 -> 1300 is one
+  minute, not 41): a column named like a time whose values are all whole numbers 0..2400 ending in
+  00..59, with at least ``CLOCK_MIN_DISTINCT`` of them. So ``age`` is a number (Ludwig: category when
   its first values are consecutive) and a zip code a category (Ludwig: number).
 * booleans spelled yes/no, Y/N, 1/0, true/false, t/f, on/off (any case, mixed) are binary, also
   with missing values (Ludwig: category unless there are no missing values).
@@ -52,7 +65,16 @@ ID_UNIQUE_SHARE = 0.95  # distinct / non-missing at or above this: unique for ID
 CATEGORY_MAX_SHARE = 0.5  # multi-token strings: category when distinct <= this share of rows
 TEXT_MIN_TOKENS = 3.0  # mean whitespace tokens from which a string column is text
 CODE_NAME = re.compile(r"zip|postal|postcode|code|class|categ|status|kind|group|type", re.IGNORECASE)
-ID_NAME = re.compile(r"(?i:(?:^|[^a-z])(?:id|uuid|guid|key|index|idx)$|^id[^a-z])|[a-z](?:Id|ID)$")
+ID_NAME = re.compile(r"(?i:(?:^|[^a-z])(?:id|uuid|guid|key|index|idx)$|(?:^|[^a-z])id[^a-z])|[a-z](?:Id|ID)(?:$|[^a-z])")
+# things that integers name rather than count (a flight number, a store, a customer): a category when values repeat
+ENTITY_NAME = re.compile(r"(?i:(?:^|[^a-z])(?:flight|route|store|shop|station|customer|client|user|account|member|"
+                         r"product|item|sku|order|invoice|ticket|patient|subject|employee|vendor|supplier|device|"
+                         r"sensor|vehicle|driver|player|team|school|district|county|ward|precinct|branch)s?$)")
+# a unit at the end of a name: a quantity (body_mass_g, flipper_length_mm, Body Mass (g), price_usd)
+UNIT_NAME = re.compile(r"(?i:(?:^|[^a-z])(?:mm|cm|m|km|g|kg|mg|lb|lbs|oz|ml|l|s|sec|ms|min|h|hrs|usd|eur|pct|"
+                       r"kwh|mw|mwh|mph|kmh|ft|in)\)?$)")
+CATEGORY_MIN_REPEATS = 5  # strings whose values repeat this often on average are categories, not free text
+CLOCK_MIN_DISTINCT = 60  # distinct HHMM values from which a time-named column is clock times (more than 24 hours)
 # numbers that name things: flight_number, FlightNum, invoice_no, order_nr (a prefix, num_rooms, is a count)
 NUMBER_NAME = re.compile(r"(?i:(?:^|[^a-z])(?:number|num|no|nr|nbr)$)|[a-z](?:Number|Num|No|Nr|NUM|NO)$")
 TIME_NAME = re.compile(r"(?i:time|date|epoch|created|updated|modified|(?:^|[^a-z])(?:ts|at|when)(?:$|[^a-z]))"
@@ -236,6 +258,9 @@ def decide(name: str, prof: dict, is_target: bool = False, column: str | None = 
             and prof["n_repeat"] <= 0.01 * prof["n_multi"]):
         return out("set", f"{dn} distinct combinations of {len(vocab)} space-separated tokens "
                           f"(mean {mean_tokens:.1f} per row)")
+    if exact and n >= CATEGORY_MIN_REPEATS * d:
+        return out("category", f"{dn} distinct phrases (e.g. {_examples(prof, 2)}), each in {n / d:.0f} rows on "
+                               f"average: labels, not free text{note}")
     if mean_tokens >= TEXT_MIN_TOKENS or d > CATEGORY_MAX_SHARE * n:
         return out("text", f"free text: {dn} distinct values of {n}, mean {mean_tokens:.1f} words")
     return out("category", f"{dn} distinct short phrases (e.g. {_examples(prof, 3)}){note}")
@@ -296,8 +321,18 @@ def _epoch(name: str, prof: dict) -> tuple[str, str] | None:
     return None
 
 
+def _compact(x: float) -> str:
+    """A readable magnitude: 4194303 -> '4.19M', 131071 -> '131K'; small numbers as they are."""
+    if abs(x) < 10_000:
+        return _fmt_num(x)
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{suffix}"
+    return _fmt_num(x)
+
+
 def _bucket_range(b: int) -> str:
-    return f"{_fmt_num(2.0 ** b - 1)}..{_fmt_num(2.0 ** (b + 1) - 1)}"
+    return f"{_compact(2.0 ** b - 1)}..{_compact(2.0 ** (b + 1) - 1)}"
 
 
 def _tail_note(prof: dict) -> str:
@@ -313,7 +348,7 @@ def _tail_note(prof: dict) -> str:
     if p99 - median < HEAVY_TAIL_SPREAD:
         return ""
     return (f"; heavy right tail (median {_bucket_range(median)}, 99th percentile {_bucket_range(p99)}, max "
-            f"{_fmt_num(prof['max'])}): consider preprocessing: {{normalization: log1p}}")
+            f"{_compact(prof['max'])}): consider preprocessing: {{normalization: log1p}}")
 
 
 def _decide_number(name: str, prof: dict, out, d: int, dn: str, unique: bool) -> Inferred:
@@ -325,6 +360,15 @@ def _decide_number(name: str, prof: dict, out, d: int, dn: str, unique: bool) ->
             return out(None, f"excluded: ID-like ({dn} distinct digit strings with leading zeros in {n} rows)")
         return out("category", f"{dn} distinct digit codes with leading zeros (e.g. {_examples(prof, 2)}): "
                                "a number would drop the zeros")
+    if (TIME_NAME.search(name) and prof.get("n_clock", 0) == n and d >= CLOCK_MIN_DISTINCT
+            and not prof["n_leading_zero"]):
+        example = max((int(float(v)) for _h, v in prof["sample"] if float(v) < 2400), default=0)
+        return out("date", f"HHMM clock times ({_fmt_num(lo)}..{_fmt_num(hi)}; {example} is "
+                           f"{example // 100:02d}:{example % 100:02d}) in a column named like a time",
+                   {"datetime_format": "hhmm"})
+    if TIME_NAME.search(name) and prof.get("n_ymd", 0) == n:
+        return out("date", f"YYYYMMDD dates ({_fmt_num(lo)}..{_fmt_num(hi)}) in a column named like a time",
+                   {"datetime_format": "%Y%m%d"})
     epoch = _epoch(name, prof)
     if epoch is not None:
         fmt, unit = epoch
@@ -335,7 +379,7 @@ def _decide_number(name: str, prof: dict, out, d: int, dn: str, unique: bool) ->
     if not integers:
         return out("number", f"{dn} distinct numeric values ({rng}){_tail_note(prof)}")
     sequential = hi - lo + 1 <= d * 1.01 + 1 if lo is not None else False
-    named = ID_NAME.search(name) or NUMBER_NAME.search(name)
+    named = ID_NAME.search(name) or NUMBER_NAME.search(name) or ENTITY_NAME.search(name)
     fixed = prof["width_min"] is not None and prof["width_min"] == prof["width_max"] and prof["width_min"] >= 4
     years = lo is not None and lo >= 1800 and hi <= 2100
     if unique and (sequential or named or (fixed and prof["width_min"] >= 5)):
@@ -346,7 +390,7 @@ def _decide_number(name: str, prof: dict, out, d: int, dn: str, unique: bool) ->
     if (CODE_NAME.search(name) or named) and not unique:
         return out("category", f"{dn} distinct integers ({rng}) and the name '{name}' suggests a code or an "
                                "identifier, not a quantity")
-    if fixed and not years and lo >= 0 and not unique:
+    if fixed and not years and lo >= 0 and not unique and not UNIT_NAME.search(name):
         return out("category", f"{dn} distinct fixed-width {prof['width_min']}-digit codes (e.g. "
                                f"{_examples(prof, 2)})")
     return out("number", f"{dn} distinct integers ({rng}){_tail_note(prof)}")

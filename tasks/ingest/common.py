@@ -90,9 +90,29 @@ def first_infinity(table: pa.Table, spec) -> tuple[int, str, float] | None:
     return None
 
 
+# what a number column may hold as text (the raw gate's generated regex, expectations.kernels.NUMBER_PATTERN,
+# on RE2) and the spellings of a missing value every reader takes (tasks.ingest.csv_ranges.NULL_VALUES)
+NUMBER_TEXT = r"^\s*(?:[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:inf|infinity)|(?i:nan|null|none|n/a|na))?\s*$"
+
+
+def reject_text_in_numbers(table: pa.Table, spec, first_row: int, path: str) -> None:
+    """A column declared ``number`` that the file stores as strings (Parquet, Feather): the first value
+    that is not a number is one ``DataError`` naming the file, the 0-based row and the column, as a
+    CSV's (issue 43, item 2). Vectorized: one RE2 match per column."""
+    for name, kind in spec.columns.items():
+        col = table.column(name)
+        if kind != "float64" or not _is_string(col.type):
+            continue
+        ok = pc.match_substring_regex(col, NUMBER_TEXT)
+        if pc.all(ok).as_py() is False:
+            i = pc.index(ok, False).as_py()
+            raise DataError(f"{path}: row {first_row + i}, column '{name}': expected a number, got "
+                            f"{col[i].as_py()!r} (the file stores the column as text)")
+
+
 def reject_infinities(table: pa.Table, spec, first_row: int, path: str) -> None:
     found = first_infinity(table, spec)
     if found is not None:
         i, name, value = found
-        raise DataError(f"{path}: row {first_row + i + 1}, column '{name}': got {value}; "
+        raise DataError(f"{path}: row {first_row + i}, column '{name}': got {value}; "
                         "infinities are not allowed in number columns")

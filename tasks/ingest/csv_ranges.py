@@ -62,6 +62,32 @@ NULL_VALUES = ["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"]
 TAIL_BYTES = 1 << 16  # read past a range's end this much at a time to find the end of its last row
 
 
+BLOCK_LIMIT = (1 << 31) - 1  # pyarrow's largest block: a row (a cell) must fit in one
+
+
+def straddles(exc: Exception) -> bool:
+    """pyarrow's CSV reader met a row longer than its block (1 MB by default): "straddling object straddles
+    two block boundaries"."""
+    return "straddl" in str(exc)
+
+
+def read_csv_whole(source, size: int, read_options: pacsv.ReadOptions | None = None, **kwargs) -> pa.Table:
+    """``pyarrow.csv.read_csv`` of ``source``; a row longer than the default block (a multi-megabyte text
+    cell) is read again with one block as large as the data (issue 43, item 10): only such files pay
+    for the single-block parse. ``source()`` opens a fresh input for each try (a failed read may have
+    read ahead in the one it had)."""
+    options = read_options or pacsv.ReadOptions()
+    try:
+        with source() as fh:
+            return pacsv.read_csv(fh, read_options=options, **kwargs)
+    except pa.ArrowInvalid as exc:
+        if not straddles(exc) or size + 1 <= options.block_size:
+            raise
+    bigger = pacsv.ReadOptions(column_names=options.column_names, block_size=min(size + 1, BLOCK_LIMIT))
+    with source() as fh:
+        return pacsv.read_csv(fh, read_options=bigger, **kwargs)
+
+
 def _pa_type(kind: str) -> pa.DataType:
     return pa.float64() if kind == "float64" else pa.string()
 
@@ -82,7 +108,9 @@ def locate_problem(path: str, raw: bytes, dialect: csv_dialect.Dialect, spec, ar
                    names: list[str] | None = None, first_line: int = 1, offset: int = 0, where: str = "") -> DataError:
     """Slow path: the line and column pyarrow choked on. ``raw``: the file's bytes from its header
     (``names`` None), or a range's bytes starting at line ``first_line`` and byte ``offset`` of the file
-    (``names``: the header's); ``where``: appended to how the file was read (the byte range)."""
+    (``names``: the header's); ``where``: appended to how the file was read (the byte range). A value
+    error names the 0-based row (``__row__``) when the bytes start at the header (a range's first row is
+    not known here: quoted line breaks in other ranges), and the line as an editor counts it."""
     how = dialect.describe() + where
     term = b"\r" if dialect.terminator == "\r" else b"\n"
     try:
@@ -92,14 +120,17 @@ def locate_problem(path: str, raw: bytes, dialect: csv_dialect.Dialect, spec, ar
         return DataError(f"{path}: line {line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset "
                          f"{offset + exc.start}); re-save the file as UTF-8")
     text = "\n".join(csv_dialect.sample_rows(raw, dialect.terminator, limit=1 << 62))
+    csv.field_size_limit(BLOCK_LIMIT)  # Python's csv refuses fields over 128 KB; pyarrow reads them
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=dialect.delimiter, quotechar=dialect.quote,
                         strict=True)
     try:
         header = next(reader) if names is None else list(names)
+        row = -1  # the record's 0-based row in the file (pyarrow skips blank lines too)
         for record in reader:
             line = first_line - 1 + reader.line_num
             if not record:  # a blank line
                 continue
+            row += 1
             if len(record) != len(header):
                 return DataError(f"{path}: line {line}: expected {len(header)} fields, got {len(record)} "
                                  f"(ragged row or an unbalanced quote; {how})")
@@ -112,12 +143,17 @@ def locate_problem(path: str, raw: bytes, dialect: csv_dialect.Dialect, spec, ar
                 try:
                     float(value)
                 except ValueError:
-                    return DataError(f"{path}: line {line}, column '{col}': expected a number, got {value!r}"
+                    at = f"row {row} (line {line})" if names is None else f"line {line}"
+                    return DataError(f"{path}: {at}, column '{col}': expected a number, got {value!r}"
                                      f"{' (' + where.lstrip(', ') + ')' if where else ''}")
     except csv.Error as exc:
         return DataError(f"{path}: line {first_line - 1 + reader.line_num}: malformed CSV ({exc}; {how})")
     if text.count('"') % 2:
         return DataError(f"{path}: unbalanced quote character (\") somewhere in the file ({how})")
+    if straddles(Exception(arrow_message)):  # a row longer than the streaming reader's block
+        return DataError(f"{path}: a row is longer than the CSV reader's block ({arrow_message}; {how}); "
+                         "a local file under 128 MiB is read with blocks as large as the file: copy it to a local "
+                         "disk, or store the table as Parquet")
     return DataError(f"{path}: cannot parse as CSV ({how}): {arrow_message}")
 
 
@@ -251,8 +287,9 @@ def _read_range(unit: Unit, spec) -> tuple[pa.Table | None, str]:
         return None, where
     parse, convert = read_options(spec, unit.dialect)
     try:
-        table = pacsv.read_csv(pa.BufferReader(data), read_options=pacsv.ReadOptions(column_names=list(unit.names)),
-                               parse_options=parse, convert_options=convert)
+        table = read_csv_whole(lambda: pa.BufferReader(data), len(data),
+                               pacsv.ReadOptions(column_names=list(unit.names)), parse_options=parse,
+                               convert_options=convert)
     except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
         raise locate_problem(unit.path, data, unit.dialect, spec, str(exc), list(unit.names),
                              _lines_before(unit, first) + 1, first, where) from None
@@ -354,7 +391,7 @@ def write_parts(dataset: str, spec, out_dir: Path, read_whole, range_bytes: int 
     for u, r in zip(units, results, strict=True):
         if r["infinity"] is not None:
             i, name, value = r["infinity"]
-            row = file_rows.get(u.file, 0) + i + 1
+            row = file_rows.get(u.file, 0) + i
             raise DataError(f"{u.path}: row {row}, column '{name}': got {value}; infinities are not allowed in "
                             f"number columns{' (' + r['where'].lstrip(', ') + ')' if r['where'] else ''}")
         file_rows[u.file] = file_rows.get(u.file, 0) + r["rows"]

@@ -12,8 +12,8 @@ hash of its type and content and written only if absent, and replaced by the ref
 
 The fingerprint is the sha256 of the table's Arrow IPC stream (one record batch per
 ``PART_ROWS`` rows, no schema metadata), so equal data gives equal cache keys however the frame
-was partitioned, and the cache folder's location does not enter it. A Dask DataFrame is computed
-into memory first.
+was partitioned, and the cache folder's location does not enter it. A Dask DataFrame's partitions are
+read on the workers by ``tasks.ingest.dask_frame`` (with ``partition_table``, this module's conversion).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -45,13 +44,16 @@ def is_frame(dataset) -> bool:
     return hasattr(dataset, "columns") and hasattr(dataset, "dtypes") and not isinstance(dataset, (str, Path))
 
 
-def _pandas(dataset):
-    """A Dask DataFrame computed; anything else as it is."""
-    if "dask.dataframe" not in sys.modules:  # not imported: the dataset cannot be one (and 0.65 s not paid)
-        return dataset
-    import dask.dataframe as dd  # imported already (checked above)
+def is_dask_frame(dataset) -> bool:
+    """A Dask DataFrame (without importing dask.dataframe: one that exists has imported it)."""
+    return type(dataset).__module__.startswith("dask.") and hasattr(dataset, "to_delayed") and hasattr(
+        dataset, "npartitions")
 
-    return dataset.compute() if isinstance(dataset, dd.DataFrame) else dataset
+
+def _pandas(dataset):
+    """A Dask DataFrame computed (``prepflow infer``'s profile, a remote stage cache); anything else as it is."""
+    return dataset.compute() if is_dask_frame(dataset) else dataset
+
 
 
 def _missing(v) -> bool:
@@ -70,7 +72,7 @@ def _scalar_text(v, row: int, column: str) -> str | None:
     try:
         return json.dumps(v)
     except TypeError:
-        raise DataError(f"{SOURCE}: row {row + 1}, column '{column}': cannot read a {type(v).__name__} as text") from None
+        raise PartitionProblem(row, f"column '{column}': cannot read a {type(v).__name__} as text") from None
 
 
 def _numbers(values, column: str) -> pa.Array:
@@ -78,7 +80,7 @@ def _numbers(values, column: str) -> pa.Array:
     bad = numeric.isna().to_numpy() & ~values.isna().to_numpy()
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise DataError(f"{SOURCE}: row {i + 1}, column '{column}': expected a number, got {values.iloc[i]!r}")
+        raise PartitionProblem(i, f"column '{column}': expected a number, got {values.iloc[i]!r}")
     return pa.array(numeric.to_numpy(), type=pa.float64(), from_pandas=True)
 
 
@@ -102,22 +104,51 @@ def _media_value(feature, cache_dir: str, v, row: int) -> str | None:
             return media_image.store_value(cache_dir, feature.name, v)
         return media_audio.store_value(cache_dir, feature.name, v, feature.options.sampling_rate)
     except (ValueError, TypeError, KeyError) as exc:
-        raise DataError(f"{SOURCE}: row {row + 1}, column '{feature.column}': {feature.describe()} cannot store "
-                        f"this {type(v).__name__} value: {exc}") from None
+        raise PartitionProblem(row, f"column '{feature.column}': {feature.describe()} cannot store "
+                                    f"this {type(v).__name__} value: {exc}") from None
 
 
 def frame_table(ctx, spec) -> pa.Table:
     """The DataFrame's configured columns as an Arrow table, media values stored in the media cache."""
 
-    df = _pandas(ctx.dataset)
+    df = _pandas(ctx.dataset)  # a Dask DataFrame here: a remote stage cache (tasks.ingest.dask_frame reads the rest)
     check_columns(SOURCE, [str(c) for c in df.columns], spec.columns)
     media = {}
     for f in ctx.features:
         if isinstance(f, MediaFeature):
             media.setdefault(f.column, f)
-    cache_dir = ctx.media_cache_root
+    try:
+        return partition_table(df, spec.columns, media, ctx.media_cache_root)
+    except PartitionProblem as problem:
+        raise DataError(problem.message(0)) from None
+
+
+class PartitionProblem(Exception):
+    """A value a partition cannot hold: its row in the partition and the message without the row (the
+    caller knows where the partition starts: ``message(first_row)``)."""
+
+    def __init__(self, row: int, detail: str):
+        super().__init__(detail)
+        self.row, self.detail = row, detail
+
+    def message(self, first_row: int) -> str:
+        return f"{SOURCE}: row {first_row + self.row}, {self.detail}"
+
+    def __reduce__(self):  # through Dask's pickling of a worker's exception
+        return (type(self), (self.row, self.detail))
+
+
+def convert_partition(df, columns: dict, media: dict, cache_dir: str) -> pa.Table:
+    """``partition_table`` for one Dask partition (a picklable callable for ``tasks.ingest.dask_frame``)."""
+    return partition_table(df, columns, media, cache_dir)
+
+
+def partition_table(df, columns: dict, media: dict, cache_dir: str) -> pa.Table:
+    """One pandas frame's ``columns`` (name -> kind) as an Arrow table: numbers as float64, media values
+    (``media``: column -> its feature) stored in the media cache under ``cache_dir``, the rest as text.
+    ``PartitionProblem`` names the first bad value's row in this frame."""
     arrays = []
-    for column, kind in spec.columns.items():
+    for column, kind in columns.items():
         values = df[column].reset_index(drop=True)
         if column in media:
             f = media[column]
@@ -129,7 +160,7 @@ def frame_table(ctx, spec) -> pa.Table:
         else:
             arrays.append(pa.array([_scalar_text(v, i, column) for i, v in enumerate(values.tolist())],
                                    type=pa.string()))
-    return pa.Table.from_arrays(arrays, names=list(spec.columns))
+    return pa.Table.from_arrays(arrays, names=list(columns))
 
 
 def fingerprint(table: pa.Table) -> str:

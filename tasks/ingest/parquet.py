@@ -29,7 +29,14 @@ from core.errors import DataError
 from storage.fs import open_input
 from tasks.config.constants import ROW
 from tasks.dataset.files import dataset_files, readable
-from tasks.ingest.common import check_columns, dictionary_encoded, normalize_batch, reject_infinities
+from tasks.ingest.common import (
+    check_columns,
+    dictionary_encoded,
+    normalize_batch,
+    reject_infinities,
+    reject_text_in_numbers,
+)
+from tasks.ingest.nested import check_flat
 from tasks.runtime.dask_run import compute, shared
 from tasks.runtime.frame import write_ipc
 
@@ -73,6 +80,7 @@ def plan(files: list[str], spec, part_rows: int) -> list[Unit]:
         meta = _footer(path)
         schema = meta.schema.to_arrow_schema()
         check_columns(path, schema.names, spec.columns)
+        check_flat(path, schema, spec.columns)
         types = {c: _comparable(schema.field(c).type) for c in spec.columns}
         if first_types is None:
             first_types = types
@@ -112,6 +120,7 @@ def read_unit(unit: Unit, spec) -> pa.Table:
         raise DataError(f"{unit.path}: row group {unit.row_groups[0]}: {table.num_rows} rows, its footer says "
                         f"{unit.rows}")
     table = normalize_batch(table, spec, read_dictionaries=True)
+    reject_text_in_numbers(table, spec, unit.file_row, unit.path)
     reject_infinities(table, spec, unit.file_row, unit.path)
     return table
 

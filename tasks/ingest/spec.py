@@ -18,7 +18,7 @@ from tasks.config.constants import ROW
 from tasks.config.suites import extra_raw_columns
 from tasks.custom import plan as custom_plan
 from tasks.dataset.info import dataset_columns, detect_format
-from tasks.ingest.common import dictionary_encoded, normalize_batch, reject_infinities
+from tasks.ingest.common import dictionary_encoded, normalize_batch, reject_infinities, reject_text_in_numbers
 from tasks.runtime import frame
 from tasks.runtime.frame import write_ipc
 
@@ -51,6 +51,7 @@ def write_parts(batches, spec: IngestSpec, out_dir: Path, path: str) -> int:
         seen = 0
         for batch in batches:
             table = normalize_batch(batch, spec)
+            reject_text_in_numbers(table, spec, seen, path)
             reject_infinities(table, spec, seen, path)
             seen += table.num_rows
             yield table

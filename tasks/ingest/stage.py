@@ -20,7 +20,9 @@ the error names the file, line and column.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -32,10 +34,12 @@ from core.code_version import module_version
 from core.errors import DataError
 from core.lazy import pandas as pd
 from storage.fs import open_input
+from storage.hashing import stable_hash
 from tasks.dataset import csv_dialect
 from tasks.dataset.files import is_multi
 from tasks.dataset.fingerprint import fingerprint
 from tasks.ingest import csv_ranges as ingest_csv
+from tasks.ingest import dask_frame
 from tasks.ingest import dataframe as ingest_frame
 from tasks.ingest import parquet as ingest_parts
 from tasks.ingest.common import check_columns as _check_columns
@@ -66,12 +70,14 @@ def _read_csv(path: str, spec: IngestSpec, delimiter: str | None = None):
     try:
         if csv_dialect.needs_escape(path, dialect):  # pyarrow would end a row at a CR (LF) that is data
             data, escape = csv_dialect.escaped_bytes(path, dialect)
-            table = pacsv.read_csv(pa.BufferReader(data), parse_options=parse, convert_options=convert)
+            table = ingest_csv.read_csv_whole(lambda: pa.BufferReader(data), len(data), parse_options=parse,
+                                              convert_options=convert)
             yield csv_dialect.unescape(table, escape, dialect.data_char)
             return
         with _native_input(path) as fh:
             if isinstance(fh, pa.OSFile) and fh.size() <= WHOLE_READ_BYTES:  # a local file: every core parses
-                yield pacsv.read_csv(fh, parse_options=parse, convert_options=convert)
+                yield ingest_csv.read_csv_whole(lambda: _native_input(path), fh.size(), parse_options=parse,
+                                                convert_options=convert)  # each try a fresh input
                 return
             reader = pacsv.open_csv(fh, read_options=pacsv.ReadOptions(block_size=1 << 24), parse_options=parse,
                                     convert_options=convert)
@@ -159,7 +165,7 @@ def _json_numbers(path: str, col: str, values: list) -> pa.Array:
         try:
             out.append(float(v))
         except (TypeError, ValueError):
-            raise DataError(f"{path}: row {i + 1}, column '{col}': expected a number, got {v!r}") from None
+            raise DataError(f"{path}: row {i}, column '{col}': expected a number, got {v!r}") from None
     return pa.array(out, type=pa.float64())
 
 
@@ -209,7 +215,9 @@ def config_slice(ctx) -> dict:
 
 
 def run(ctx):
-    if ingest_frame.is_frame(ctx.dataset):  # a pandas/Dask DataFrame passed in Python
+    if ingest_frame.is_dask_frame(ctx.dataset) and "://" not in str(ctx.cache.root):
+        return _run_dask_frame(ctx)  # a Dask DataFrame: its partitions read on the workers
+    if ingest_frame.is_frame(ctx.dataset):  # a pandas DataFrame passed in Python
         return _run_frame(ctx)
     spec = ingest_spec(ctx)
     fp = ctx.fingerprint or fingerprint(ctx.dataset)
@@ -274,6 +282,33 @@ def _run_frame(ctx):
         return stats
 
     return run_cached(ctx, "ingest", ingest_frame.CODE_VERSION, [fp], spec.slice(), compute, Ingested)
+
+
+def _run_dask_frame(ctx):
+    """ingest of a Dask DataFrame, partition by partition on the workers (``tasks.ingest.dask_frame``), each
+    converted as the pandas ingest converts a frame; the staged parts become the cache entry."""
+    spec = ingest_spec(ctx)
+    media = {f.column: f for f in ctx.media_features()}
+    convert = functools.partial(ingest_frame.convert_partition, columns=dict(spec.columns), media=media,
+                                cache_dir=os.path.abspath(ctx.media_cache_root))
+    staged = dask_frame.stage(ctx.dataset, spec, convert, Path(ctx.cache.root) / "ingest", ingest_frame.SOURCE)
+    try:
+        def compute(out: Path) -> Statistics:
+            staged.move_into(out / "data")
+            (out / "ingest.json").write_text(json.dumps({"fingerprint": staged.fingerprint, "rows": staged.rows,
+                                                         "spec": spec.slice()}))
+            stats = Statistics()
+            stats.counter("ingest.rows_out", staged.rows)
+            return stats
+
+        return run_cached(ctx, "ingest", dask_frame_version(), [staged.fingerprint], spec.slice(), compute, Ingested)
+    finally:
+        staged.close()
+
+
+def dask_frame_version() -> str:
+    """The Dask DataFrame ingest's code version: its module's and the pandas conversion's."""
+    return stable_hash([module_version(dask_frame.__name__), ingest_frame.CODE_VERSION])
 
 
 NODE = Node("ingest", run, output=Ingested, reads=config_slice)

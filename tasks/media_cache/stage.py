@@ -13,7 +13,7 @@ to an in-memory value ingest stored). For every media feature this stage
    (``MediaFeature.finalize_media``: image size/channels, audio sampling rate) into its ``Codec``;
 4. decodes every source once, in a thread pool with a bounded window (memory O(window)), reporting
    progress, and applies ``on_decode_error`` the same way in every mode: ``fail`` raises DataError
-   naming the input row (1-based) and the path (files that cannot be read or escape ``media_root``
+   naming the input row (0-based, `__row__`) and the path (files that cannot be read or escape ``media_root``
    are found before any decoding, at the first input row naming one; a decode failure stops the
    run where it is met), ``skip_row`` drops the rows, ``fill`` uses the codec's fill tensor.
    Statistics: ``media_cache.decode_failures.<f>`` (distinct sources),
@@ -210,7 +210,7 @@ def _failure(parts: list[Part], src: Sources, bad_sids) -> DataError:
     row, sid = _first_row(parts, src, np.asarray(bad_sids, dtype=np.int64))
     f = src.feature
     where = src.sources[sid] or src.raw_of[sid]
-    return DataError(f"row {row + 1}, column '{f.column}': {f.describe()} cannot decode {src.raw_of[sid]!r} "
+    return DataError(f"row {row}, column '{f.column}': {f.describe()} cannot decode {src.raw_of[sid]!r} "
                      f"({where}): {src.error[sid]}. Set on_decode_error: skip_row or fill to go on without it")
 
 

@@ -296,6 +296,7 @@ def build_html(view: ArtifactView, run_summary: dict | None = None) -> str:
         ("section-stages", "Stage timings and cache hits", stages_section(run_summary)),
         ("section-statistics", "All statistics", statistics_section(view)),
     ]
+    sections = [s for s in sections if s[0] != "section-balance" or s[2]]  # no classes, no panel
     nav = "".join(f'<li><a href="#{sid}">{esc(title)}</a></li>' for sid, title, _b in sections)
     nav += "".join(f'<li><a href="#feature-{ids[n]}">{esc(n)}</a></li>' for n, _o in features)
     body = "".join(f'<section id="{sid}"><h2>{esc(title)}</h2>{content}</section>' for sid, title, content in sections)
@@ -354,7 +355,7 @@ def balance_section(view: ArtifactView, features: list[tuple[str, bool]], ids: d
     for name, is_output in features:
         meta = view.metadata[name]
         if not is_output or meta.get("type") not in ("binary", "category"):
-            continue
+            continue  # a regression target has no classes: no panel
         series = class_counts(view.statistics, name, meta)
         if not series or not class_names(meta):
             parts.append(note(f"{name}: no class counts recorded (artifact made before prepflow recorded them)"))
@@ -370,7 +371,7 @@ def balance_section(view: ArtifactView, features: list[tuple[str, bool]], ids: d
         parts.append(figure(plot_id, name, svg, f"class balance of output feature {name} per split{more}"))
         header = ["class", *series]
         parts.append(table(header, [[names[i], *[s[i] for s in series.values()]] for i in keep]))
-    return "".join(parts) or note("no binary or category output feature")
+    return "".join(parts)  # empty for a regression target: build_html leaves the section out
 
 
 def features_section(view: ArtifactView, features: list[tuple[str, bool]], ids: dict[str, str]) -> str:
@@ -408,6 +409,11 @@ def missing_text(view: ArtifactView, name: str, meta: dict) -> str:
     fit_rows = _count(stats, "split.rows.train") if fit_on == "train" else _count(stats, "ingest.rows_out")
     shown = json.dumps(fill, ensure_ascii=False) if isinstance(fill, str) else fmt(fill)
     how = f"strategy {strategy}" + (f" = {shown}" if fill is not None else "")
+    if strategy == "drop_row":  # nothing is filled: rows with a missing value are left out
+        if not dropped:
+            return "none (strategy drop_row: a row missing this value would be dropped)"
+        share = f" ({dropped / rows_in:.1%} of {rows_in} input rows)" if (rows_in := _count(stats, "ingest.rows_out")) else ""
+        return f"{dropped} rows dropped{share}: strategy drop_row leaves out every row missing this value"
     if not missing_fit and not filled and not dropped:
         return f"none in the published rows ({how} would fill them)"
     parts = []
@@ -599,7 +605,7 @@ def quality_section(view: ArtifactView) -> str:
                 detail = "" if r.get("success") else describe_failure(r, gate_name).split(": ", 1)[-1]
                 if not detail and "unexpected_count" in res:
                     detail = f"{res['unexpected_count']} unexpected of {res.get('element_count', '?')}"
-                elif not detail and "observed_value" in res:
+                elif not detail and res.get("observed_value") is not None:  # schema checks observe nothing
                     detail = f"observed {res['observed_value']!r}"
                 bounds = ", ".join(f"{k}={fmt(v)}" for k, v in sorted(kwargs.items()) if k not in GATE_KWARGS_HIDDEN)
                 detail = "; ".join(p for p in (bounds, detail) if p)
@@ -639,7 +645,8 @@ def markdown_summary(location: str, run_summary: dict) -> str:
     # the manifest only: a local artifact's metadata (its inline vocabularies) is not parsed for this
     manifest = open_view(path).manifest if remote.is_remote(path) else Artifact.open(path).manifest
     lines = [f"# prepflow report: artifact `{manifest['artifact_id']}`", "",
-             f"**Report:** `{location}`" + ("" if "://" in location else f" ([open](file://{location}))"), "",
+             f"**Report:** `{location}`" + ("" if "://" in location else f" ([open]({Path(location).resolve().as_uri()}))"),
+             "",
              f"Artifact: `{run_summary['artifact_path']}`", "",
              "| split | rows |", "|---|---|"]
     lines += [f"| {s} | {n} |" for s, n in (manifest.get("rows") or {}).items()]

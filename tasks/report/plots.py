@@ -156,8 +156,10 @@ def class_bars(plot_id: str, names: list[str], series: dict[str, list[int]], tit
     """Grouped bars: one group per class, one bar per series (split, before/after balancing)."""
     with _style(plot_id):
         rotate = len(names) > 6
+        # the left margin holds the widest count's tick label and the axis label beside it
+        digits = len(f"{max([max(c, default=0) for c in series.values()], default=0):,}")
         fig, (ax,) = _figure(min(3.6 + 0.35 * len(names) * max(len(series), 1), 9.0), 2.8, right=1.9,
-                             bottom=0.9 if rotate else 0.45)
+                             bottom=0.9 if rotate else 0.45, left=0.45 + 0.075 * digits)
         width = 0.8 / max(len(series), 1)
         x = np.arange(len(names))
         for i, (label, counts) in enumerate(series.items()):

@@ -95,7 +95,7 @@ def column_values(pdf: pd.DataFrame, feature: TimeseriesFeature) -> tuple[np.nda
     if (lengths > 1).any():
         i = int(np.flatnonzero(lengths > 1)[0])
         option = "window_size" if feature.options.window_size else "horizon"
-        raise DataError(f"row {int(rows[i]) + 1}, column '{feature.column}': {feature.describe()} with {option} "
+        raise DataError(f"row {int(rows[i])}, column '{feature.column}': {feature.describe()} with {option} "
                         f"expects one number per row, got {text.iloc[i]!r}")
     values = np.full(len(rows), np.nan)
     values[lengths == 1] = numbers

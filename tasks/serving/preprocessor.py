@@ -11,7 +11,7 @@ data with nothing refitted:
 
 so the output is bit-identical to the artifact's columns for the same rows. Unseen categories
 encode as ``<UNK>`` (0). A missing column, a value of the wrong type, or a missing value where the
-feature's strategy is ``drop_row`` raises ``DataError`` naming the row (1-based) and column.
+feature's strategy is ``drop_row`` raises ``DataError`` naming the row (0-based) and column.
 ``ffill``/``bfill`` fill from neighbouring rows of the same call; a value with no neighbour to fill
 from is an error. Output features are transformed when their columns are present (``outputs=None``).
 
@@ -189,7 +189,7 @@ def _as_frame(rows) -> pd.DataFrame:
     if isinstance(rows, Sequence) and not isinstance(rows, (str, bytes)):
         for i, row in enumerate(rows):
             if not isinstance(row, Mapping):
-                raise DataError(f"raw rows: row {i + 1} is a {type(row).__name__}; expected a mapping of "
+                raise DataError(f"raw rows: row {i} is a {type(row).__name__}; expected a mapping of "
                                 "column -> value")
         return pd.DataFrame.from_records(list(rows)) if rows else pd.DataFrame()
     raise DataError(f"raw rows: expected a pandas DataFrame, a list of dicts or a mapping of columns, got "
@@ -201,7 +201,7 @@ def _check_scalars(values: pd.Series, column: str) -> None:
         return
     for i, v in enumerate(values.tolist()):
         if not isinstance(v, SCALARS) and v is not pd.NA:
-            raise DataError(f"row {i + 1}, column '{column}': expected a number, string or boolean, got "
+            raise DataError(f"row {i}, column '{column}': expected a number, string or boolean, got "
                             f"{type(v).__name__} {v!r}")
 
 
@@ -231,4 +231,4 @@ def _no_missing(values: pd.Series, feature, why: str) -> None:
     missing = values.isna().to_numpy()
     if missing.any():
         row = int(np.flatnonzero(missing)[0])
-        raise DataError(f"row {row + 1}, column '{feature.column}': {feature.describe()} is missing a value; {why}")
+        raise DataError(f"row {row}, column '{feature.column}': {feature.describe()} is missing a value; {why}")

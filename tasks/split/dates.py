@@ -187,7 +187,7 @@ def _parse_part(pdf: pd.DataFrame, column: str, sample, datetime_format: str | N
 
 
 def _row_of(message: str) -> int:
-    return int(message.split(",", 1)[0].removeprefix("row ")) - 1
+    return int(message.split(",", 1)[0].removeprefix("row "))
 
 
 def _ordered(keys: np.ndarray) -> np.ndarray:

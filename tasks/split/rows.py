@@ -49,7 +49,7 @@ def split_counts(n: int, probabilities: list[float]) -> list[int]:
 
 
 def row_error(rows: np.ndarray, i: int, column: str, message: str) -> DataError:
-    return DataError(f"row {int(rows[i]) + 1}, column '{column}': {message}")
+    return DataError(f"row {int(rows[i])}, column '{column}': {message}")
 
 
 def require_present(values: pd.Series, rows: np.ndarray, column: str, kind: str) -> None:

@@ -191,7 +191,7 @@ def fixed_split(values: pd.Series, rows: np.ndarray, column: str) -> np.ndarray:
     bad = mapped.isna().to_numpy()
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise DataError(f"row {int(rows[i]) + 1}, column '{column}': fixed split expects 0/1/2 or "
+        raise DataError(f"row {int(rows[i])}, column '{column}': fixed split expects 0/1/2 or "
                         f"train/validation/test, got {values.iloc[i]!r}")
     return mapped.to_numpy(dtype=np.int8)
 

@@ -142,5 +142,5 @@ def test_a_vector_row_of_the_wrong_length_is_reported_by_input_row(tmp_path, npa
     df.loc[36, "vec"] = "1 2 3 4 5"
     config = {"input_features": [{"name": "vec", "type": "vector"}], "output_features": [{"name": "label",
                                                                                          "type": "binary"}]}
-    with pytest.raises(DataError, match=r"row 37, column 'vec': vector feature 'vec' expects 4 values per row, got 5"):
+    with pytest.raises(DataError, match=r"row 36, column 'vec': vector feature 'vec' expects 4 values per row, got 5"):
         run(config, write_csv(df, tmp_path / "v.csv"), tmp_path, npartitions=npartitions)

@@ -267,3 +267,46 @@ def test_ludwig_trains_one_epoch_from_prepflows_metadata(ludwig_venv, published,
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_a_default_runs_metadata_is_read_by_ludwig(ludwig_venv, tmp_path):
+    """A training_set_metadata.json is one Ludwig can read for every type, also from a default run (no
+    ``compatibility: ludwig``; issue 43, item 6): Ludwig wraps sequence and text rows in <SOS> ... <EOS>
+    and looked both up in prepflow's vocabulary (``KeyError: '<EOS>'``)."""
+    csv = write_csv(table(), tmp_path / "data.csv")
+    result = run(LUDWIG_CONFIG, csv, tmp_path, npartitions=2)
+    art = Artifact.open(result.artifact["artifact_path"])
+    work = tmp_path / "ludwig"
+    _meta, tensors = ludwig_preprocess(ludwig_venv, csv, work, art.path / "training_set_metadata.json")
+    ours = art.read_split("train")
+    for name in ("seq", "txt"):  # Ludwig's rows: prepflow's ids behind the <SOS> slot (an alias of <PAD>)
+        theirs = tensors["train"][name]
+        width = min(ours[name].shape[1], theirs.shape[1] - 1)
+        assert (theirs[:, 0] == 0).all(), name
+        np.testing.assert_array_equal(theirs[:, 1:1 + width][:, :3], ours[name][:, :width][:, :3], err_msg=name)
+
+
+RESOLVE = """
+import json, sys
+from ludwig.schema.model_types.base import ModelConfig
+types = ["number", "binary", "category", "set", "bag", "sequence", "text", "vector", "timeseries", "date", "image",
+         "audio"]
+config = {"input_features": [{"name": f"f_{t}", "type": t} for t in types],
+          "output_features": [{"name": "y", "type": "binary"}, {"name": "z", "type": "number"}]}
+print(json.dumps(ModelConfig.from_dict(config).to_dict()))
+"""
+
+
+def test_ludwigs_resolved_config_of_every_type_is_accepted(ludwig_venv, tmp_path):
+    """The config Ludwig resolves (what it saves as model_hyperparameters.json: every type's defaults with
+    their model side, such as ``defaults.image.augmentation``; issue 43, item 6) parses unchanged."""
+    from tasks.config.loader import parse_config
+
+    proc = subprocess.run([str(ludwig_venv / "bin" / "python"), "-c", RESOLVE], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    resolved = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "augmentation" in resolved["defaults"]["image"]  # the model side the issue met
+    config = parse_config(resolved, "model_hyperparameters.json")
+    assert [f.type for f in config.features][:12] == ["number", "binary", "category", "set", "bag", "sequence",
+                                                      "text", "vector", "timeseries", "date", "image", "audio"]

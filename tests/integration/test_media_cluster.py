@@ -61,6 +61,6 @@ def test_fail_on_the_workers_names_the_same_row(cluster, tmp_path):
     with Client(cluster), pytest.raises(DataError) as remote:
         run(cfg, data, tmp_path / "cluster")
     assert str(remote.value) == str(local.value)
-    assert "row 3, column 'photo'" in str(local.value) and "corrupt or truncated" in str(local.value)
+    assert "row 2, column 'photo' in str(local.value)" and "corrupt or truncated" in str(local.value)
     assert not os.listdir(tmp_path / "cluster" / "cache" / "media_cache") or all(
         not p.startswith(".tmp") for p in os.listdir(tmp_path / "cluster" / "cache" / "media_cache"))

@@ -80,12 +80,22 @@ def test_serve_schedules_and_runs_triggered_runs(tmp_path):
             assert deployment.parameters == {  # relative paths made absolute for the runs
                 "config": str(EXAMPLE / "config.yaml"), "dataset": str(EXAMPLE / "titanic.csv"),
                 "output": str(tmp_path / "out"), "cache_dir": str(tmp_path / "cache"), "npartitions": 2}
+            # named and tagged as a CLI run is (issue 43, item 4): not `simple-cricket`, not only `prepflow`
+            from flows.run_labels import run_name, run_tags
+            from tasks.config.loader import load_config
+
+            config = load_config(EXAMPLE / "config.yaml")
+            assert sorted(deployment.tags) == sorted(run_tags(str(EXAMPLE / "titanic.csv"), config))
+            expected_name = run_name(str(EXAMPLE / "titanic.csv"), str(EXAMPLE / "config.yaml"), config)
+
 
             # triggered with a parameter changed, as in the UI's "Custom run"
             first = run_deployment(f"preprocess/{name}", parameters={"npartitions": 3}, timeout=150,
                                    poll_interval=1)
             assert first.state.is_completed(), f"{first.state}\n{logs()}"
             assert first.parameters["npartitions"] == 3
+            assert first.name == expected_name, first.name
+            assert set(run_tags(str(EXAMPLE / "titanic.csv"), config)) <= set(first.tags), first.tags
             first_states = _task_states(first.id, None)
             second = run_deployment(f"preprocess/{name}", parameters={"npartitions": 3}, timeout=150,
                                    poll_interval=1)
@@ -100,14 +110,33 @@ def test_serve_schedules_and_runs_triggered_runs(tmp_path):
             latest = (tmp_path / "out" / "LATEST").read_text().strip()
             assert (tmp_path / "out" / latest / "manifest.json").is_file()
 
-            # Ctrl-C: stop serving, pause the schedule. One SIGINT to prepflow itself, as a terminal
-            # sends it (`timeout` would forward a signal to its whole group a second time).
+            # the command serve prints reaches its server (the local one is not always on 4200): the
+            # README's trigger, run as printed, with prefect's own CLI
+            banner = (tmp_path / "serve.log").read_text(errors="replace")
+            (command,) = [line.split("trigger a run: ", 1)[1] for line in banner.splitlines()
+                          if "trigger a run: " in line]
+            url = command.split()[0].removeprefix("PREFECT_API_URL=")
+            assert url.rstrip("/") == str(client.api_url).rstrip("/")
+            assert f"PREFECT_API_URL={url}" in banner
+            cli_env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+            prefect_bin = str(Path(sys.executable).parent / "prefect")
+            triggered = subprocess.run(["env", command.split()[0], prefect_bin, *command.split()[2:], "--watch",
+                                        "--watch-timeout", "150"], capture_output=True, text=True, timeout=200,
+                                       env=cli_env)
+            assert triggered.returncode == 0, triggered.stdout + triggered.stderr
+            assert "not found" not in triggered.stdout + triggered.stderr
+
+            # SIGTERM (a service manager's stop): as Ctrl-C, stop serving and pause the schedule, with no
+            # "coroutine 'Runner.astop' was never awaited" (issue 43, item 4). Sent to prepflow itself
+            # (`timeout` would forward a signal to its whole group a second time).
             import psutil
 
             (served,) = psutil.Process(proc.pid).children()
-            served.send_signal(signal.SIGINT)
+            served.send_signal(signal.SIGTERM)
             proc.wait(timeout=60)
             assert client.read_deployment(deployment.id).paused
+            assert proc.returncode == 0, logs()
+            assert "never awaited" not in logs() and "Traceback" not in logs(), logs()
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

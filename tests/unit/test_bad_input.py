@@ -25,13 +25,13 @@ def leftovers(root: Path) -> list[str]:
 CASES = [
     ("missing column", b"age,label\n1,0\n2,1\n", DataError, r"'city'.*not in the dataset"),
     ("text in a number column", b"age,city,label\n1,a,0\n2,b,1\nold,c,1\n", DataError,
-     r"line 4, column 'age': expected a number, got 'old'"),
+     r"row 2 \(line 4\), column 'age': expected a number, got 'old'"),
     ("empty file", b"", DataError, r"the file is empty"),
     ("header only", b"age,city,label\n", DataError, r"no data rows"),
     ("non-UTF-8", b"age,city,label\n1,M\xfcnchen,0\n", DataError, r"line 2: not UTF-8 \(byte 0xfc"),
     ("ragged row", b"age,city,label\n1,a,0\n2,b,1,9\n", DataError, r"line 3: expected 3 fields, got 4"),
     ("duplicate columns", b"age,city,city,label\n1,a,b,0\n", DataError, r"duplicate column names \['city'\]"),
-    ("infinity", b"age,city,label\n1,a,0\n-inf,b,1\n3,c,0\n", DataError, r"row 2, column 'age'.*infinities"),
+    ("infinity", b"age,city,label\n1,a,0\n-inf,b,1\n3,c,0\n", DataError, r"row 1, column 'age'.*infinities"),
     ("too few rows for the split", b"age,city,label\n1,a,0\n2,b,1\n", DataError, r"needs at least 3 rows"),
 ]
 

@@ -53,7 +53,7 @@ def test_an_id_outside_the_cardinality_names_row_and_column(raw, bad):
     f = feature(cardinality=7)
     with pytest.raises(DataError) as err:
         f.cast(pd.Series(raw, dtype=object), np.arange(len(raw)) + 10)
-    row = 10 + next(i for i, v in enumerate(raw) if not 0 <= int(v) < 7) + 1
+    row = 10 + next(i for i, v in enumerate(raw) if not 0 <= int(v) < 7)  # 0-based, as __row__
     assert str(err.value).startswith(f"row {row}, column 'c': category feature 'c' got id {bad}, outside its "
                                      "cardinality 7 (ids 0..6)")
 
@@ -61,7 +61,7 @@ def test_an_id_outside_the_cardinality_names_row_and_column(raw, bad):
 @pytest.mark.parametrize("value", ["abc", "1.5", 2.5, True, "inf"])
 def test_a_value_that_is_not_an_integer_id_is_an_error(value):
     f = feature(cardinality=7)
-    with pytest.raises(DataError, match=r"^row 2, column 'c': .* expects an integer id in \[0, 7\), got"):
+    with pytest.raises(DataError, match=r"^row 1, column 'c': .* expects an integer id in \[0, 7\), got"):
         f.cast(pd.Series([1, value], dtype=object), np.arange(2))
 
 
@@ -74,7 +74,7 @@ def test_out_of_range_id_maps_every_outside_id_to_it_and_fills_missing():
 
 def test_missing_values_need_a_fill():
     f = feature(cardinality=5)
-    with pytest.raises(DataError, match=r"^row 3, column 'c': .* has a missing value; set preprocessing.fill_value"):
+    with pytest.raises(DataError, match=r"^row 2, column 'c': .* has a missing value; set preprocessing.fill_value"):
         f.cast(pd.Series([1, 2, None], dtype=object), np.arange(3))
     filled = feature(cardinality=5, fill_value=4)
     values, meta = prepared(filled, [1, None, 2])
@@ -138,5 +138,5 @@ def test_a_run_with_an_out_of_range_id_fails_naming_row_and_column(tmp_path):
     df = pd.DataFrame({"c": np.arange(40) % 7, "w": ["a", "b"] * 20, "y": [0, 1] * 20})
     df.loc[22, "c"] = 1000
     data = write_csv(df, tmp_path / "data.csv")
-    with pytest.raises(DataError, match=r"row 23, column 'c': .* got id '1000', outside its cardinality 1000"):
+    with pytest.raises(DataError, match=r"row 22, column 'c': .* got id '1000', outside its cardinality 1000"):
         run(CONFIG, data, tmp_path)

@@ -136,7 +136,7 @@ def test_a_ragged_row_error_says_what_was_detected(tmp_path):
 def test_a_bad_number_in_a_file_with_bare_crs_is_located(tmp_path):
     path = tmp_path / "d.csv"
     path.write_bytes(b"n,t\n1,a\rb\n2,c\nx7,d\n")
-    with pytest.raises(DataError, match=r"line 4, column 'n': expected a number, got 'x7'"):
+    with pytest.raises(DataError, match=r"row 2 \(line 4\), column 'n': expected a number, got 'x7'"):
         read(path, {"n": "float64", "t": "string"})
 
 

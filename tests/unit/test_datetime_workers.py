@@ -91,14 +91,14 @@ def test_missing_and_unparseable_dates_are_the_definitions_errors(tmp_path):
         _definition(column, 6, [0.6, 0.2, 0.2], 1.0, None)
     with pytest.raises(DataError) as workers:
         _on_workers(tmp_path, column, 6, [0.6, 0.2, 0.2], 1.0, None, [3])
-    assert str(workers.value) == str(definition.value) and "row 5" in str(workers.value)  # missing first
+    assert str(workers.value) == str(definition.value) and "row 4" in str(workers.value)  # missing first
     column[4] = "2024-01-04"
     fmt_column = pd.Series(["02.01.2024", "03.01.2024", "40.13.2024", "01.01.2024"], dtype=object)
     with pytest.raises(DataError) as definition:
         _definition(fmt_column, 4, [0.5, 0.25, 0.25], 1.0, "%d.%m.%Y")
     with pytest.raises(DataError) as workers:
         _on_workers(tmp_path, fmt_column, 4, [0.5, 0.25, 0.25], 1.0, "%d.%m.%Y", [2])
-    assert str(workers.value) == str(definition.value) and "row 3" in str(workers.value)
+    assert str(workers.value) == str(definition.value) and "row 2" in str(workers.value)
 
 
 def test_strings_whose_format_would_be_guessed_go_to_one_process(tmp_path):

@@ -41,14 +41,14 @@ def test_inferred_formats_per_value():
 def test_configured_format():
     f = feature("date", datetime_format="%d/%m/%Y")
     assert f.cast(pd.Series(["01/02/2020"], dtype="string"), np.arange(1)).tolist() == ["2020-02-01T00:00:00"]
-    with pytest.raises(DataError, match=r"row 1, column 'f': date feature 'f' cannot parse '2020-02-01' .*'%d/%m/%Y'"):
+    with pytest.raises(DataError, match=r"row 0, column 'f': date feature 'f' cannot parse '2020-02-01' .*'%d/%m/%Y'"):
         f.cast(pd.Series(["2020-02-01"], dtype="string"), np.arange(1))
     assert fit(f, pd.Series(["2020-02-01T00:00:00"], dtype="string"))["datetime_format"] == "%d/%m/%Y"
 
 
 def test_unparseable_is_an_error_naming_the_row_or_the_fill_never_now():
     f = feature("date")
-    with pytest.raises(DataError, match=r"row 13, column 'f': date feature 'f' cannot parse 'soon'"):
+    with pytest.raises(DataError, match=r"row 12, column 'f': date feature 'f' cannot parse 'soon'"):
         f.cast(pd.Series(["2020-01-01", "soon"], dtype="string"), np.array([3, 12]))
     g = feature("date", on_parse_error="fill", missing_value_strategy="fill_with_const", fill_value="1999-12-31")
     cast = g.cast(pd.Series(["2020-01-01", "soon", None], dtype="string"), np.arange(3))
@@ -68,7 +68,7 @@ def test_pipeline_fills_with_the_mode_and_names_bad_rows(tmp_path):
     data = Artifact.open(result.artifact["artifact_path"]).read_split("train")
     assert data["d"][:, :3].tolist() == [[2021, 3, 4], [2021, 3, 4], [2021, 3, 4], [2020, 1, 1]]
     df.loc[2, "d"] = "not a date"
-    with pytest.raises(DataError, match=r"row 3, column 'd': date feature 'd' cannot parse 'not a date'"):
+    with pytest.raises(DataError, match=r"row 2, column 'd': date feature 'd' cannot parse 'not a date'"):
         run(config, write_csv(df, tmp_path / "b.csv"), tmp_path / "b")
 
 

@@ -40,7 +40,7 @@ def test_list_values_from_parquet_or_json():
 @pytest.mark.parametrize("bad", ["1 x 3", "1 inf", "nan"])
 def test_a_bad_value_names_the_row(bad):
     f = feature("timeseries")
-    with pytest.raises(DataError, match=r"row 8, column 'f': timeseries feature 'f' expects finite numbers"):
+    with pytest.raises(DataError, match=r"row 7, column 'f': timeseries feature 'f' expects finite numbers"):
         f.cast(pd.Series(["1 2", bad], dtype="string"), np.array([3, 7]))
     with pytest.raises(DataError, match="fill_value"):
         f.fill_value_from_config("a b")
@@ -80,6 +80,6 @@ def test_forecasting_options_are_recorded_for_ludwig_and_the_window_is_the_lengt
 def test_a_windowed_feature_encodes_only_whole_windows():
     f = feature("timeseries", window_size=3)
     meta = {"max_timeseries_length": 3}
-    with pytest.raises(DataError, match=r"^row 6, column 'f': timeseries feature 'f' \(window_size 3\) encodes series "
+    with pytest.raises(DataError, match=r"^row 5, column 'f': timeseries feature 'f' \(window_size 3\) encodes series "
                                         r"of 3 values, which the pipeline builds from the whole column; got '2.5'"):
         f.encode(pd.Series(["1 2 3", "2.5"], dtype="string", index=[4, 5]), meta)

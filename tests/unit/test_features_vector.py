@@ -23,14 +23,14 @@ def test_golden_and_missing_is_zeros():
 
 def test_wrong_length_names_the_row_in_cast_and_encode():
     f = feature("vector")
-    with pytest.raises(DataError, match=r"row 6, column 'f': vector feature 'f' expects 2 values per row, got 3"):
+    with pytest.raises(DataError, match=r"row 5, column 'f': vector feature 'f' expects 2 values per row, got 3"):
         f.cast(pd.Series(["1 2", "1 2 3"], dtype="string"), np.array([4, 5]))
     sized = feature("vector", vector_size=3)
-    with pytest.raises(DataError, match=r"row 5, .* expects 3 values per row, got 2"):
+    with pytest.raises(DataError, match=r"row 4, .* expects 3 values per row, got 2"):
         sized.cast(pd.Series(["1 2", "1 2 3"], dtype="string"), np.array([4, 5]))
     meta = {"vector_size": 2}
     values = pd.Series(["1 2", "1 2 3"], dtype="string", index=[10, 41])  # the encode stage indexes by input row
-    with pytest.raises(DataError, match=r"row 42, .* expects 2 values per row, got 3"):
+    with pytest.raises(DataError, match=r"row 41, .* expects 2 values per row, got 3"):
         f.encode(values, meta)
 
 
@@ -42,7 +42,7 @@ def test_inconsistent_fitted_lengths_are_an_error():
 
 def test_non_numbers_and_bad_fill_value():
     f = feature("vector")
-    with pytest.raises(DataError, match=r"row 2, column 'f': .* got 'a,1' in 'a,1 b'"):
+    with pytest.raises(DataError, match=r"row 1, column 'f': .* got 'a,1' in 'a,1 b'"):
         f.cast(pd.Series(["1 2", "a,1 b"], dtype="string"), np.array([0, 1]))
     with pytest.raises(DataError, match="fill_value must have 2 values"):
         feature("vector", vector_size=2).fill_value_from_config("1 2 3")

@@ -197,7 +197,7 @@ def test_id_outside_its_cardinality_names_file_row_and_feature(tmp_path):
     (tmp_path / "data" / chunk["files"][0]).write_bytes(ids.tobytes())
     msg = prepared_error(spec_path, tmp_path / "w")
     assert msg.startswith(str(tmp_path / "data" / chunk["files"][0]))
-    assert "row 7, feature 'cat_4.bin': id 100000 is outside its cardinality 100000" in msg
+    assert "row 6, feature 'cat_4.bin': id 100000 is outside its cardinality 100000" in msg
 
     csv_path, _ = write_like_nvidia("dlrm_transcoding_small_csv.yaml", tmp_path / "csv")
     part = tmp_path / "csv" / "train" / "catpart1.bin"
@@ -205,7 +205,7 @@ def test_id_outside_its_cardinality_names_file_row_and_feature(tmp_path):
     lines[2] = "1,-3,5"
     part.write_text("\n".join(lines) + "\n")
     msg = prepared_error(csv_path, tmp_path / "w2")
-    assert "catpart1.bin: row 3, feature 'cat_4.bin': id -3 is outside its cardinality 50" in msg
+    assert "catpart1.bin: row 2, feature 'cat_4.bin': id -3 is outside its cardinality 50" in msg
 
 
 def test_multihot_row_longer_than_max_hotness_is_an_error(tmp_path):
@@ -215,7 +215,7 @@ def test_multihot_row_longer_than_max_hotness_is_an_error(tmp_path):
     frame.iloc[3, col] = "[1, 2, 3, 4]"
     frame.to_csv(tmp_path / "data" / "valid.csv", header=False, index=False)
     msg = prepared_error(spec_path, tmp_path / "w")
-    assert "valid.csv: row 4, feature 'topic_id_list': 4 ids, more than its max_hotness 3" in msg
+    assert "valid.csv: row 3, feature 'topic_id_list': 4 ids, more than its max_hotness 3" in msg
 
 
 def test_bad_specs_are_rejected_with_the_key(tmp_path):

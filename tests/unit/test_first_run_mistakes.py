@@ -37,7 +37,7 @@ MISTAKES = {
     "split probabilities sum to 0.9": (CONFIG + "preprocessing:\n  split: {probabilities: [0.6, 0.1, 0.2]}\n",
                                        DATA, r"config\.yaml: ", True),
     "'1,234' in a number column": (CONFIG, DATA.replace(ROWS[5] + "\n", '"1,234",c,1\n'),
-                                   r"data\.csv: line 7, column 'age': expected a number, got '1,234'", True),
+                                   r"data\.csv: row 5 \(line 7\), column 'age': expected a number, got '1,234'", True),
     # known once the column's values are read: after ingest and the split
     "three-valued binary": (CONFIG, DATA.replace(ROWS[5] + "\n", "25,c,2\n"),
                             r"column 'label': binary feature 'label' has 3 distinct values", False),
@@ -90,7 +90,7 @@ def test_unwritable_output_is_refused_before_any_stage(prepflow, tmp_path):
 
 def test_no_arguments(prepflow):
     result = prepflow()
-    _check_one_error(result, r"the following arguments are required: command")
+    _check_one_error(result, r"the following arguments are required: COMMAND")
     assert result.code == 2
 
 

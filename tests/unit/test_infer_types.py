@@ -43,7 +43,8 @@ CASES = [
     ("age", RNG.integers(0, 81, N), "number", r"distinct integers \(0\.\.80\)"),
     ("zip", [f"{z:05d}" for z in RNG.choice([2134, 2139, 501, 10001, 94110], N)], "category", r"leading zeros"),
     ("zip_code", RNG.choice([10001, 94110, 60614, 73301], N), "category", r"name 'zip_code' suggests a code"),
-    ("store", RNG.choice([40512, 40877, 51230, 66001, 70400, 88112], N), "category", r"fixed-width 5-digit codes"),
+    ("store", RNG.choice([40512, 40877, 51230, 66001, 70400, 88112], N), "category", r"name 'store' suggests a code"),
+    ("shelf", RNG.choice([40512, 40877, 51230, 66001, 70400, 88112], N), "category", r"fixed-width 5-digit codes"),
     ("year", RNG.integers(1990, 2021, N), "number", r"distinct integers \(1990\.\.2020\)"),
     ("user_id", RNG.integers(0, 50, N), "category", r"suggests a code"),
     ("two_codes", RNG.choice([1, 2], N), "binary", r"two distinct values .*true label '2': the larger number"),
@@ -89,7 +90,8 @@ CASES = [
     ("all_missing", [None] * N, None, r"every value is missing"),
     # ID-like columns
     ("passenger_id", np.arange(1, N + 1), None, r"ID-like .*sequential"),
-    ("ticket", RNG.permutation(np.arange(10**6, 10**6 + 7 * N, 7)), None, r"ID-like .*fixed-width 7-digit"),
+    ("ticket", RNG.permutation(np.arange(10**6, 10**6 + 7 * N, 7)), None, r"ID-like .*named like an identifier"),
+    ("serial", RNG.permutation(np.arange(10**6, 10**6 + 7 * N, 7)), None, r"ID-like .*fixed-width 7-digit"),
     ("order_ref", RNG.permutation(np.arange(10**6, 10**6 + 7 * N, 7)).astype(str), None, r"no arithmetic meaning"),
     ("count", RNG.permutation(np.arange(10**6, 10**6 + 7 * N, 7)) // RNG.integers(1, 10**4, N), "number",
      r"distinct integers"),  # unique, but widths vary: a quantity
@@ -101,7 +103,7 @@ CASES = [
     # cardinality of strings
     ("city", [f"city{c}" for c in RNG.integers(0, 700, N)], "category", r"high-cardinality"),
     ("phrase", RNG.choice(["New York", "San Francisco", "Los Angeles", "Salt Lake City"], N), "category",
-     r"short phrases"),
+     r"distinct (short )?phrases"),
     ("review", [" ".join(RNG.choice(WORDS, RNG.integers(4, 15))) for _ in range(N)], "text", r"free text"),
     ("tags", [" ".join(sorted(set(RNG.choice(TAGS, RNG.integers(1, 4))))) for _ in range(N)], "set",
      r"combinations of 8 space-separated tokens"),

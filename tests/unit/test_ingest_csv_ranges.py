@@ -192,7 +192,7 @@ def test_a_bad_number_and_an_infinity_are_named_by_the_files_row(tmp_path):
     inf[77] = b"76,-inf,a,1"
     path = tmp_path / "inf.csv"
     path.write_bytes(b"\n".join(inf))
-    with pytest.raises(DataError, match=r"inf\.csv: row 77, column 'x': got -inf; infinities .*byte range"):
+    with pytest.raises(DataError, match=r"inf\.csv: row 76, column 'x': got -inf; infinities .*byte range"):
         ranged(str(path), tmp_path / "out2", 80)
 
 
@@ -245,5 +245,5 @@ def test_an_error_of_a_file_read_whole_names_it_as_the_dataset_does(tmp_path, mo
     (tmp_path / "d" / "day_0.csv").write_bytes(text(frame(30)))
     (tmp_path / "d" / "day_1.csv").write_bytes(b'id,x,c,w\n1,2.5,"q",1\n2,oops,y,2\n')  # a quote: read whole
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(DataError, match=r"^d/day_1\.csv: line 3, column 'x': expected a number, got 'oops'"):
+    with pytest.raises(DataError, match=r"^d/day_1\.csv: row 1 \(line 3\), column 'x': expected a number, got 'oops'"):
         ranged("d/day_*.csv", tmp_path / "out", 16)

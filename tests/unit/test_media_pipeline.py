@@ -238,19 +238,19 @@ def test_fail_names_the_row_and_the_path(tmp_path):
     first value that does not decode stops the run."""
     data = broken_dataset(tmp_path / "data")
     cfg = config("eager", media_root="img", height=8, width=8)
-    with pytest.raises(DataError, match=r"row 6, column 'photo': image feature 'photo' cannot decode 'missing.png' "
+    with pytest.raises(DataError, match=r"row 5, column 'photo': image feature 'photo' cannot decode 'missing.png' "
                                         r"\(.*img/missing.png\): file not found\. Set on_decode_error: skip_row or fill"):
         run(cfg, data, tmp_path / "a")
     df = pd.read_csv(data)
     df.loc[5, "photo"] = "p1.png"
-    with pytest.raises(DataError, match=r"row 8, column 'photo': .*'../outside.png' \(../outside.png\): the path "
+    with pytest.raises(DataError, match=r"row 7, column 'photo': .*'../outside.png' \(../outside.png\): the path "
                                         r"resolves to .*outside.png, outside media_root"):
         run(cfg, write_csv(df, tmp_path / "data" / "data2.csv"), tmp_path / "b")
     df.loc[7, "photo"] = "p1.png"
-    with pytest.raises(DataError, match=r"row 3, column 'photo': .*'p2.png' \(.*img/p2.png\): corrupt or truncated"):
+    with pytest.raises(DataError, match=r"row 2, column 'photo': .*'p2.png' \(.*img/p2.png\): corrupt or truncated"):
         run(cfg, write_csv(df, tmp_path / "data" / "data3.csv"), tmp_path / "c")
     df.loc[2, "photo"] = "p1.png"
-    with pytest.raises(DataError, match=r"row 4, column 'voice': audio feature 'voice' cannot decode 'snd/s3.flac' "
+    with pytest.raises(DataError, match=r"row 3, column 'voice': audio feature 'voice' cannot decode 'snd/s3.flac' "
                                         r"\(.*\): empty file"):
         run(cfg, write_csv(df, tmp_path / "data" / "data4.csv"), tmp_path / "d")
 
@@ -291,7 +291,7 @@ def test_a_decompression_bomb_is_a_decode_failure(tmp_path):
     data = make_dataset(tmp_path / "data", n=6)
     (tmp_path / "data" / "img" / "p1.png").write_bytes(png_header_only(20_000, 20_000))
     cfg = config("lazy", height=8, width=8)
-    with pytest.raises(DataError, match=r"row 2, column 'photo'.*decompression bomb"):
+    with pytest.raises(DataError, match=r"row 1, column 'photo'.*decompression bomb"):
         run(cfg, data, tmp_path / "a")
     cfg["input_features"][0]["preprocessing"]["on_decode_error"] = "fill"
     result = run(cfg, data, tmp_path / "b")
@@ -396,7 +396,7 @@ def test_a_dataframe_with_a_bad_in_memory_value_names_the_row(tmp_path):
     memory.loc[2, "photo"] = None
     memory["photo"] = memory["photo"].astype(object)
     memory.at[2, "photo"] = np.zeros((4, 4, 3), dtype=np.float64)
-    with pytest.raises(DataError, match=r"row 3, column 'photo': image feature 'photo' cannot store this ndarray "
+    with pytest.raises(DataError, match=r"row 2, column 'photo': image feature 'photo' cannot store this ndarray "
                                         r"value: expected uint8 pixels"):
         run_frame(config("eager"), memory, tmp_path)
 

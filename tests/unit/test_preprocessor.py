@@ -76,13 +76,13 @@ def test_clear_errors(titanic):
     good = {"Pclass": 1, "Sex": "male", "Age": 30, "SibSp": 0, "Parch": 0, "Fare": 7.25, "Embarked": "S"}
     with pytest.raises(DataError, match=r"'Age' .*missing"):
         pre.transform([{k: v for k, v in good.items() if k != "Age"}])
-    with pytest.raises(DataError, match=r"row 2, column 'Age': number feature 'Age' expects a number, got 'old'"):
+    with pytest.raises(DataError, match=r"row 1, column 'Age': number feature 'Age' expects a number, got 'old'"):
         pre.transform([good, {**good, "Age": "old"}])
-    with pytest.raises(DataError, match=r"row 1, column 'Pclass': expected a number, string or boolean"):
+    with pytest.raises(DataError, match=r"row 0, column 'Pclass': expected a number, string or boolean"):
         pre.transform([{**good, "Pclass": [1]}])
     with pytest.raises(DataError, match=r"column 'Survived'.*'maybe'"):
         pre.transform([{**good, "Survived": "maybe"}])
-    with pytest.raises(DataError, match=r"row 1, column 'Survived'.*drop_row"):
+    with pytest.raises(DataError, match=r"row 0, column 'Survived'.*drop_row"):
         pre.transform([{**good, "Survived": None}], outputs=True)
     with pytest.raises(DataError, match="expected a pandas DataFrame"):
         pre.transform("Age=3")

@@ -252,7 +252,7 @@ def test_float16_overflow_names_split_row_and_column(tmp_path):
     targets = split_binary.create(tmp_path, layout, 12)
     part = tmp_path / "p.arrow"
     feather.write_feather(table, part)
-    with pytest.raises(DataError, match=r"train row 12, column 'x': 70000.0 does not fit float16"):
+    with pytest.raises(DataError, match=r"train row 11, column 'x': 70000.0 does not fit float16"):
         split_binary.write_rows(str(part), 10, targets, "train")
 
 

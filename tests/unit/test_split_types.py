@@ -132,8 +132,8 @@ def test_datetime_counts_are_exact_without_ties_and_accept_timestamps_and_number
     assert np.array_equal(split_dates.datetime_split(numbers, np.arange(20), [0.7, 0.1, 0.2], "t"), out)
 
 
-@pytest.mark.parametrize("value,message", [("not a date", r"row 3, column 'when': .*cannot parse 'not a date'"),
-                                            (None, r"row 3, column 'when': .*missing value")])
+@pytest.mark.parametrize("value,message", [("not a date", r"row 2, column 'when': .*cannot parse 'not a date'"),
+                                            (None, r"row 2, column 'when': .*missing value")])
 def test_datetime_bad_values_name_row_and_column(value, message):
     values = pd.Series(["2020-01-01", "2020-01-02", value, "2020-01-03"], dtype="string")
     with pytest.raises(DataError, match=message):
@@ -203,7 +203,7 @@ def test_hash_ids_put_each_key_where_its_own_hash_does(keys, p, seed):
 def test_hash_split_empty_split_and_missing_key_are_clear_errors():
     with pytest.raises(DataError, match=r"column 'k': the hash split puts no key in"):
         split.hash_split(pd.Series(["a", "a", "a", "a"]), np.arange(4), [0.4, 0.3, 0.3], "k", 0)
-    with pytest.raises(DataError, match=r"row 2, column 'k'.*missing value"):
+    with pytest.raises(DataError, match=r"row 1, column 'k'.*missing value"):
         split.hash_split(pd.Series(["a", None, "b"], dtype="string"), np.arange(3), [0.4, 0.3, 0.3], "k", 0)
 
 
@@ -281,7 +281,7 @@ def test_stage_datetime_error_names_the_row(tmp_path):
     df = _frame(50)
     df.loc[17, "when"] = "31/31/2020"
     dataset = write_csv(df, tmp_path / "data.csv")
-    with pytest.raises(DataError, match=r"row 18, column 'when'.*'31/31/2020'"):
+    with pytest.raises(DataError, match=r"row 17, column 'when'.*'31/31/2020'"):
         _stage(tmp_path, dataset, SPLIT_CONFIGS["datetime"], 1)
 
 

@@ -116,5 +116,5 @@ def test_a_bad_fixed_value_names_its_row(tmp_path):
     df = key_frame(50, 1)
     df.loc[37, "f"] = "holdout"
     cfg = SplitConfig(type="fixed", column="f")
-    with pytest.raises(DataError, match=r"row 38, column 'f': fixed split expects .* got 'holdout'"):
+    with pytest.raises(DataError, match=r"row 37, column 'f': fixed split expects .* got 'holdout'"):
         split.rowwise_on_workers([df.iloc[:20], df.iloc[20:]], 50, cfg, 1.0, None, 0, tmp_path / "split.npy")

@@ -204,9 +204,9 @@ def test_an_output_alone_drops_its_missing_rows_and_its_windows_skip_them(tmp_pa
 
 
 @pytest.mark.parametrize(("value", "message"), [
-    ("1 2", r"row 3, column 'Seattle': timeseries feature 'Seattle' with window_size expects one number per row, "
+    ("1 2", r"row 2, column 'Seattle': timeseries feature 'Seattle' with window_size expects one number per row, "
             r"got '1 2'"),
-    ("abc", r"row 3, column 'Seattle': timeseries feature 'Seattle' expects finite numbers"),
+    ("abc", r"row 2, column 'Seattle': timeseries feature 'Seattle' expects finite numbers"),
 ])
 def test_a_bad_value_names_its_row_and_nothing_is_published(tmp_path, value, message):
     df = _table(6)
@@ -271,7 +271,7 @@ def test_serving_a_forecasting_artifact_takes_each_rows_series(tmp_path):
     window = " ".join(str(280 + i) for i in range(10))
     got = pre.transform({"Seattle": [window], "datetime": ["2013-01-01 00:00:00"]}, outputs=False)
     assert got["Seattle"].tolist() == [[280 + i for i in range(10)]]
-    with pytest.raises(DataError, match=r"row 1, column 'Seattle': .*\(window_size 10\) encodes series of 10 values"):
+    with pytest.raises(DataError, match=r"row 0, column 'Seattle': .*\(window_size 10\) encodes series of 10 values"):
         pre.transform({"Seattle": ["280.5"], "datetime": ["2013-01-01 00:00:00"]}, outputs=False)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.errors import ConfigError, ValidationFailed
+from core.errors import ConfigError, DataError, ValidationFailed
 from flows.cli import main as cli_main
 from tests.helpers import run, write_csv
 
@@ -135,15 +135,16 @@ def test_bad_bounds_are_config_errors_before_any_data_is_read(dataset, tmp_path,
     assert not (tmp_path / "cache" / "ingest").exists()
 
 
-def test_number_stored_as_text_is_checked_by_the_raw_gate(tmp_path):
+def test_number_stored_as_text_is_one_error_naming_the_0_based_row(tmp_path):
+    """Caught by ingest, as in a CSV (issue 43, item 2), before the raw gate would list it."""
     df = frame().astype({"x": str})
     df.loc[7, "x"] = "seven"
     path = tmp_path / "d.parquet"
     df.to_parquet(path)
-    with pytest.raises(ValidationFailed) as info:
+    with pytest.raises(DataError) as info:
         run(CONFIG, path, tmp_path)
-    assert "expect_column_values_to_match_regex on 'x'" in str(info.value)
-    assert "'seven' (row 8)" in str(info.value)
+    assert not isinstance(info.value, ValidationFailed)
+    assert str(info.value) == f"{path}: row 7, column 'x': expected a number, got 'seven' (the file stores the column as text)"
 
 
 def test_the_generated_encoded_suite_catches_bad_output(dataset, tmp_path):
@@ -193,7 +194,7 @@ def test_cli_validate_exit_codes_and_report(capfd, tmp_path):
     code, out, err = prepflow(capfd, "validate", data, "--suite", suite, "--cache-dir", cache)
     assert code == 1, err
     assert "expect_column_values_to_be_between on 'x'" in out
-    assert "-50.0 (row 4)" in out
+    assert "-50.0 (row 3)" in out  # 0-based, as __row__
     code, out, err = prepflow(capfd, "validate", data, "--cache-dir", cache)
     assert code == 2 and "--config CONFIG or --suite FILE" in err
 
