@@ -1,5 +1,7 @@
-"""The plugins a config uses: custom stages and feature types (see ``core.plugins`` for how
-they are found), and the code of each for cache keys and the artifact id.
+"""The code a config's feature types and custom stages run, for the artifact id: each plugin class's
+(``core.plugins.code_version``: a declared version, else its module's source) and each built-in feature
+type's (``core.code_version.class_version``: its classes' modules and what they import). A change in a
+feature type's code gives a new artifact id, as a change in a stage's does (``tasks.graph``).
 
 A plugin package registers names in the entry-point groups ``prepflow.stages`` and
 ``prepflow.features``, so a config can say ``uses: haversine`` or ``type: hashed_tokens``.
@@ -7,19 +9,9 @@ A plugin package registers names in the entry-point groups ``prepflow.stages`` a
 
 from __future__ import annotations
 
-from core.plugins import (
-    FEATURES_GROUP,
-    STAGES_GROUP,
-    PluginNotFound,
-    code_version,
-    entry_points,
-    load_object,
-    load_subclass,
-)
-from tasks.features import feature_code, is_builtin_feature
-
-__all__ = ["FEATURES_GROUP", "STAGES_GROUP", "PluginNotFound", "code_key", "code_version", "entry_points",
-           "feature_code", "is_builtin_feature", "load_object", "load_subclass"]
+from core.code_version import class_version
+from core.plugins import STAGES_GROUP, code_version, load_object
+from tasks.features import REGISTRY, feature_code
 
 
 def code_key(config_json: dict) -> dict:
@@ -35,3 +27,9 @@ def code_key(config_json: dict) -> dict:
             if code is not None:
                 codes[f"feature:{feature['type']}"] = code
     return {"plugins": codes} if codes else {}
+
+
+def builtin_feature_code(config_json: dict) -> dict:
+    """The code version of each built-in feature type a (normalized) config uses, by type name."""
+    types = {f.get("type") for section in ("input_features", "output_features") for f in config_json.get(section) or []}
+    return {"feature_code": {t: class_version(REGISTRY[t]) for t in sorted(t for t in types if t in REGISTRY)}}

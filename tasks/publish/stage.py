@@ -55,12 +55,14 @@ LATEST = "LATEST"
 
 
 def artifact_id(fingerprint: str, config_json: dict, code_versions: dict[str, str]) -> str:
-    """A hash of the dataset fingerprint, the normalized config, the encoding version and the code versions
-    of the stages whose output the artifact holds (``tasks.graph.artifact_code_versions``). The manifest
+    """A hash of the dataset fingerprint, the normalized config, the encoding version, the code versions
+    of the stages whose output the artifact holds (``tasks.graph.artifact_code_versions``) and of the
+    feature types the config uses (``tasks.config.plugins``). The manifest
     holds validation results: a changed user suite makes a new artifact; an edited plugin (custom stage or
     feature type) too."""
     return stable_hash({"fingerprint": fingerprint, "config": config_json, "encoding": ENCODING_VERSION,
-                        "code": code_versions, **suites_key(config_json), **plugins.code_key(config_json)}, 24)
+                        "code": code_versions, **plugins.builtin_feature_code(config_json), **suites_key(config_json),
+                        **plugins.code_key(config_json)}, 24)
 
 
 def reusable(output: str, fingerprint: str, config, code_versions: dict[str, str]) -> dict | None:

@@ -67,3 +67,24 @@ def test_an_unusable_cache_only_costs_the_parse(tmp_path, monkeypatch):
     entry.write_text("{not json")  # a damaged entry is parsed again and rewritten
     assert code_version._cached_parse("tasks.mod", path)["imports"] == ["tasks.runtime.frame"]
     assert json.loads(entry.read_text())["imports"] == ["tasks.runtime.frame"]
+
+
+def test_a_feature_types_code_joins_the_artifact_id(monkeypatch):
+    """A change in a built-in feature type's code gives a new artifact id (not only new stage cache keys): a
+    rerun into an output that holds the old artifact must not return it."""
+    from tasks.config import plugins
+    from tasks.graph import artifact_code_versions
+    from tasks.publish.stage import artifact_id
+
+    config = {"input_features": [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}]}
+    before = artifact_id("fp", config, artifact_code_versions())
+    real = plugins.class_version
+    monkeypatch.setattr(plugins, "class_version", lambda cls: real(cls) + ("-edited" if cls.__name__ == "NumberFeature"
+                                                                         else ""))
+    assert artifact_id("fp", config, artifact_code_versions()) != before
+    only_category = {"input_features": [{"name": "c", "type": "category"}]}
+    monkeypatch.setattr(plugins, "class_version", real)
+    kept = artifact_id("fp", only_category, artifact_code_versions())
+    monkeypatch.setattr(plugins, "class_version", lambda cls: real(cls) + ("-edited" if cls.__name__ == "NumberFeature"
+                                                                         else ""))
+    assert artifact_id("fp", only_category, artifact_code_versions()) == kept  # a type the config does not use
