@@ -60,12 +60,12 @@ def test_editing_a_stage_recomputes_it_and_what_follows_and_a_docstring_edit_not
 
     # a docstring and a comment reworded: the same syntax tree, every entry reused
     edit(tree / "tasks" / "vocab" / "stage.py", '"""', '"""Reworded. ')
-    edit(tree / "tasks" / "vocab" / "stage.py", "\nimport ", "\n# a new comment\nimport ")
+    edit(tree / "tasks" / "vocab" / "stage.py", "\nfrom pathlib import ", "\n# a new comment\nfrom pathlib import ")
     assert all(cached_by_stage(tree, tmp_path).values())
 
     # the code of the vocab stage changed (an expression, no version bumped): vocab and every stage
     # downstream of it recompute, the stages before it are reused
-    edit(tree / "tasks" / "vocab" / "stage.py", "\nimport ", "\n_EDITED = 1\nimport ")
+    edit(tree / "tasks" / "vocab" / "stage.py", "\nfrom pathlib import ", "\n_EDITED = 1\nfrom pathlib import ")
     after = cached_by_stage(tree, tmp_path)
     assert all(after[s] for s in ("ingest", "split", "fill_missing", "balance"))  # their code imports no vocab
     assert not any(after[s] for s in ("vocab", "encode", "validate_encoded"))
