@@ -20,6 +20,7 @@ each rank's shards through a bounded local cache (``storage.shard_stream``); ``r
 from __future__ import annotations
 
 import json
+import os
 from functools import cached_property
 from pathlib import Path
 
@@ -33,10 +34,29 @@ from storage.artifact_files import MANIFEST, ROW_COLUMN, arrow_to_numpy, locate,
 from storage.cache import verify_files
 from storage.fs import strip_file_scheme
 from storage.loader import BatchLoader, SplitColumns
+from storage.safe_paths import check_names
 from storage.media import MediaColumn, ensure_memmaps, item_specs
 from storage.split_binary import read_chunk
 
 __all__ = ["MANIFEST", "Artifact", "arrow_to_numpy"]  # arrow_to_numpy: re-exported from storage.artifact_files
+
+# What prepflow writes in an artifact's folder that its manifest does not list, by design: the manifest
+# itself (written last, it cannot list its own digest). Anything else unlisted fails ``verify``
+# (docs/security.md). The memmaps of lazy_cached media columns live beside the artifact (``<output>/media``),
+# the report is ``<output>/<artifact_id>.report.html``: neither is inside the folder.
+UNLISTED_BY_DESIGN = frozenset({MANIFEST})
+
+
+def check_manifest(manifest: object, where: str) -> dict:
+    """``manifest`` if it has the shape a reader relies on and names only files inside the artifact."""
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict) \
+            or not isinstance(manifest.get("rows", {}), dict):
+        raise IntegrityError(f"{where}: not a prepflow manifest (no 'files' mapping)")
+    check_names(manifest["files"], where)
+    for split, rows in manifest.get("rows", {}).items():
+        if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
+            raise IntegrityError(f"{where}: rows of split {split!r} is {rows!r}, expected a count >= 0")
+    return manifest
 
 
 class Artifact:
@@ -63,7 +83,7 @@ class Artifact:
             manifest = json.loads(manifest_path.read_text())
         except ValueError as exc:
             raise IntegrityError(f"{manifest_path}: unreadable manifest ({exc})") from None
-        art = cls(path, manifest)
+        art = cls(path, check_manifest(manifest, str(manifest_path)))
         if verify:
             art.verify()
         return art
@@ -90,7 +110,8 @@ class Artifact:
         if self.streamed:  # every shard is checked against its sha256 as it is downloaded
             raise DataError(f"{self.url}: a streamed artifact is verified shard by shard as batches() reads it; "
                             f"Artifact.open(url, verify=True) downloads and verifies it whole")
-        problems = verify_files(self.path, self.manifest["files"])
+        problems = verify_files(self.path, self.manifest["files"], str(self.path / MANIFEST))
+        problems += [f"{rel}: not listed in {MANIFEST}" for rel in unlisted_files(self.path, self.manifest["files"])]
         if problems:
             raise IntegrityError(f"{self.path}: {len(problems)} file(s) do not match manifest.json: "
                                  + "; ".join(problems[:10]))
@@ -250,3 +271,20 @@ class Artifact:
     def ensure_memmaps(self) -> list:
         """Build the ``lazy_cached`` media memmaps that are not complete yet (``storage.media.ensure_memmaps``)."""
         return ensure_memmaps(self.path)
+
+
+def unlisted_files(root: Path, files: dict) -> list[str]:
+    """Files (and symlinks, and other entries) under ``root`` that neither ``files`` nor ``UNLISTED_BY_DESIGN``
+    name: one listing of the folder tree (``os.scandir``), no file read."""
+    out: list[str] = []
+    stack = [(str(root), "")]
+    while stack:
+        folder, prefix = stack.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                rel = prefix + entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((entry.path, rel + "/"))
+                elif rel not in files and rel not in UNLISTED_BY_DESIGN:
+                    out.append(rel)
+    return sorted(out)

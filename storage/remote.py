@@ -38,6 +38,7 @@ from typing import Callable
 from core.errors import DataError, IntegrityError
 from storage.cache import verify_files
 from storage.fs import filesystem, is_url
+from storage.safe_paths import check_id, check_names
 from storage.tmpdirs import TempFolder, sweep
 
 MANIFEST = "manifest.json"
@@ -140,7 +141,7 @@ def resolve(url: str) -> tuple[str, bytes]:
         latest = _read_bytes(fs, join(url, LATEST))
         if latest is None:
             raise DataError(f"{url}: not a complete artifact (no {MANIFEST}) and no {LATEST} file")
-        url = join(url, latest.decode().strip())
+        url = join(url, check_id(latest.decode(errors="replace").strip(), join(url, LATEST)))
         manifest = _read_bytes(fs, join(url, MANIFEST))
         if manifest is None:
             raise DataError(f"{url}: not a complete artifact (no {MANIFEST})")
@@ -154,6 +155,11 @@ def fetch(url: str, verify: bool = False) -> Path:
         manifest = json.loads(manifest_bytes)
     except ValueError as exc:
         raise IntegrityError(f"{art_url}/{MANIFEST}: unreadable manifest ({exc})") from None
+    where = join(art_url, MANIFEST)  # every name it holds is checked before anything is downloaded
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+        raise IntegrityError(f"{where}: not a prepflow manifest (no 'files' mapping)")
+    check_id(manifest.get("artifact_id"), where)
+    check_names(manifest["files"], where)
     root = cache_root()
     local = root / manifest["artifact_id"]
     if not verify and (local / MANIFEST).is_file() and (local / MANIFEST).read_bytes() == manifest_bytes:
@@ -179,7 +185,9 @@ def fetch(url: str, verify: bool = False) -> Path:
             raise IntegrityError(f"{art_url}: {len(problems)} file(s) do not match {MANIFEST}: "
                                  + "; ".join(problems[:10]))
         (tmp / MANIFEST).write_bytes(manifest_bytes)
-        if local.exists():
+        if local.is_symlink():
+            local.unlink()
+        elif local.exists():
             shutil.rmtree(local, ignore_errors=True)
         try:
             os.rename(tmp, local)
