@@ -34,8 +34,8 @@ from storage.artifact_files import MANIFEST, ROW_COLUMN, arrow_to_numpy, locate,
 from storage.cache import verify_files
 from storage.fs import strip_file_scheme
 from storage.loader import BatchLoader, SplitColumns
-from storage.safe_paths import check_names
 from storage.media import MediaColumn, ensure_memmaps, item_specs
+from storage.safe_paths import check_names
 from storage.split_binary import read_chunk
 
 __all__ = ["MANIFEST", "Artifact", "arrow_to_numpy"]  # arrow_to_numpy: re-exported from storage.artifact_files

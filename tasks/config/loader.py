@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from core.errors import ConfigError
 from core.options import format_errors, format_validation_error
+from core.plugins import allow_root
 from tasks.config.ludwig import LUDWIG_DEFAULTS, upgrade
 from tasks.config.schema import Config, FeatureConfig
 from tasks.features import REGISTRY, load_feature_class
@@ -50,6 +51,7 @@ def parse_config(data: Any, source: str = "config") -> Config:
 def load_config(path: str | Path) -> Config:
     """Parse and validate a config file (a fresh copy; parsing is cached by file content)."""
     path = Path(path)
+    allow_root(path.resolve().parent)  # plugin modules under the config's folder may be imported (core.plugins)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -312,6 +312,7 @@ def test_editing_the_plugin_recomputes_the_stage_and_what_follows(dataset, tmp_p
     source = plugin_dir / "scale_plugin_for_test.py"
     source.write_text(PLUGIN_SOURCE)
     monkeypatch.syspath_prepend(str(plugin_dir))
+    monkeypatch.setenv("PREPFLOW_PLUGIN_PATH", str(plugin_dir))  # a plugin outside the project (core.plugins)
     cfg = config([{"uses": "scale_plugin_for_test:Scale", "after": "fill_missing"}],
                  [{"name": "scaled", "type": "number", "preprocessing": {"normalization": "none"}}])
     first = run(cfg, dataset, tmp_path)
