@@ -26,11 +26,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from core.errors import DataError, IntegrityError
 from storage import npy, remote, shard_stream
-from storage.artifact_files import MANIFEST, ROW_COLUMN, arrow_to_numpy, locate, read_feature_spec
+from storage.artifact_files import MANIFEST, ROW_COLUMN, arrow_to_numpy, locate, read_feature_spec, read_shard
 from storage.cache import verify_files
 from storage.fs import strip_file_scheme
 from storage.loader import BatchLoader, SplitColumns
@@ -205,7 +204,7 @@ class Artifact:
         parquet = [c for c in chunks if c["type"] == "parquet"]
         if parquet:
             files = [self.path / f for f in parquet[0]["files"]]
-            table = pa.concat_tables([pq.read_table(f, columns=columns) for f in files])
+            table = pa.concat_tables([read_shard(f, columns) for f in files])
             for name in table.column_names:
                 out[name] = arrow_to_numpy(table.column(name))
             return out
@@ -213,12 +212,21 @@ class Artifact:
             if chunk["type"] == "npy":
                 for name, file in zip(chunk["features"], chunk["files"], strict=False):
                     if columns is None or name in columns:
-                        out[name] = npy.load(self.path / file)
+                        out[name] = npy.load(self.path / file, rows=self.num_rows(split), feature=name,
+                                             row_shape=self._row_shape(split, name))
         for chunk in chunks:  # columns published only in NVIDIA's split_binary layout (storage.split_binary)
             rest = [n for n in chunk["features"] if n not in out and (columns is None or n in columns)]
             if chunk["type"] == "split_binary" and rest:
                 out.update(read_chunk(self.path, chunk, self.num_rows(split), rest, mmap=False))
         return out
+
+    def _row_shape(self, split: str, name: str) -> list | None:
+        """The row shape ``feature_spec.yaml`` gives a column stored as it is read (not a lazy media column's
+        slots); None when it gives none."""
+        if any(name in c["features"] for c in self.chunks(split) if c["type"] == "media"):
+            return None
+        shape = (self.feature_spec.get("feature_spec", {}).get(name) or {}).get("shape")
+        return shape if isinstance(shape, list) else None
 
     # ---- torch -------------------------------------------------------------------------------------
     def batches(self, split: str, batch_size: int = 4096, shuffle: bool = True, seed: int = 0, prefetch: int = 4,

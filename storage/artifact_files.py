@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import yaml
 
 from core.errors import DataError, IntegrityError
@@ -87,3 +88,38 @@ def arrow_to_numpy(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
         shape.append(arr.type.list_size)
         arr = arr.flatten()
     return arr.to_numpy(zero_copy_only=False).reshape(shape)
+
+
+def read_shard(path: Path, columns: list[str] | None = None, memory_map: bool = False) -> pa.Table:
+    """A Parquet shard of the artifact; an unreadable one (cut short, overwritten) is one ``IntegrityError``
+    naming the file."""
+    try:
+        return pq.read_table(path, columns=columns, memory_map=memory_map)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise IntegrityError(f"{path}: unreadable Parquet shard ({str(exc).splitlines()[0]}); the artifact is "
+                             "damaged (prepflow inspect --verify checks every file against its manifest)") from None
+
+
+def size_problems(root: Path, manifest: dict) -> list[str]:
+    """What a cheap look finds wrong with a published artifact: a file its manifest lists that is missing
+    or not of the listed size (one ``stat`` per file, no byte read), or a name leaving the folder."""
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict):
+        return [f"{MANIFEST}: no 'files' mapping"]
+    problems = []
+    root_real = real_root(root)
+    for rel, info in files.items():
+        try:
+            path = under(root, rel, str(Path(root) / MANIFEST), root_real)
+        except IntegrityError as exc:
+            return [str(exc)]
+        try:
+            size = path.stat().st_size if path.is_file() else None
+        except OSError:
+            size = None
+        want = info.get("bytes") if isinstance(info, dict) else None
+        if size is None:
+            problems.append(f"{rel}: missing")
+        elif size != want:
+            problems.append(f"{rel}: {size} bytes, expected {want}")
+    return problems

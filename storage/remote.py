@@ -29,6 +29,7 @@ S3 endpoint and credentials come from the environment (``S3_ENDPOINT_URL`` or
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -43,6 +44,7 @@ from storage.tmpdirs import TempFolder, sweep
 
 MANIFEST = "manifest.json"
 LATEST = "LATEST"
+log = logging.getLogger("prepflow.publish")
 STAGING_PREFIX = "prepflow-publish-"  # local staging of a remote publish, in the system temporary folder
 
 
@@ -85,9 +87,16 @@ def publish(output_url: str, art_id: str, build: Callable[[Path, str], dict]) ->
     art_url = join(output_url, art_id)
     existing = _read_bytes(fs, join(art_url, MANIFEST))
     if existing is not None:
-        manifest = json.loads(existing)
-        write_latest(fs, output_url, art_id)
-        return {"artifact_path": art_url, "artifact_id": art_id, "rows": manifest["rows"], "reused": True}
+        manifest, problems = _stored_problems(fs, art_url, existing)
+        if not problems:
+            write_latest(fs, output_url, art_id)
+            return {"artifact_path": art_url, "artifact_id": art_id, "rows": manifest["rows"], "reused": True}
+        log.warning("%s: the published artifact is damaged and is published again: %s", art_url,
+                    "; ".join(problems[:5]))
+        try:  # no manifest while its files are rewritten: readers refuse the folder meanwhile
+            fs.rm_file(join(art_url, MANIFEST))
+        except Exception as exc:
+            raise _wrap(join(art_url, MANIFEST), "remove the damaged artifact's manifest", exc) from exc
     sweep(tempfile.gettempdir(), STAGING_PREFIX)
     with TempFolder(tempfile.gettempdir(), STAGING_PREFIX, mode=0o700) as staging:
         result = build(staging, art_url)
@@ -95,6 +104,30 @@ def publish(output_url: str, art_id: str, build: Callable[[Path, str], dict]) ->
         upload(fs, local, art_url)
         write_latest(fs, output_url, art_id)
         return {**result, "artifact_path": art_url, "reused": False}
+
+
+def _stored_problems(fs, art_url: str, manifest_bytes: bytes) -> tuple[dict, list[str]]:
+    """The stored manifest and what one listing of the artifact's prefix finds wrong with it: a listed object
+    missing or not of its listed size (no byte read)."""
+    try:
+        manifest = json.loads(manifest_bytes)
+        files = manifest["files"]
+        check_names(files, join(art_url, MANIFEST))
+    except (ValueError, KeyError, TypeError, IntegrityError) as exc:
+        return {}, [f"{MANIFEST}: unreadable ({exc})"]
+    try:
+        fs.invalidate_cache(art_url)
+        stored = {name: info.get("size") for name, info in fs.find(art_url, detail=True).items()}
+    except Exception as exc:
+        raise _wrap(art_url, "list the published artifact", exc) from exc
+    prefix = fs._strip_protocol(art_url).rstrip("/")
+    problems = []
+    for rel, info in files.items():
+        size = stored.get(f"{prefix}/{rel}")
+        want = info.get("bytes") if isinstance(info, dict) else None
+        if size != want:
+            problems.append(f"{rel}: {'missing' if size is None else f'{size} bytes'}, expected {want}")
+    return manifest, problems
 
 
 def upload(fs, local: Path, art_url: str) -> None:

@@ -363,7 +363,7 @@ def test_example_plugin_is_published_validated_and_served_bit_for_bit(dataset, t
     assert manifest["validation"]  # the encoded gate ran over the custom feature's ids
     assert {"haversine.missing_coordinates", "haversine.distance_km", "frequency_encode.unseen"} <= set(
         manifest["statistics"])
-    pre = Preprocessor.load(path)
+    pre = Preprocessor.load(path, trust_plugins=["prepflow_example_plugin"])  # its plugins, trusted
     assert set(pre.input_columns) == {"carrier", "notes", "lat1", "lon1", "lat2", "lon2"}
     served = pre.transform(frame())  # every row in one call: ffill fills from the same neighbours
     for split in ("train", "validation", "test"):
