@@ -14,7 +14,7 @@ from prepflow import Artifact
 from tests.artifact_crafting import copy, edit_json, publish, sign
 from tests.integration.test_s3_artifact import BUCKET, in_env, s3_env  # noqa: F401  (the fixtures)
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("in_env")]
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def cached(tmp_path: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("name", ["../../../../tmp/prepflow-40-s3.txt", "/tmp/prepflow-40-s3-abs.txt"])
-def test_s3_download_never_writes_outside_the_cache(in_env, art, tmp_path, name):
+def test_s3_download_never_writes_outside_the_cache(art, tmp_path, name):
     target = Path("/tmp") / Path(name).name
     target.unlink(missing_ok=True)
     sign(art, name, b"payload")
@@ -54,7 +54,7 @@ def test_s3_download_never_writes_outside_the_cache(in_env, art, tmp_path, name)
     assert cached(tmp_path) == []
 
 
-def test_s3_artifact_id_climbing_out_of_the_cache_is_refused(in_env, art, tmp_path):
+def test_s3_artifact_id_climbing_out_of_the_cache_is_refused(art, tmp_path):
     victim = tmp_path / "victim"
     victim.mkdir()
     (victim / "keep.txt").write_text("mine")
@@ -67,7 +67,7 @@ def test_s3_artifact_id_climbing_out_of_the_cache_is_refused(in_env, art, tmp_pa
     assert cached(tmp_path) == []
 
 
-def test_s3_failed_download_leaves_nothing_behind(in_env, art, tmp_path):
+def test_s3_failed_download_leaves_nothing_behind(art, tmp_path):
     path = art / "train" / "Age.npy"
     path.write_bytes(path.read_bytes()[:-4] + b"\0\0\0\1")  # same size, wrong sha256
     url = f"s3://{BUCKET}/safety/{tmp_path.name}/{art.name}"
@@ -78,7 +78,7 @@ def test_s3_failed_download_leaves_nothing_behind(in_env, art, tmp_path):
     assert not [p for p in cached(tmp_path) if p.startswith(".tmp-")]
 
 
-def test_s3_rerun_over_a_damaged_published_artifact_publishes_it_again(in_env, tmp_path):
+def test_s3_rerun_over_a_damaged_published_artifact_publishes_it_again(tmp_path):
     from storage.cache import StageCache
     from tasks.config.loader import parse_config
     from tasks.graph import run_pipeline
