@@ -90,7 +90,7 @@ class Artifact:
     @classmethod
     def _open_streamed(cls, url: str, cache_limit, cache_dir) -> "Artifact":
         local, art_url = shard_stream.open_streamed(url)
-        art = cls(local, json.loads((local / MANIFEST).read_text()), url=url)
+        art = cls(local, check_manifest(json.loads((local / MANIFEST).read_text()), f"{url}/{MANIFEST}"), url=url)
         art._stream = (art_url, shard_stream.ShardCache(cache_dir or remote.cache_root() / "shards",
                                                         shard_stream.parse_limit(cache_limit)))
         return art
