@@ -2,7 +2,9 @@
 
 ``Artifact.open`` reads ``manifest.json`` (refusing a folder without one: an artifact without its
 manifest is not complete) and, with ``verify=True``, checks every file's size and sha256 against
-it. ``read_split`` returns ``{column: numpy array}`` as published, ``__row__`` (each row's 0-based
+it and refuses a file the manifest does not list (``UNLISTED_BY_DESIGN``). Every file name the manifest and
+``feature_spec.yaml`` give is checked at open, before anything is read (``storage.safe_paths``;
+docs/security.md). ``read_split`` returns ``{column: numpy array}`` as published, ``__row__`` (each row's 0-based
 position in the input) included, with lazy and lazy_cached media columns decoded as an eager
 column holds them (``decode=False``: their int64 slots, as stored); ``batches`` and
 ``torch_dataset`` read the same files as torch tensors (``storage.loader``).

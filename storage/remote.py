@@ -11,9 +11,11 @@ manifest, so it never sees a half-written artifact (an object store has no renam
 the commit marker). What a killed run left under the artifact's prefix is never listed by any
 manifest, so it is invisible to ``Artifact.open``, and the next run of the same artifact id
 overwrites it object by object with the same bytes before it writes the manifest. An artifact
-whose manifest is already there is reused, never rewritten.
+whose manifest is already there is reused, never rewritten, when one listing of its prefix finds every
+listed object at its size; a damaged one loses its manifest first and is published again (issue 40).
 
-Reading: ``fetch`` downloads an artifact into a local cache folder (``$PREPFLOW_ARTIFACT_CACHE``,
+Reading: ``fetch`` checks every name the manifest gives (and the artifact id) before it downloads anything
+(``storage.safe_paths``), then downloads the artifact into a local cache folder (``$PREPFLOW_ARTIFACT_CACHE``,
 else ``$PREPFLOW_HOME/artifacts``, else ``~/.prepflow/artifacts``) and checks every file's size and
 sha256 against the manifest before the folder is renamed into place. A cached copy whose manifest
 matches the remote one is reused; ``verify=True`` always downloads and checks again.
