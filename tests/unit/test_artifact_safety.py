@@ -268,14 +268,14 @@ print("IMPORTED" if {ref.partition(':')[0]!r} in sys.modules else "NOT IMPORTED"
 def test_cli_commands_never_print_the_zen_of_python(tmp_path, command):
     config = write_config({**CONFIG, "input_features": [{"name": "Age", "type": "this:X"}]}, tmp_path / "c.yaml")
     data = write_csv(frame(), tmp_path / "data.csv")
-    args = {"validate": ["validate", str(config)],
+    args = {"validate": ["validate", str(data), "--config", str(config), "--cache-dir", str(tmp_path / "cache")],
             "run": ["run", str(config), "--dataset", str(data), "--output", str(tmp_path / "out"),
                     "--cache-dir", str(tmp_path / "cache")],
             "infer": ["infer", str(data), "--config", str(config)]}[command]
     out = subprocess.run([sys.executable, "-m", "flows.cli", *args], capture_output=True, text=True, cwd=ROOT,
                          env={**os.environ, "PREPFLOW_PREFECT": "off", "PYTHONPATH": str(ROOT)}, timeout=300)
     assert ZEN not in out.stdout + out.stderr
-    assert out.returncode != 0
+    assert out.returncode == 2 and "'this:X'" in out.stderr and "standard library" in out.stderr, out.stderr
 
 
 def test_a_plugin_outside_the_project_and_not_installed_is_refused_before_import(tmp_path, monkeypatch):
