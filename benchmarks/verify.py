@@ -78,7 +78,7 @@ def main() -> None:
     print(f"artifact {path} ({sum(f.stat().st_size for f in path.rglob('*') if f.is_file()) / 1e6:.0f} MB), "
           f"built or found in {time.perf_counter() - start:.0f} s")
     trees = {"new": ROOT, "before": args.baseline.resolve()}
-    for name, tree in trees.items():  # warm-up: the page cache, byte-compiled modules
+    for tree in trees.values():  # warm-up: the page cache, byte-compiled modules
         measure(tree, path)
     results: dict[str, list[dict]] = {name: [] for name in trees}
     for i in range(args.rounds):
