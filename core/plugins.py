@@ -56,6 +56,10 @@ def allow_root(folder: str | os.PathLike) -> None:
     real = os.path.realpath(folder)
     if real not in _ROOTS:
         _ROOTS.append(real)
+        # processes started from here on (Dask workers of a local cluster) allow it too
+        paths = [p for p in os.environ.get(PLUGIN_PATH_ENV, "").split(os.pathsep) if p]
+        if real not in paths:
+            os.environ[PLUGIN_PATH_ENV] = os.pathsep.join([*paths, real])
 
 
 @functools.lru_cache(maxsize=None)
