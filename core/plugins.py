@@ -9,6 +9,15 @@ so a config can say ``uses: haversine`` or ``type: hashed_tokens`` and prepflow 
 recomputes what depends on it. A class whose source cannot be read and that declares no version is
 an error (a key that silently ignores the code would serve stale results).
 
+Before a module a ref names is imported, its origin is checked without running it
+(``check_module``: ``importlib.util.find_spec`` of its top-level package, which executes nothing): a
+standard-library or built-in module (``os:system``, ``this:X``) is refused, and so is one that is neither
+part of an installed distribution (site-packages, or a distribution's top-level names) nor under the
+folder of a config that was loaded (``allow_root``), the current folder (the project), prepflow's own
+packages, or a folder of ``$PREPFLOW_PLUGIN_PATH``. A config that names plugins runs their code: so does
+an artifact's metadata that names them, which readers load only when the caller trusts it
+(``trusted_module``; docs/security.md).
+
 This module imports nothing else of prepflow, so the schema, the feature types and the stage DAG
 can all use it; ``tasks.config.plugins`` (what a config's plugins are) sits above them.
 """
@@ -18,9 +27,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import importlib.util
 import inspect
+import os
+import re
 import sys
+import sysconfig
 from importlib import metadata
+from pathlib import Path
 
 STAGES_GROUP = "prepflow.stages"
 FEATURES_GROUP = "prepflow.features"
@@ -28,6 +42,97 @@ FEATURES_GROUP = "prepflow.features"
 
 class PluginNotFound(LookupError):
     """``ref`` is neither an importable ``pkg.module:Attr`` nor a registered entry-point name."""
+
+
+PREPFLOW_PACKAGES = ("prepflow", "core", "storage", "expectations", "tasks", "flows")
+PLUGIN_PATH_ENV = "PREPFLOW_PLUGIN_PATH"  # more folders a plugin module may come from (os.pathsep-separated)
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_ROOTS: list[str] = []  # folders of the configs loaded in this process (``allow_root``)
+_CHECKED: set[str] = set()  # top-level packages whose origin passed ``check_module``
+
+
+def allow_root(folder: str | os.PathLike) -> None:
+    """Plugin modules under ``folder`` (a loaded config's folder) may be imported by ``load_object``."""
+    real = os.path.realpath(folder)
+    if real not in _ROOTS:
+        _ROOTS.append(real)
+        # processes started from here on (Dask workers of a local cluster) allow it too
+        paths = [p for p in os.environ.get(PLUGIN_PATH_ENV, "").split(os.pathsep) if p]
+        if real not in paths:
+            os.environ[PLUGIN_PATH_ENV] = os.pathsep.join([*paths, real])
+
+
+@functools.lru_cache(maxsize=None)
+def _distribution_packages() -> frozenset[str]:
+    return frozenset(metadata.packages_distributions())
+
+
+@functools.lru_cache(maxsize=None)
+def _stdlib_dirs() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    return tuple(os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib") if paths.get(k))
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def check_module(module_name: str) -> None:
+    """Refuse (``PluginNotFound``) to import ``module_name`` unless its origin is allowed (module docstring);
+    nothing of the module runs to find out."""
+    if not _MODULE.match(module_name):
+        raise PluginNotFound(f"{module_name!r} is not a module name (expected 'pkg.module:Class')")
+    top = module_name.split(".")[0]
+    if top in _CHECKED or top in PREPFLOW_PACKAGES:
+        return
+    if top in sys.stdlib_module_names or top in sys.builtin_module_names:
+        raise PluginNotFound(f"module {module_name!r} is part of Python's standard library, not a plugin; refused "
+                             f"before it is imported")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError) as exc:
+        raise PluginNotFound(f"cannot find module {top!r} ({exc})") from None
+    if spec is None:
+        raise PluginNotFound(f"cannot import module {module_name!r} (No module named {top!r})")
+    if spec.origin in ("built-in", "frozen"):
+        raise PluginNotFound(f"module {module_name!r} is built into Python, not a plugin; refused before it is imported")
+    locations = [spec.origin] if spec.origin else list(spec.submodule_search_locations or [])
+    where = [os.path.realpath(p) for p in locations if p]
+    if not where:
+        raise PluginNotFound(f"module {module_name!r} has no file to check; refused before it is imported")
+    installed = top in _distribution_packages() or any(
+        part in ("site-packages", "dist-packages") for p in where for part in Path(p).parts)
+    stdlib = any(_under(p, d) for p in where for d in _stdlib_dirs())
+    if stdlib and not installed:
+        raise PluginNotFound(f"module {module_name!r} ({where[0]}) is part of Python's standard library, not a "
+                             f"plugin; refused before it is imported")
+    roots = [os.path.realpath(os.getcwd()), *_ROOTS,
+             *(os.path.realpath(p) for p in os.environ.get(PLUGIN_PATH_ENV, "").split(os.pathsep) if p)]
+    if not installed and not any(_under(p, r) for p in where for r in roots):
+        raise PluginNotFound(f"module {module_name!r} ({where[0]}) is neither an installed distribution's nor "
+                             f"under the config's folder, the current folder or ${PLUGIN_PATH_ENV}; refused "
+                             f"before it is imported")
+    _CHECKED.add(top)
+
+
+def ref_module(ref: str, group: str) -> str | None:
+    """The module a feature type or stage ``ref`` names (``pkg.module`` of ``pkg.module:Class``, or an entry
+    point's), without importing it; None for a name that is neither."""
+    if ":" in ref:
+        return ref.partition(":")[0]
+    ep = entry_points(group).get(ref)
+    return ep.module if ep is not None else None
+
+
+def trusted_module(module: str | None, trust: bool | object) -> bool:
+    """``trust``: True (every module), False/None (none), or a collection of module names (a module is trusted
+    when it or a package above it is listed)."""
+    if trust is True:
+        return True
+    if not trust or module is None or isinstance(trust, str):
+        return False
+    parts = module.split(".")
+    return any(".".join(parts[:i]) in trust for i in range(1, len(parts) + 1))
 
 
 @functools.lru_cache(maxsize=None)
@@ -39,6 +144,7 @@ def load_object(ref: str, group: str) -> object:
     """``"pkg.module:Attr"`` (``Attr`` may be dotted) or an entry-point name of ``group``."""
     if ":" in ref:
         module_name, _, attr = ref.partition(":")
+        check_module(module_name)
         try:
             obj = importlib.import_module(module_name)
         except ImportError as exc:
@@ -54,6 +160,7 @@ def load_object(ref: str, group: str) -> object:
         known = ", ".join(sorted(found)) or "none installed"
         raise PluginNotFound(f"{ref!r} is not 'pkg.module:Class' nor a registered {group} entry point "
                              f"(registered: {known})")
+    check_module(found[ref].module)  # a distribution's entry point: still never a standard-library module
     try:
         return found[ref].load()
     except (ImportError, AttributeError) as exc:

@@ -2,7 +2,9 @@
 
 ``Artifact.open`` reads ``manifest.json`` (refusing a folder without one: an artifact without its
 manifest is not complete) and, with ``verify=True``, checks every file's size and sha256 against
-it. ``read_split`` returns ``{column: numpy array}`` as published, ``__row__`` (each row's 0-based
+it and refuses a file the manifest does not list (``UNLISTED_BY_DESIGN``). Every file name the manifest and
+``feature_spec.yaml`` give is checked at open, before anything is read (``storage.safe_paths``;
+docs/security.md). ``read_split`` returns ``{column: numpy array}`` as published, ``__row__`` (each row's 0-based
 position in the input) included, with lazy and lazy_cached media columns decoded as an eager
 column holds them (``decode=False``: their int64 slots, as stored); ``batches`` and
 ``torch_dataset`` read the same files as torch tensors (``storage.loader``).
@@ -20,23 +22,42 @@ each rank's shards through a bounded local cache (``storage.shard_stream``); ``r
 from __future__ import annotations
 
 import json
+import os
 from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from core.errors import DataError, IntegrityError
 from storage import npy, remote, shard_stream
-from storage.artifact_files import MANIFEST, ROW_COLUMN, arrow_to_numpy, locate, read_feature_spec
+from storage.artifact_files import MANIFEST, ROW_COLUMN, arrow_to_numpy, locate, read_feature_spec, read_shard
 from storage.cache import verify_files
 from storage.fs import strip_file_scheme
 from storage.loader import BatchLoader, SplitColumns
 from storage.media import MediaColumn, ensure_memmaps, item_specs
+from storage.safe_paths import check_names
 from storage.split_binary import read_chunk
 
 __all__ = ["MANIFEST", "Artifact", "arrow_to_numpy"]  # arrow_to_numpy: re-exported from storage.artifact_files
+
+# What prepflow writes in an artifact's folder that its manifest does not list, by design: the manifest
+# itself (written last, it cannot list its own digest). Anything else unlisted fails ``verify``
+# (docs/security.md). The memmaps of lazy_cached media columns live beside the artifact (``<output>/media``),
+# the report is ``<output>/<artifact_id>.report.html``: neither is inside the folder.
+UNLISTED_BY_DESIGN = frozenset({MANIFEST})
+
+
+def check_manifest(manifest: object, where: str) -> dict:
+    """``manifest`` if it has the shape a reader relies on and names only files inside the artifact."""
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict) \
+            or not isinstance(manifest.get("rows", {}), dict):
+        raise IntegrityError(f"{where}: not a prepflow manifest (no 'files' mapping)")
+    check_names(manifest["files"], where)
+    for split, rows in manifest.get("rows", {}).items():
+        if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
+            raise IntegrityError(f"{where}: rows of split {split!r} is {rows!r}, expected a count >= 0")
+    return manifest
 
 
 class Artifact:
@@ -63,7 +84,7 @@ class Artifact:
             manifest = json.loads(manifest_path.read_text())
         except ValueError as exc:
             raise IntegrityError(f"{manifest_path}: unreadable manifest ({exc})") from None
-        art = cls(path, manifest)
+        art = cls(path, check_manifest(manifest, str(manifest_path)))
         if verify:
             art.verify()
         return art
@@ -71,7 +92,7 @@ class Artifact:
     @classmethod
     def _open_streamed(cls, url: str, cache_limit, cache_dir) -> "Artifact":
         local, art_url = shard_stream.open_streamed(url)
-        art = cls(local, json.loads((local / MANIFEST).read_text()), url=url)
+        art = cls(local, check_manifest(json.loads((local / MANIFEST).read_text()), f"{url}/{MANIFEST}"), url=url)
         art._stream = (art_url, shard_stream.ShardCache(cache_dir or remote.cache_root() / "shards",
                                                         shard_stream.parse_limit(cache_limit)))
         return art
@@ -90,7 +111,8 @@ class Artifact:
         if self.streamed:  # every shard is checked against its sha256 as it is downloaded
             raise DataError(f"{self.url}: a streamed artifact is verified shard by shard as batches() reads it; "
                             f"Artifact.open(url, verify=True) downloads and verifies it whole")
-        problems = verify_files(self.path, self.manifest["files"])
+        problems = verify_files(self.path, self.manifest["files"], str(self.path / MANIFEST))
+        problems += [f"{rel}: not listed in {MANIFEST}" for rel in unlisted_files(self.path, self.manifest["files"])]
         if problems:
             raise IntegrityError(f"{self.path}: {len(problems)} file(s) do not match manifest.json: "
                                  + "; ".join(problems[:10]))
@@ -184,7 +206,7 @@ class Artifact:
         parquet = [c for c in chunks if c["type"] == "parquet"]
         if parquet:
             files = [self.path / f for f in parquet[0]["files"]]
-            table = pa.concat_tables([pq.read_table(f, columns=columns) for f in files])
+            table = pa.concat_tables([read_shard(f, columns) for f in files])
             for name in table.column_names:
                 out[name] = arrow_to_numpy(table.column(name))
             return out
@@ -192,12 +214,21 @@ class Artifact:
             if chunk["type"] == "npy":
                 for name, file in zip(chunk["features"], chunk["files"], strict=False):
                     if columns is None or name in columns:
-                        out[name] = npy.load(self.path / file)
+                        out[name] = npy.load(self.path / file, rows=self.num_rows(split), feature=name,
+                                             row_shape=self._row_shape(split, name))
         for chunk in chunks:  # columns published only in NVIDIA's split_binary layout (storage.split_binary)
             rest = [n for n in chunk["features"] if n not in out and (columns is None or n in columns)]
             if chunk["type"] == "split_binary" and rest:
                 out.update(read_chunk(self.path, chunk, self.num_rows(split), rest, mmap=False))
         return out
+
+    def _row_shape(self, split: str, name: str) -> list | None:
+        """The row shape ``feature_spec.yaml`` gives a column stored as it is read (not a lazy media column's
+        slots); None when it gives none."""
+        if any(name in c["features"] for c in self.chunks(split) if c["type"] == "media"):
+            return None
+        shape = (self.feature_spec.get("feature_spec", {}).get(name) or {}).get("shape")
+        return shape if isinstance(shape, list) else None
 
     # ---- torch -------------------------------------------------------------------------------------
     def batches(self, split: str, batch_size: int = 4096, shuffle: bool = True, seed: int = 0, prefetch: int = 4,
@@ -250,3 +281,20 @@ class Artifact:
     def ensure_memmaps(self) -> list:
         """Build the ``lazy_cached`` media memmaps that are not complete yet (``storage.media.ensure_memmaps``)."""
         return ensure_memmaps(self.path)
+
+
+def unlisted_files(root: Path, files: dict) -> list[str]:
+    """Files (and symlinks, and other entries) under ``root`` that neither ``files`` nor ``UNLISTED_BY_DESIGN``
+    name: one listing of the folder tree (``os.scandir``), no file read."""
+    out: list[str] = []
+    stack = [(str(root), "")]
+    while stack:
+        folder, prefix = stack.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                rel = prefix + entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((entry.path, rel + "/"))
+                elif rel not in files and rel not in UNLISTED_BY_DESIGN:
+                    out.append(rel)
+    return sorted(out)

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import yaml
 
 from core.errors import DataError, IntegrityError
+from storage.safe_paths import check_id, check_name, real_root, under
 from storage.split_binary import prepflow_view
 
 MANIFEST = "manifest.json"
@@ -28,7 +30,7 @@ def locate(path: str | Path) -> Path:
     """The local artifact folder ``path`` names (``path`` itself, or the one its ``LATEST`` names)."""
     path = Path(path)
     if (path / LATEST).is_file() and not (path / MANIFEST).exists():
-        path = path / (path / LATEST).read_text().strip()
+        path = path / check_id((path / LATEST).read_text(errors="replace").strip(), str(path / LATEST))
     if not (path / MANIFEST).is_file():
         raise DataError(f"{path}: not a complete artifact (no {MANIFEST})")
     return path
@@ -40,10 +42,35 @@ def read_feature_spec(path: Path) -> dict:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     file = Path(path) / FEATURE_SPEC
     try:
-        return prepflow_view(yaml.load(file.read_text(), Loader=loader))
+        raw = yaml.load(file.read_text(), Loader=loader)
     except yaml.YAMLError as exc:  # one line naming the file (issue 43, item 10)
         raise IntegrityError(f"{file}: not valid YAML ({yaml_problem(exc)}); the artifact is damaged "
                              "(prepflow inspect --verify checks every file against its manifest)") from None
+    if not isinstance(raw, dict):
+        raise IntegrityError(f"{file}: not a feature spec (a mapping with source_spec)")
+    spec = prepflow_view(raw)
+    root_real = real_root(path)
+    for view in (raw, spec):  # NVIDIA's spec and prepflow's: every file either names stays in the artifact
+        check_spec_files(Path(path), view, str(file), root_real)
+    return spec
+
+
+def check_spec_files(root: Path, spec: dict, where: str, root_real: str | None = None) -> None:
+    """Every file ``spec``'s ``source_spec`` chunks name is inside ``root`` (``storage.safe_paths.under``), and
+    a media chunk's ``memmap`` is one plain file name (it is opened under ``<output>/media``)."""
+    sources = spec.get("source_spec") or {}
+    if not isinstance(sources, dict):
+        raise IntegrityError(f"{where}: source_spec is not a mapping")
+    root_real = root_real or real_root(root)
+    for split, chunks in sources.items():
+        for i, chunk in enumerate(chunks or []):
+            at = f"{where}: source_spec.{split}[{i}]"
+            if not isinstance(chunk, dict) or not isinstance(chunk.get("files", []), list):
+                raise IntegrityError(f"{at}: not a chunk with a list of files")
+            for name in chunk.get("files", []):
+                under(root, name, at, root_real)
+            if chunk.get("memmap") is not None and "/" in check_name(chunk["memmap"], f"{at}.memmap"):
+                raise IntegrityError(f"{at}.memmap: {chunk['memmap']!r} is not one plain file name")
 
 
 def yaml_problem(exc: Exception) -> str:
@@ -61,3 +88,38 @@ def arrow_to_numpy(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
         shape.append(arr.type.list_size)
         arr = arr.flatten()
     return arr.to_numpy(zero_copy_only=False).reshape(shape)
+
+
+def read_shard(path: Path, columns: list[str] | None = None, memory_map: bool = False) -> pa.Table:
+    """A Parquet shard of the artifact; an unreadable one (cut short, overwritten) is one ``IntegrityError``
+    naming the file."""
+    try:
+        return pq.read_table(path, columns=columns, memory_map=memory_map)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise IntegrityError(f"{path}: unreadable Parquet shard ({str(exc).splitlines()[0]}); the artifact is "
+                             "damaged (prepflow inspect --verify checks every file against its manifest)") from None
+
+
+def size_problems(root: Path, manifest: dict) -> list[str]:
+    """What a cheap look finds wrong with a published artifact: a file its manifest lists that is missing
+    or not of the listed size (one ``stat`` per file, no byte read), or a name leaving the folder."""
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict):
+        return [f"{MANIFEST}: no 'files' mapping"]
+    problems = []
+    root_real = real_root(root)
+    for rel, info in files.items():
+        try:
+            path = under(root, rel, str(Path(root) / MANIFEST), root_real)
+        except IntegrityError as exc:
+            return [str(exc)]
+        try:
+            size = path.stat().st_size if path.is_file() else None
+        except OSError:
+            size = None
+        want = info.get("bytes") if isinstance(info, dict) else None
+        if size is None:
+            problems.append(f"{rel}: missing")
+        elif size != want:
+            problems.append(f"{rel}: {size} bytes, expected {want}")
+    return problems

@@ -32,7 +32,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from core.errors import IntegrityError
 from storage.hashing import DIGESTS, file_digest, stable_hash
+from storage.safe_paths import real_root, under
 from storage.tmpdirs import TempFolder, first_time, sweep
 
 log = logging.getLogger("prepflow.cache")
@@ -125,19 +127,25 @@ def describe_files(root: Path, algorithm: str = ENTRY_DIGEST) -> dict[str, dict]
             for rel, digest in zip(rels, digests, strict=True)}
 
 
-def verify_files(root: Path, files: dict[str, dict]) -> list[str]:
+def verify_files(root: Path, files: dict[str, dict], where: str = "the file listing") -> list[str]:
     """Problems (missing, wrong size, wrong digest) of ``files`` under ``root``; [] if all good. Each file
     is checked with the digest its listing records (``sha256`` in a manifest, ``xxh3_128`` in a cache
-    entry)."""
+    entry). A name that leaves ``root`` (absolute, ``..``, a symlink out of it) raises ``IntegrityError``
+    naming ``where`` before any file is read (``storage.safe_paths``)."""
     problems: dict[str, str] = {}
     to_hash: dict[str, list[str]] = {}
+    root_real = real_root(root)
+    paths = {rel: under(root, rel, where, root_real) for rel in files}
     for rel, info in files.items():
-        path = root / rel
+        path = paths[rel]
+        info = info if isinstance(info, dict) else {}
         algorithm = next((a for a in DIGESTS if a in info), None)
         if algorithm is None:
             problems[rel] = f"{rel}: no digest recorded (expected one of {', '.join(DIGESTS)})"
         elif not path.is_file():
             problems[rel] = f"{rel}: missing"
+        elif not isinstance(info.get("bytes"), int):
+            problems[rel] = f"{rel}: no size recorded"
         elif path.stat().st_size != info["bytes"]:
             problems[rel] = f"{rel}: {path.stat().st_size} bytes, expected {info['bytes']}"
         else:
@@ -166,8 +174,8 @@ class StageCache:
             return None
         try:
             meta = json.loads(meta_path.read_text())
-            problems = verify_files(entry, meta["files"])
-        except (OSError, ValueError, KeyError) as exc:
+            problems = verify_files(entry, meta["files"], f"{entry / ENTRY_FILE}")
+        except (OSError, ValueError, KeyError, IntegrityError) as exc:
             problems = [f"{ENTRY_FILE}: unreadable ({exc})"]
         if problems:
             log.warning("cache entry %s/%s is corrupt and will be recomputed: %s", stage, key, "; ".join(problems))

@@ -59,11 +59,10 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from core.errors import DataError
 from storage import npy
-from storage.artifact_files import ROW_COLUMN, arrow_to_numpy
+from storage.artifact_files import ROW_COLUMN, arrow_to_numpy, read_shard
 from storage.media import item_specs, open_media_columns
 from storage.order import Order, resume_point, state_dict
 from storage.split_binary import read_chunk
@@ -151,10 +150,12 @@ class SplitColumns:
                 if name not in self.npy:
                     raise DataError(f"{self.root}: split {self.split!r} has no .npy file for column {name!r}")
                 path = self.root / self.npy[name]
+                shape = None if name in self.media else self.specs.get(name, {}).get("shape")
+                check = {"rows": self._num_rows, "feature": name, "row_shape": shape if isinstance(shape, list) else None}
                 try:  # a plain ndarray view of the map: np.memmap's slicing hooks cost more than small copies
-                    arr = np.asarray(npy.load(path, mmap_mode="r"))
+                    arr = np.asarray(npy.load(path, mmap_mode="r", **check))
                 except ValueError:  # an empty array cannot be memory-mapped
-                    arr = npy.load(path)
+                    arr = npy.load(path, **check)
                 except OSError as exc:
                     raise DataError(f"{path}: cannot read ({exc})") from exc
                 out[name] = arr
@@ -166,7 +167,7 @@ class SplitColumns:
             return {n: read_chunk(self.root, self.binary[n], self._num_rows, [n])[n] for n in names}
         if not self.parquet:
             raise DataError(f"{self.root}: split {self.split!r} has neither .npy files nor Parquet shards")
-        tables = [pq.read_table(self.root / f, columns=names, memory_map=True) for f in self.parquet]
+        tables = [read_shard(self.root / f, names, memory_map=True) for f in self.parquet]
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         return {name: np.ascontiguousarray(arrow_to_numpy(table.column(name))) for name in names}
 

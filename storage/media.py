@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from core.errors import DataError
+from core.errors import DataError, IntegrityError
 from storage import npy
 from storage.artifact_files import locate, read_feature_spec
 from storage.media_audio import AudioCodec
@@ -213,6 +213,10 @@ class MediaColumn:
         self.feature = meta["feature"]
         self.mode = meta["mode"]
         self.memmap = meta.get("memmap")
+        if self.memmap is not None and (not isinstance(self.memmap, str) or "/" in self.memmap
+                                        or "\\" in self.memmap or self.memmap in ("", ".", "..")):
+            raise IntegrityError(f"{self.table_path}: memmap {self.memmap!r} is not one plain file name "
+                                 "(it is opened under <output>/media; docs/security.md)")
         self.codec = codec_from_json(meta["codec"])
         self.sources: list[str | None] = cols["source"]
         self.sha: list[str | None] = cols["sha256"]

@@ -11,9 +11,11 @@ manifest, so it never sees a half-written artifact (an object store has no renam
 the commit marker). What a killed run left under the artifact's prefix is never listed by any
 manifest, so it is invisible to ``Artifact.open``, and the next run of the same artifact id
 overwrites it object by object with the same bytes before it writes the manifest. An artifact
-whose manifest is already there is reused, never rewritten.
+whose manifest is already there is reused, never rewritten, when one listing of its prefix finds every
+listed object at its size; a damaged one loses its manifest first and is published again (issue 40).
 
-Reading: ``fetch`` downloads an artifact into a local cache folder (``$PREPFLOW_ARTIFACT_CACHE``,
+Reading: ``fetch`` checks every name the manifest gives (and the artifact id) before it downloads anything
+(``storage.safe_paths``), then downloads the artifact into a local cache folder (``$PREPFLOW_ARTIFACT_CACHE``,
 else ``$PREPFLOW_HOME/artifacts``, else ``~/.prepflow/artifacts``) and checks every file's size and
 sha256 against the manifest before the folder is renamed into place. A cached copy whose manifest
 matches the remote one is reused; ``verify=True`` always downloads and checks again.
@@ -29,6 +31,7 @@ S3 endpoint and credentials come from the environment (``S3_ENDPOINT_URL`` or
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -38,10 +41,12 @@ from typing import Callable
 from core.errors import DataError, IntegrityError
 from storage.cache import verify_files
 from storage.fs import filesystem, is_url
+from storage.safe_paths import check_id, check_names
 from storage.tmpdirs import TempFolder, sweep
 
 MANIFEST = "manifest.json"
 LATEST = "LATEST"
+log = logging.getLogger("prepflow.publish")
 STAGING_PREFIX = "prepflow-publish-"  # local staging of a remote publish, in the system temporary folder
 
 
@@ -84,9 +89,16 @@ def publish(output_url: str, art_id: str, build: Callable[[Path, str], dict]) ->
     art_url = join(output_url, art_id)
     existing = _read_bytes(fs, join(art_url, MANIFEST))
     if existing is not None:
-        manifest = json.loads(existing)
-        write_latest(fs, output_url, art_id)
-        return {"artifact_path": art_url, "artifact_id": art_id, "rows": manifest["rows"], "reused": True}
+        manifest, problems = _stored_problems(fs, art_url, existing)
+        if not problems:
+            write_latest(fs, output_url, art_id)
+            return {"artifact_path": art_url, "artifact_id": art_id, "rows": manifest["rows"], "reused": True}
+        log.warning("%s: the published artifact is damaged and is published again: %s", art_url,
+                    "; ".join(problems[:5]))
+        try:  # no manifest while its files are rewritten: readers refuse the folder meanwhile
+            fs.rm_file(join(art_url, MANIFEST))
+        except Exception as exc:
+            raise _wrap(join(art_url, MANIFEST), "remove the damaged artifact's manifest", exc) from exc
     sweep(tempfile.gettempdir(), STAGING_PREFIX)
     with TempFolder(tempfile.gettempdir(), STAGING_PREFIX, mode=0o700) as staging:
         result = build(staging, art_url)
@@ -94,6 +106,30 @@ def publish(output_url: str, art_id: str, build: Callable[[Path, str], dict]) ->
         upload(fs, local, art_url)
         write_latest(fs, output_url, art_id)
         return {**result, "artifact_path": art_url, "reused": False}
+
+
+def _stored_problems(fs, art_url: str, manifest_bytes: bytes) -> tuple[dict, list[str]]:
+    """The stored manifest and what one listing of the artifact's prefix finds wrong with it: a listed object
+    missing or not of its listed size (no byte read)."""
+    try:
+        manifest = json.loads(manifest_bytes)
+        files = manifest["files"]
+        check_names(files, join(art_url, MANIFEST))
+    except (ValueError, KeyError, TypeError, IntegrityError) as exc:
+        return {}, [f"{MANIFEST}: unreadable ({exc})"]
+    try:
+        fs.invalidate_cache(art_url)
+        stored = {name: info.get("size") for name, info in fs.find(art_url, detail=True).items()}
+    except Exception as exc:
+        raise _wrap(art_url, "list the published artifact", exc) from exc
+    prefix = fs._strip_protocol(art_url).rstrip("/")
+    problems = []
+    for rel, info in files.items():
+        size = stored.get(f"{prefix}/{rel}")
+        want = info.get("bytes") if isinstance(info, dict) else None
+        if size != want:
+            problems.append(f"{rel}: {'missing' if size is None else f'{size} bytes'}, expected {want}")
+    return manifest, problems
 
 
 def upload(fs, local: Path, art_url: str) -> None:
@@ -140,7 +176,7 @@ def resolve(url: str) -> tuple[str, bytes]:
         latest = _read_bytes(fs, join(url, LATEST))
         if latest is None:
             raise DataError(f"{url}: not a complete artifact (no {MANIFEST}) and no {LATEST} file")
-        url = join(url, latest.decode().strip())
+        url = join(url, check_id(latest.decode(errors="replace").strip(), join(url, LATEST)))
         manifest = _read_bytes(fs, join(url, MANIFEST))
         if manifest is None:
             raise DataError(f"{url}: not a complete artifact (no {MANIFEST})")
@@ -154,6 +190,11 @@ def fetch(url: str, verify: bool = False) -> Path:
         manifest = json.loads(manifest_bytes)
     except ValueError as exc:
         raise IntegrityError(f"{art_url}/{MANIFEST}: unreadable manifest ({exc})") from None
+    where = join(art_url, MANIFEST)  # every name it holds is checked before anything is downloaded
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+        raise IntegrityError(f"{where}: not a prepflow manifest (no 'files' mapping)")
+    check_id(manifest.get("artifact_id"), where)
+    check_names(manifest["files"], where)
     root = cache_root()
     local = root / manifest["artifact_id"]
     if not verify and (local / MANIFEST).is_file() and (local / MANIFEST).read_bytes() == manifest_bytes:
@@ -179,7 +220,9 @@ def fetch(url: str, verify: bool = False) -> Path:
             raise IntegrityError(f"{art_url}: {len(problems)} file(s) do not match {MANIFEST}: "
                                  + "; ".join(problems[:10]))
         (tmp / MANIFEST).write_bytes(manifest_bytes)
-        if local.exists():
+        if local.is_symlink():
+            local.unlink()
+        elif local.exists():
             shutil.rmtree(local, ignore_errors=True)
         try:
             os.rename(tmp, local)

@@ -48,6 +48,7 @@ import pyarrow.parquet as pq
 
 from core.errors import IntegrityError
 from storage import lookup_hash
+from storage.safe_paths import under
 
 ROW_GROUP_ROWS = 1 << 20
 SCAN_RATIO = 2  # a query of fewer than half the vocabulary's values is looked up by hash (VocabLookup)
@@ -79,7 +80,10 @@ def resolve(metadata: dict, folder: str | Path) -> dict:
     out = dict(metadata)
     for name, meta in metadata.items():
         if isinstance(meta, dict) and "vocab_file" in meta:
-            out[name] = {**meta, "vocab_path": str(Path(folder).resolve() / meta["vocab_file"]["path"])}
+            rel = (meta["vocab_file"] or {}).get("path") if isinstance(meta["vocab_file"], dict) else None
+            path = under(Path(folder).resolve(), rel, f"{Path(folder) / 'training_set_metadata.json'}: "
+                                                       f"feature '{name}' vocab_file")
+            out[name] = {**meta, "vocab_path": str(path)}
     return out
 
 

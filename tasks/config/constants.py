@@ -9,6 +9,16 @@ import re
 
 SPLIT_NAMES = ("train", "validation", "test")  # split ids 0, 1, 2
 ROW = "__row__"  # every ingested and published row's 0-based position in the input
+SPLIT = "__split__"  # every row's split id (0, 1, 2) in the stages' frames (tasks.runtime.frame)
+# Column names prepflow adds to the rows it processes: a dataset column or a feature of the config with one of
+# these names (or a name starting with one of RESERVED_PREFIXES) is an error naming it (config load, ingest),
+# never silently dropped or doubled. __first__: validate's views; __window__<name>: timeseries windows.
+RESERVED_COLUMNS = (ROW, SPLIT, "__first__")
+RESERVED_PREFIXES = ("__window__",)
+
+
+def reserved_column(name: object) -> bool:
+    return isinstance(name, str) and (name in RESERVED_COLUMNS or name.startswith(RESERVED_PREFIXES))
 BUILTIN_STAGES = ("ingest", "infer_types", "validate_raw", "split", "fill_missing", "balance", "vocab", "encode",
                   "media_cache", "validate_encoded", "publish")
 REPORT_SUFFIX = ".report.html"  # <output>/<artifact_id>.report.html

@@ -25,6 +25,8 @@ from pydantic import ValidationError
 
 from core.errors import ConfigError
 from core.options import format_errors, format_validation_error
+from core.plugins import allow_root
+from tasks.config.constants import RESERVED_COLUMNS, RESERVED_PREFIXES, reserved_column
 from tasks.config.ludwig import LUDWIG_DEFAULTS, upgrade
 from tasks.config.schema import Config, FeatureConfig
 from tasks.features import REGISTRY, load_feature_class
@@ -43,13 +45,26 @@ def parse_config(data: Any, source: str = "config") -> Config:
     except ValidationError as exc:
         # one line: each wrong key with what is expected, "; " between several
         raise ConfigError(f"{source}: " + "; ".join(format_validation_error(exc, Config).splitlines())) from None
+    _check_reserved(config, source)
     resolve_preprocessing(config, source)
     return config
+
+
+def _check_reserved(config: Config, source: str) -> None:
+    """No feature is named, or reads a column named, as a column prepflow adds (``constants.RESERVED_COLUMNS``)."""
+    for section in ("input_features", "output_features"):
+        for i, feature in enumerate(getattr(config, section) or []):
+            for key, name in (("name", feature.name), ("column", feature.source_column)):
+                if reserved_column(name):
+                    raise ConfigError(f"{source}: {section}[{i}].{key}: {name!r} is a column name prepflow reserves "
+                                      f"for the rows it adds ({', '.join(RESERVED_COLUMNS)}, "
+                                      f"{', '.join(p + '*' for p in RESERVED_PREFIXES)}); rename the column")
 
 
 def load_config(path: str | Path) -> Config:
     """Parse and validate a config file (a fresh copy; parsing is cached by file content)."""
     path = Path(path)
+    allow_root(path.resolve().parent)  # plugin modules under the config's folder may be imported (core.plugins)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -10,9 +10,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core.errors import DataError
+from tasks.config.constants import RESERVED_COLUMNS, RESERVED_PREFIXES, reserved_column
 
 
 def check_columns(path: str, available: list[str], wanted: dict[str, str]) -> None:
+    reserved = [c for c in available if reserved_column(c)]
+    if reserved:
+        raise DataError(f"{path}: column {reserved[0]!r} has a name prepflow reserves for the rows it adds "
+                        f"({', '.join(RESERVED_COLUMNS)}, {', '.join(p + '*' for p in RESERVED_PREFIXES)}); rename it")
     dupes = sorted({c for c in available if available.count(c) > 1})
     if dupes:
         raise DataError(f"{path}: duplicate column names {dupes}; every column needs a unique name")

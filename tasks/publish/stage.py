@@ -2,8 +2,9 @@
 
 The artifact is built in a private staging folder next to its final place and renamed into
 ``<output>/<artifact_id>`` only when complete (manifest.json last); then ``<output>/LATEST`` is
-replaced atomically. An artifact that already exists with a valid manifest is reused, so a rerun
-never rewrites it. The staging folder, the ``.LATEST.*`` rewrite and the report's temporary file are
+replaced atomically. An artifact that already exists with a valid manifest and every listed file at its
+listed size is reused, so a rerun never rewrites it; a damaged one (a file deleted or cut short) is set
+aside and published again (``find_existing``; issue 40). The staging folder, the ``.LATEST.*`` rewrite and the report's temporary file are
 locked for their writer's life (``storage.tmpdirs``), so a publish first removes the ones that killed
 runs left in the same output (``sweep_output``). A remote output (``s3://...``) has its row files
 written straight to the store by the Dask tasks that make them; only the small rest is staged
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import shutil
 import time
@@ -31,6 +33,7 @@ from dask import delayed
 from core.errors import ConfigError
 from core.pause import pause_point
 from storage import media, remote, split_binary
+from storage.artifact_files import size_problems
 from storage.cache import list_files, sha256_files
 from storage.fs import strip_file_scheme
 from storage.hashing import stable_hash
@@ -51,6 +54,7 @@ SCHEMA_VERSION = 1
 ENCODING_VERSION = "1"
 PREPFLOW_VERSION = "0.1.0"
 MANIFEST = "manifest.json"
+log = logging.getLogger("prepflow.publish")
 LATEST = "LATEST"
 
 
@@ -234,8 +238,26 @@ def _describe_rest(staging: Path, described: dict[str, dict]) -> dict[str, dict]
 
 
 def find_existing(output: Path, art_id: str) -> Path | None:
+    """The published artifact ``art_id`` if its manifest is there and every file it lists is there at its size
+    (one ``stat`` each, ``size_problems``); a damaged one is set aside and removed (logged), so the caller
+    publishes it again instead of returning it as good."""
     path = output / art_id
-    return path if (path / MANIFEST).is_file() else None
+    if not (path / MANIFEST).is_file():
+        return None
+    try:
+        problems = size_problems(path, json.loads((path / MANIFEST).read_text()))
+    except (OSError, ValueError) as exc:
+        problems = [f"{MANIFEST}: unreadable ({exc})"]
+    if not problems:
+        return path
+    log.warning("%s: the published artifact is damaged and is published again: %s", path, "; ".join(problems[:5]))
+    aside = output / f".corrupt-{art_id}-{os.urandom(4).hex()}"
+    try:
+        os.rename(path, aside)
+    except OSError:
+        return None  # another run set it aside first
+    shutil.rmtree(aside, ignore_errors=True)
+    return None
 
 
 def write_latest(output: Path, art_id: str) -> None:

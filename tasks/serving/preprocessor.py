@@ -42,9 +42,9 @@ from storage.artifact import Artifact
 from storage.vocab_store import resolve
 from tasks.config.constants import ROW
 from tasks.custom.apply import serve, serving_columns, serving_plan
-from tasks.features import load_feature_class
 from tasks.features.number import NumberFeature
 from tasks.runtime.frame import normalize_and_fill
+from tasks.serving.trust import check_shapes, check_sizes, check_stages, feature_class
 
 METADATA_FILE = "training_set_metadata.json"
 # ingest's CSV reader turns these strings into nulls (tasks/ingest/stage.py, _read_csv's null_values)
@@ -63,16 +63,23 @@ def _feature_state(meta: dict) -> dict:
 class Preprocessor:
     """Applies an artifact's fitted preprocessing to new rows (see the module docstring)."""
 
-    def __init__(self, metadata: dict, outputs: Sequence[str] = (), columns: Sequence[str] | None = None):
+    def __init__(self, metadata: dict, outputs: Sequence[str] = (), columns: Sequence[str] | None = None,
+                 trust_plugins: bool | Sequence[str] = False):
+        """``trust_plugins``: build the feature types and custom stages the metadata names outside prepflow
+        (``pkg.module:Class``, entry points): True for all, or the module names to trust; by default only
+        prepflow's own feature types are built, and a plugin is an error naming the feature and the module
+        (``tasks.serving.trust``)."""
         metadata = {name: meta for name, meta in metadata.items() if name != ROW}  # the row id is no feature
         self.metadata_ = metadata
         self.outputs_ = list(outputs)
         self.features_ = []
+        check_stages(metadata, trust_plugins)
         for name, meta in metadata.items():
             where = f"{METADATA_FILE}: feature '{name}'"
-            if "type" not in meta or "column" not in meta:
+            if not isinstance(meta, dict) or "type" not in meta or "column" not in meta:
                 raise DataError(f"{where}: no 'type'/'column'; the artifact predates serving support")
-            cls = load_feature_class(meta["type"], where)
+            cls = feature_class(name, meta, trust_plugins)
+            check_sizes(name, meta)
             fields = cls.Preprocessing.model_fields
             options = cls.Preprocessing.model_validate({k: v for k, v in meta.get("preprocessing", {}).items()
                                                         if k in fields})
@@ -85,15 +92,20 @@ class Preprocessor:
         self.features_.sort(key=lambda f: order.get(f.name, len(order)))
 
     @classmethod
-    def load(cls, artifact: str | Path) -> "Preprocessor":
-        """From an artifact folder, an output root with ``LATEST``, or an artifact URL."""
+    def load(cls, artifact: str | Path, trust_plugins: bool | Sequence[str] = False) -> "Preprocessor":
+        """From an artifact folder, an output root with ``LATEST``, or an artifact URL. ``trust_plugins``: see
+        ``__init__``; every encoded column's shape is checked against ``feature_spec.yaml``."""
         art = Artifact.open(artifact)
         outputs = [f["name"] for f in art.manifest.get("config", {}).get("output_features", [])]
-        return cls(resolve(art.metadata, art.path), outputs, list(art.feature_spec.get("feature_spec", {})))
+        spec = art.feature_spec
+        out = cls(resolve(art.metadata, art.path), outputs, list(spec.get("feature_spec", {})), trust_plugins)
+        check_shapes(out.features_, out.metadata_, spec, str(art.path / "feature_spec.yaml"))
+        return out
 
     @classmethod
-    def from_json(cls, path: str | Path, outputs: Sequence[str] = ()) -> "Preprocessor":
-        return cls(resolve(json.loads(Path(path).read_text()), Path(path).parent), outputs)
+    def from_json(cls, path: str | Path, outputs: Sequence[str] = (),
+                  trust_plugins: bool | Sequence[str] = False) -> "Preprocessor":
+        return cls(resolve(json.loads(Path(path).read_text()), Path(path).parent), outputs, trust_plugins=trust_plugins)
 
     @property
     def input_columns(self) -> list[str]:

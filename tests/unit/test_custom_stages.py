@@ -312,6 +312,7 @@ def test_editing_the_plugin_recomputes_the_stage_and_what_follows(dataset, tmp_p
     source = plugin_dir / "scale_plugin_for_test.py"
     source.write_text(PLUGIN_SOURCE)
     monkeypatch.syspath_prepend(str(plugin_dir))
+    monkeypatch.setenv("PREPFLOW_PLUGIN_PATH", str(plugin_dir))  # a plugin outside the project (core.plugins)
     cfg = config([{"uses": "scale_plugin_for_test:Scale", "after": "fill_missing"}],
                  [{"name": "scaled", "type": "number", "preprocessing": {"normalization": "none"}}])
     first = run(cfg, dataset, tmp_path)
@@ -362,7 +363,7 @@ def test_example_plugin_is_published_validated_and_served_bit_for_bit(dataset, t
     assert manifest["validation"]  # the encoded gate ran over the custom feature's ids
     assert {"haversine.missing_coordinates", "haversine.distance_km", "frequency_encode.unseen"} <= set(
         manifest["statistics"])
-    pre = Preprocessor.load(path)
+    pre = Preprocessor.load(path, trust_plugins=["prepflow_example_plugin"])  # its plugins, trusted
     assert set(pre.input_columns) == {"carrier", "notes", "lat1", "lon1", "lat2", "lon2"}
     served = pre.transform(frame())  # every row in one call: ffill fills from the same neighbours
     for split in ("train", "validation", "test"):
