@@ -30,6 +30,7 @@ from tasks.custom import plan as custom_plan
 from tasks.custom import steps as custom_steps
 from tasks.encode import stage as encode
 from tasks.fill_missing import stage as fill_missing
+from tasks.fitted import stage as fitted
 from tasks.infer_types import stage as infer_types
 from tasks.ingest import stage as ingest
 from tasks.media_cache import stage as media_cache
@@ -83,6 +84,28 @@ def expand(custom_stage_names: list[str] | tuple[str, ...] = ()) -> list[Node]:
             for i, name in enumerate(custom_stage_names):
                 nodes.append(custom_node(name, i, filled))
                 filled = name
+    return nodes
+
+
+APPLY_SKIPS = ("infer_types", "validate_raw")  # apply: the types and the raw gate are the fitted artifact's
+
+
+def expand_apply() -> list[Node]:
+    """``prepflow apply``'s nodes: the run's, with the fitting nodes replaced by the fitted artifact's state
+    (``tasks.fitted.stage``: split, fill_missing, balance, vocab under their own names), without
+    infer_types and the raw gate; encode, media_cache, the encoded gate and publish as in a run."""
+    nodes: list[Node] = []
+    for n in NODES:
+        if n.name in APPLY_SKIPS:
+            continue
+        if n.name in fitted.NODES:
+            nodes.append(fitted.NODES[n.name])
+        elif n is publish.NODE:  # the fitted nodes' code joins the artifact id
+            versions = {**artifact_code_versions(), fitted.SPLIT.module: fitted.SPLIT.code_version}
+            nodes.append(Node(n.name, n.run, tuple(m.name for m in nodes), n.output, n.reads, (versions,),
+                              preflight=n.preflight))
+        else:
+            nodes.append(n.with_inputs(tuple(CUSTOM_AFTER if p == FILLED else p for p in n.inputs)))
     return nodes
 
 
@@ -156,6 +179,18 @@ def run_graph(ctx: RunContext, call: Call = execute, until: str | None = None, l
         results[node.name] = call(node, ctx, [results[p] for p in node.inputs])
         if retype and node.retype is not None:  # later stages see every feature typed
             ctx = node.retype(ctx, results[node.name])
+    return results
+
+
+def run_apply_graph(ctx: RunContext, call: Call = execute, local: bool = True) -> dict[str, Output]:
+    """``prepflow apply``'s nodes (``expand_apply``) through ``call``, after their preflight checks."""
+    nodes = expand_apply()
+    for n in nodes:
+        if n.preflight is not None:
+            n.preflight(ctx, local)
+    results: dict[str, Output] = {}
+    for n in nodes:
+        results[n.name] = call(n, ctx, [results[p] for p in n.inputs])
     return results
 
 
