@@ -95,11 +95,7 @@ def apply_context(artifact, dataset, output: str, split: str = "test", config=No
 
 def summary_of(results: dict) -> dict:
     """``--json``: artifact path, id, rows, the stages, and the drift entries of the applied split."""
-    stages = list(results.values())
-    summary = PipelineResult(results["publish"].artifact, stages).summary()
-    drift = results.get("drift")
-    summary["drift"] = drift.entries() if drift is not None else {}
-    return summary
+    return PipelineResult(results["publish"].artifact, list(results.values())).summary()
 
 
 def apply_in_process(artifact, dataset, output: str = "artifacts", split: str = "test", config=None,

@@ -28,6 +28,7 @@ from core.code_version import module_version
 from tasks.balance import stage as balance
 from tasks.custom import plan as custom_plan
 from tasks.custom import steps as custom_steps
+from tasks.drift import stage as drift
 from tasks.encode import stage as encode
 from tasks.fill_missing import stage as fill_missing
 from tasks.fitted import stage as fitted
@@ -37,7 +38,7 @@ from tasks.media_cache import stage as media_cache
 from tasks.publish import stage as publish
 from tasks.runtime.context import RunContext
 from tasks.runtime.node import FILLED, Node
-from tasks.runtime.outputs import Ingested, MissingStates, Output
+from tasks.runtime.outputs import Drifted, Ingested, MissingStates, Output
 from tasks.split import stage as split
 from tasks.validate import stage as validate
 from tasks.vocab import stage as vocab
@@ -53,6 +54,7 @@ NODES: tuple[Node, ...] = (
     encode.NODE,
     media_cache.NODE,
     validate.ENCODED,
+    drift.NODE,
     publish.NODE,
 )
 STAGES: tuple[str, ...] = tuple(n.name for n in NODES)  # the built-in stages in run order
@@ -138,6 +140,9 @@ class PipelineResult:
         ingested = next((s for s in self.stages if isinstance(s, Ingested)), None)
         if ingested is not None and ingested.files:
             out["files"] = {"total": len(ingested.files), "new": ingested.files_read}
+        drifted = next((s for s in self.stages if isinstance(s, Drifted)), None)
+        if drifted is not None:  # feature -> its worst skew (a run) or drift (apply) entry
+            out["drift"] = drifted.entries()
         return out
 
 

@@ -69,3 +69,24 @@ def test_manifest_names_the_fitted_artifact(fitted, tmp_path):
     assert manifest["fitted_from"] == {"artifact_id": Artifact.open(fitted).artifact_id, "path": str(fitted.resolve())}
     assert Artifact.open(summary["artifact_path"]).feature_spec["channel_spec"] == \
         Artifact.open(fitted).feature_spec["channel_spec"]
+
+
+def test_drift_entries_on_shifted_and_unseen_data(fitted, tmp_path):
+    summary = apply(fitted, frame(400, 4, shift=3.0, unseen=0.4), tmp_path)  # price +3 std, 40% unseen colors
+    drift = summary["drift"]
+    assert drift["price"]["statistic"] == "psi" and drift["price"]["value"] > 0.25 and drift["price"]["status"] == "fail"
+    color = {c["statistic"]: c for c in drift["color"]["checks"]}
+    assert color["oov_rate"]["value"] == pytest.approx(0.4, abs=0.08) and color["oov_rate"]["status"] == "fail"
+    assert drift["color"]["status"] == "fail"
+
+
+def test_no_drift_on_data_like_the_train_split(fitted, tmp_path):
+    summary = apply(fitted, frame(600, 5), tmp_path)
+    assert {f: e["status"] for f, e in summary["drift"].items()} == dict.fromkeys(summary["drift"], "ok")
+    assert {"price", "color", "tags", "note", "label"} <= set(summary["drift"])
+
+
+def test_drift_action_fail_publishes_nothing(fitted, tmp_path):
+    with pytest.raises(DataError, match="drift gate failed.*price"):
+        apply(fitted, frame(300, 6, shift=3.0), tmp_path, config={"validation": {"drift": {"action": "fail"}}})
+    assert not (tmp_path / "applied").exists() or not any((tmp_path / "applied").iterdir())

@@ -1,0 +1,218 @@
+"""drift: each feature's distribution where data meets a fitted state, against the fitted one.
+
+* In a run (skew): the validation and test splits against the train split (``skew`` in ``drift.json``).
+  The train split's references (``tasks.drift.measures``) go into the artifact's manifest statistics
+  (``drift.reference.<feature>``), so a later ``prepflow apply`` compares with them without reading the
+  train split again.
+* In ``prepflow apply``: the applied split against the fitted artifact's references (read from the
+  train split of the fitted artifact when it predates them), plus the change in the missing rate (the
+  share of values fill_missing filled, against the fitted artifact's).
+
+Each feature's entry is its worst check: ``{statistic, value, threshold, status}`` (``ok | warn | fail``)
+with ``checks`` (every statistic measured) and ``fitted``/``new`` (the bin or top-id fractions, for the
+report). Thresholds are ``validation.drift`` (``tasks.config.schema.DriftConfig``); with ``action: fail``
+a ``fail`` status stops the run here, before publish: nothing is published.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from core.code_version import module_version
+from core.errors import ConfigError, ValidationFailed
+from storage.artifact import Artifact
+from storage.artifact_files import arrow_to_numpy
+from tasks.config.constants import SPLIT_NAMES
+from tasks.config.schema import DriftConfig, DriftThreshold
+from tasks.drift import measures
+from tasks.runtime.context import run_cached
+from tasks.runtime.node import Node
+from tasks.runtime.outputs import DRIFT_FILE, Drifted, Encoded, Fitted
+from tasks.runtime.statistics import Histogram, Statistics
+
+CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
+log = logging.getLogger("prepflow.drift")
+MAIN = {"number": "psi", "category": "linf"}
+LEVELS = {"psi": "number", "linf": "category", "oov_rate": "oov_rate", "missing_rate": "missing_rate"}
+RANK = {"ok": 0, "warn": 1, "fail": 2}
+
+
+def drift_config(ctx) -> DriftConfig:
+    return ctx.config.validation.drift or DriftConfig()
+
+
+def thresholds(cfg: DriftConfig, statistic: str, feature: str) -> tuple[float | None, float | None]:
+    """``(warn, fail)`` of a statistic: the defaults, the config's levels, then the feature's override
+    (which applies to its main statistic, PSI or L-infinity)."""
+    level = LEVELS[statistic]
+    default: DriftThreshold = DriftConfig.model_fields[level].default_factory()
+    given: DriftThreshold = getattr(cfg, level)
+    warn, fail = default.warn, default.fail
+    for chosen in (given, cfg.features.get(feature) if statistic in ("psi", "linf") else None):
+        if chosen is not None:
+            warn = chosen.warn if "warn" in chosen.model_fields_set else warn
+            fail = chosen.fail if "fail" in chosen.model_fields_set else fail
+    return warn, fail
+
+
+def _measured(ctx, metadata: dict) -> list[tuple[str, str]]:
+    """``(feature, type)`` of every feature drift measures."""
+    return [(f.name, metadata[f.name]["type"]) for f in ctx.features
+            if f.name in metadata and measures.kind(metadata[f.name].get("type", "")) is not None]
+
+
+def _columns(encoded: Encoded, split: str, names: list[str]) -> dict[str, np.ndarray]:
+    """The named encoded columns of a split, every part concatenated in row order."""
+    pieces: dict[str, list[np.ndarray]] = {n: [] for n in names}
+    for part in encoded.split_parts(split):
+        with pa.memory_map(str(part)) as source:
+            table = pa.ipc.open_file(source).read_all()
+        for n in names:
+            if n in table.column_names:
+                pieces[n].append(arrow_to_numpy(table.column(n)))
+    return {n: np.concatenate(p) for n, p in pieces.items() if p}
+
+
+def _counts(kind: str, ftype: str, column: np.ndarray, meta: dict, reference: Histogram | None) -> np.ndarray:
+    if kind == "number":
+        return measures.number_counts(reference.starts, column)
+    return measures.id_counts(ftype, column, int(meta.get("vocab_size") or 0))
+
+
+def references(ctx, metadata: dict, columns: dict[str, np.ndarray]) -> Statistics:
+    """The references of the measured features from their train columns."""
+    stats = Statistics()
+    for name, ftype in _measured(ctx, metadata):
+        if name not in columns:
+            continue
+        if measures.kind(ftype) == "number":
+            stats.add(measures.number_reference(name, columns[name]))
+        else:
+            hist, tail = measures.category_reference(name, measures.id_counts(ftype, columns[name],
+                                                                              int(metadata[name].get("vocab_size") or 0)))
+            stats.add(hist)
+            stats.add(tail)
+    return stats
+
+
+def _fractions(counts, top: int = 10) -> list[float]:
+    counts = np.asarray(counts, dtype=np.float64)
+    total = counts.sum()
+    return [round(float(v), 4) for v in (counts / total if total else counts)[:top]]
+
+
+def compare(ctx, metadata: dict, reference: Statistics, columns: dict[str, np.ndarray],
+            missing: dict[str, tuple[float, float]] | None = None) -> dict[str, dict]:
+    """Each measured feature's entry (its worst check first); ``missing``: feature -> (fitted, new) rate."""
+    cfg = drift_config(ctx)
+    entries = {}
+    for name, ftype in _measured(ctx, metadata):
+        ref = reference.items.get(measures.REFERENCE + name)
+        if name not in columns or ref is None:
+            continue
+        kind = measures.kind(ftype)
+        new = _counts(kind, ftype, columns[name], metadata[name], ref)
+        values: dict[str, float] = {}
+        if kind == "number":
+            values["psi"] = measures.psi(ref.counts, new)
+        else:
+            tail = reference.items.get(measures.TAIL_IDS + name)
+            values["linf"] = measures.linf(ref, tail.count if tail is not None else 0, new)
+            oov = measures.oov_rate(ref, measures.unk_id(ftype), new)
+            if oov is not None:
+                values["oov_rate"] = oov
+        if missing and name in missing:
+            values["missing_rate"] = missing[name][1] - missing[name][0]
+        checks = []
+        for statistic, value in values.items():
+            warn, fail = thresholds(cfg, statistic, name)
+            state, threshold = measures.status(value, warn, fail)
+            checks.append({"statistic": statistic, "value": round(value, 6), "threshold": threshold,
+                           "status": state})
+        worst = max(checks, key=lambda c: RANK[c["status"]])  # the first (main) one among equals
+        new_counts = new if kind == "number" else np.append(new[:len(ref.counts) - 1], new[len(ref.counts) - 1:].sum())
+        entries[name] = {**worst, "checks": checks, "fitted": _fractions(ref.counts), "new": _fractions(new_counts)}
+    return entries
+
+
+def _missing_rates(stats: dict) -> dict[str, float]:
+    rows = stats.get("encode.rows_in", {}).get("count", 0)
+    prefix = "fill_missing.filled."
+    return {k[len(prefix):]: v["count"] / rows for k, v in stats.items() if k.startswith(prefix) and rows}
+
+
+def _fitted_reference(ctx, metadata: dict) -> Statistics:
+    """The fitted artifact's references: from its manifest, else made from its train split."""
+    source = ctx.fitted_from
+    manifest = json.loads((Path(source["local"]) / "manifest.json").read_text())
+    stats = Statistics.from_json({k: v for k, v in (manifest.get("statistics") or {}).items()
+                                  if k.startswith((measures.REFERENCE, measures.TAIL_IDS))})
+    absent = [name for name, _t in _measured(ctx, metadata) if stats.items.get(measures.REFERENCE + name) is None]
+    if absent:
+        art = Artifact.open(source["local"])
+        if art.num_rows("train"):
+            columns = art.read_split("train", absent)
+            stats = stats.merge(references(ctx, metadata, {n: np.asarray(columns[n]) for n in absent if n in columns}))
+    return stats
+
+
+def config_slice(ctx) -> dict:
+    source = ctx.fitted_from
+    return {"drift": drift_config(ctx).model_dump(mode="json"),
+            "fitted_from": source["artifact_id"] if source else None, "features": ctx.features_slice()}
+
+
+def preflight(ctx, local: bool) -> None:
+    unknown = sorted(set(drift_config(ctx).features) - {f.name for f in ctx.config.features})
+    if unknown:
+        raise ConfigError(f"validation.drift.features: {unknown} not feature(s) of the config "
+                          f"({[f.name for f in ctx.config.features]})")
+
+
+def run(ctx, encoded: Encoded, fitted: Fitted) -> Drifted:
+    def compute(out: Path) -> Statistics:
+        metadata = fitted.metadata()
+        names = [n for n, _t in _measured(ctx, metadata)]
+        if ctx.fitted_from:  # prepflow apply: the applied split against the fitted artifact
+            split = ctx.fitted_from["split"]
+            reference = _fitted_reference(ctx, metadata)
+            fitted_manifest = json.loads((Path(ctx.fitted_from["local"]) / "manifest.json").read_text())
+            before = _missing_rates(fitted_manifest.get("statistics") or {})
+            after = _missing_rates(encoded.statistics)
+            missing = {n: (before.get(n, 0.0), after.get(n, 0.0)) for n in names if n in before or n in after}
+            result = {"mode": "apply", "split": split,
+                      "drift": compare(ctx, metadata, reference, _columns(encoded, split, names), missing)}
+            stats = Statistics(reference.items.values())  # the applied artifact keeps the references
+        else:  # a run: the validation and test splits against the train split (skew)
+            reference = references(ctx, metadata, _columns(encoded, "train", names))
+            rows = encoded.row_counts()
+            result = {"mode": "run", "skew": {split: compare(ctx, metadata, reference, _columns(encoded, split, names))
+                                              for split in SPLIT_NAMES[1:] if rows.get(split) and rows.get("train")}}
+            stats = reference
+        (out / DRIFT_FILE).write_text(json.dumps(result, sort_keys=True, indent=1))
+        return stats
+
+    result = run_cached(ctx, "drift", CODE_VERSION, [encoded.key, fitted.key], config_slice(ctx), compute, Drifted)
+    enforce(ctx, result)
+    return result
+
+
+def enforce(ctx, result: Drifted) -> None:
+    """With ``action: fail``, a ``fail`` status raises (nothing published); warn and fail statuses are logged."""
+    flagged = [(f, e) for f, e in result.entries().items() if e["status"] != "ok"]
+    if not flagged:
+        return
+    text = "; ".join(f"{f}: {e['statistic']} {e['value']:.4g} > {e['threshold']} ({e['status']}"
+                     + (f", {e['split']} split" if "split" in e else "") + ")" for f, e in flagged)
+    if drift_config(ctx).action == "fail" and any(e["status"] == "fail" for _f, e in flagged):
+        raise ValidationFailed(f"drift gate failed (validation.drift.action: fail); nothing was published: {text}",
+                               gate="drift", report=result.results())
+    log.warning("drift: %s", text)
+
+
+NODE = Node("drift", run, inputs=("encode", "vocab"), output=Drifted, reads=config_slice, preflight=preflight)
