@@ -7,13 +7,14 @@ drift -> publish, so the rows equal ``Preprocessor.load(artifact).transform(rows
 Dask and determinism are the run's. The output is an artifact of one split whose manifest names the
 artifact it was fitted from (``fitted_from``).
 
-``apply_flow`` is the Prefect flow (a task per node, as ``flows.preprocess``); ``apply_in_process`` the
-same graph in this process (the Python API, and the fallback without a Prefect API).
+``flows.preprocess.apply_flow`` is the Prefect flow (a task per node, as ``preprocess``); ``apply_in_process``
+the same graph in this process (the Python API, and the fallback without a Prefect API).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import yaml
@@ -23,8 +24,10 @@ from storage.artifact import Artifact
 from storage.cache import StageCache
 from tasks.config.constants import SPLIT_NAMES
 from tasks.config.loader import parse_config
+from tasks.drift import stage as drift
 from tasks.fitted.stage import read_metadata
 from tasks.graph import PipelineResult, run_apply_graph
+from tasks.report.page import write_report
 from tasks.runtime import dask_run
 from tasks.runtime.context import RunContext
 
@@ -98,43 +101,35 @@ def summary_of(results: dict) -> dict:
     return PipelineResult(results["publish"].artifact, list(results.values())).summary()
 
 
+def with_references(ctx: RunContext) -> RunContext:
+    """An artifact that predates drift references (``drift.reference.*`` in its manifest statistics): the
+    references made here from its train split, once, for the drift node."""
+    art = Artifact.open(ctx.fitted_from["local"])
+    absent = drift.missing_references(ctx, art.manifest)
+    if absent and art.num_rows("train"):
+        columns = art.read_split("train", absent)
+        metadata = {name: meta for name, meta in art.metadata.items() if name in absent}
+        ctx.fitted_from["reference"] = drift.references(ctx, metadata, {n: columns[n] for n in absent
+                                                                         if n in columns}).to_json()
+    return ctx
+
+
 def apply_in_process(artifact, dataset, output: str = "artifacts", split: str = "test", config=None,
                      cache_dir: str = ".prepflow-cache", npartitions: int | None = None,
                      dask_address: str | None = None, report: bool = True) -> dict:
     """The apply graph in this process, with the data report; returns the summary."""
-    ctx = apply_context(artifact, dataset, output, split, config, cache_dir, npartitions)
+    ctx = with_references(apply_context(artifact, dataset, output, split, config, cache_dir, npartitions))
     with dask_run.client(dask_address):
         results = run_apply_graph(ctx, local=not dask_address)
     summary = summary_of(results)
     if report:
-        from flows.without_prefect import _report  # the report, a warning when it cannot be written
-
         summary["report_path"] = _report(summary)
     return summary
 
 
-def _flow():
-    """The Prefect flow (Prefect imported only when a flow is asked for)."""
-    from prefect import flow, get_run_logger
-    from prefect.context import TagsContext
-
-    from flows.preprocess import _data, _prefect_call, report_task
-    from flows.reporting import drift_artifact, statistics_artifact
-
-    @flow(name="apply", log_prints=True)
-    def apply_flow(artifact: str, dataset: str, output: str = "artifacts", split: str = "test",
-                   config: str | None = None, cache_dir: str = ".prepflow-cache", npartitions: int | None = None,
-                   dask_address: str | None = None) -> dict:
-        """Encode ``dataset`` with the fitted ``artifact`` into a one-split artifact under ``output``."""
-        ctx = apply_context(artifact, dataset, output, split, config, cache_dir, npartitions)
-        with TagsContext(current_tags=set()), dask_run.client(dask_address):
-            results = run_apply_graph(ctx, _prefect_call, local=not dask_address)
-            summary = summary_of(results)
-            statistics_artifact(list(results.values()))
-            drift_artifact(summary["drift"])
-            summary["report_path"] = _data(report_task(summary))
-        get_run_logger().info("artifact %s (%s), fitted from %s", summary["artifact_id"], summary["artifact_path"],
-                              ctx.fitted_from["artifact_id"])
-        return summary
-
-    return apply_flow
+def _report(summary: dict) -> str | None:
+    try:
+        return write_report(summary["artifact_path"], summary)
+    except Exception as exc:  # the artifact is the product: a report that fails is a warning
+        print(f"prepflow: warning: report not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None

@@ -386,7 +386,9 @@ def cmd_apply(args: argparse.Namespace) -> int:
             _quiet_prefect_tracebacks()
             with _run_settings(mode), _stage_output(args):
                 try:
-                    summary = apply_flow._flow()(**params)
+                    from flows.preprocess import apply_flow as flow
+
+                    summary = flow(**params)
                 except Exception as exc:
                     if not bookkeeping.is_api_failure(exc):
                         raise

@@ -25,7 +25,6 @@ import pyarrow as pa
 
 from core.code_version import module_version
 from core.errors import ConfigError, ValidationFailed
-from storage.artifact import Artifact
 from storage.artifact_files import arrow_to_numpy
 from tasks.config.constants import SPLIT_NAMES
 from tasks.config.schema import DriftConfig, DriftThreshold
@@ -147,18 +146,24 @@ def _missing_rates(stats: dict) -> dict[str, float]:
 
 
 def _fitted_reference(ctx, metadata: dict) -> Statistics:
-    """The fitted artifact's references: from its manifest, else made from its train split."""
+    """The fitted artifact's references: from its manifest, else the ones made from its train split
+    (``ctx.fitted_from["reference"]``, by ``flows.apply`` for an artifact that predates them)."""
     source = ctx.fitted_from
     manifest = json.loads((Path(source["local"]) / "manifest.json").read_text())
     stats = Statistics.from_json({k: v for k, v in (manifest.get("statistics") or {}).items()
                                   if k.startswith((measures.REFERENCE, measures.TAIL_IDS))})
-    absent = [name for name, _t in _measured(ctx, metadata) if stats.items.get(measures.REFERENCE + name) is None]
-    if absent:
-        art = Artifact.open(source["local"])
-        if art.num_rows("train"):
-            columns = art.read_split("train", absent)
-            stats = stats.merge(references(ctx, metadata, {n: np.asarray(columns[n]) for n in absent if n in columns}))
-    return stats
+    return stats.merge(Statistics.from_json(source.get("reference") or {}))
+
+
+def missing_references(ctx, manifest: dict) -> list[str]:
+    """The measured features whose reference the fitted artifact's manifest lacks."""
+    stats = manifest.get("statistics") or {}
+    return [f.name for f in ctx.features if measures.kind(_type(ctx, f.name)) is not None
+            and measures.REFERENCE + f.name not in stats]
+
+
+def _type(ctx, name: str) -> str:
+    return next((f.type for f in ctx.config.features if f.name == name), None) or ""
 
 
 def config_slice(ctx) -> dict:

@@ -90,3 +90,73 @@ def test_drift_action_fail_publishes_nothing(fitted, tmp_path):
     with pytest.raises(DataError, match="drift gate failed.*price"):
         apply(fitted, frame(300, 6, shift=3.0), tmp_path, config={"validation": {"drift": {"action": "fail"}}})
     assert not (tmp_path / "applied").exists() or not any((tmp_path / "applied").iterdir())
+
+
+def test_apply_artifact_is_byte_identical_for_any_partitioning(fitted, tmp_path, monkeypatch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "0")
+    data = write_csv(frame(500, 7, unseen=0.1), tmp_path / "new.csv")
+    outs = [prepflow.apply(fitted, data, tmp_path / f"out{n}", cache_dir=tmp_path / f"cache{n}", npartitions=n)
+            for n in (1, 3, 7)]
+    files = [without_created_at(artifact_files(s["artifact_path"])) for s in outs]
+    assert outs[0]["artifact_id"] == outs[1]["artifact_id"] == outs[2]["artifact_id"]
+    assert files[0] == files[1] == files[2]
+
+
+def test_apply_rerun_reuses_every_stage(fitted, tmp_path):
+    first = apply(fitted, frame(100, 8), tmp_path)
+    second = apply(fitted, frame(100, 8), tmp_path)
+    assert first["artifact_id"] == second["artifact_id"]
+    assert all(s["cached"] for s in second["stages"] if s["name"] != "publish")
+
+
+def test_not_an_artifact_is_one_line(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match=r"manifest.json: missing; .* is not a complete prepflow artifact"):
+        prepflow.apply(tmp_path / "empty", tmp_path / "x.csv", tmp_path / "out")
+
+
+def test_missing_metadata_is_one_line(fitted, tmp_path):
+    import shutil
+
+    copy = tmp_path / "art"
+    shutil.copytree(fitted, copy)
+    (copy / "training_set_metadata.json").unlink()
+    with pytest.raises(DataError, match="training_set_metadata.json: missing"):
+        prepflow.apply(copy, tmp_path / "x.csv", tmp_path / "out")
+
+
+def test_dataset_missing_a_feature_column(fitted, tmp_path):
+    with pytest.raises(DataError, match="color") as info:
+        apply(fitted, frame(50, 9).drop(columns=["color"]), tmp_path)
+    assert "\n" not in str(info.value).strip()
+    assert not (tmp_path / "applied").exists() or not any((tmp_path / "applied").glob("*/manifest.json"))
+
+
+def test_apply_config_takes_validation_only(fitted, tmp_path):
+    with pytest.raises(ConfigError, match="validation:' section only"):
+        apply(fitted, frame(10, 10), tmp_path, config={"input_features": []})
+    with pytest.raises(ConfigError, match="validation.drift.numbr: unknown key"):
+        apply(fitted, frame(10, 10), tmp_path, config={"validation": {"drift": {"numbr": {"warn": 1}}}})
+    with pytest.raises(ConfigError, match=r"validation.drift.features: \['nope'\]"):
+        apply(fitted, frame(10, 10), tmp_path, config={"validation": {"drift": {"features": {"nope": {"fail": 1}}}}})
+
+
+def test_per_feature_override(fitted, tmp_path):
+    summary = apply(fitted, frame(400, 11, shift=0.5), tmp_path,
+                    config={"validation": {"drift": {"features": {"price": {"warn": 0.0001, "fail": 0.001}}}}})
+    assert summary["drift"]["price"]["status"] == "fail" and summary["drift"]["price"]["threshold"] == 0.001
+
+
+def test_run_records_skew_of_validation_and_test_splits(tmp_path):
+    train = frame(900, 12)
+    result = run({**CONFIG, "preprocessing": {"split": {"type": "random", "probabilities": [0.6, 0.2, 0.2]}}},
+                 write_csv(train, tmp_path / "d.csv"), tmp_path)
+    drifted = next(s for s in result.stages if s.stage == "drift")
+    skew = drifted.results()["skew"]
+    assert set(skew) == {"validation", "test"}
+    assert set(skew["test"]) >= {"price", "color", "tags", "note"}
+    assert all(e["status"] == "ok" for split in skew.values() for e in split.values())
+    summary = result.summary()
+    assert summary["drift"]["price"]["split"] in ("validation", "test")
+    manifest = json.loads((Path(result.artifact["artifact_path"]) / "manifest.json").read_text())
+    assert "drift.reference.price" in manifest["statistics"]
