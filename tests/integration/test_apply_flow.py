@@ -36,6 +36,14 @@ def _flow_run_names(flow_name: str) -> list[str]:
     return [r.state_name for r in runs]
 
 
+def _drift_tables() -> list:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        return client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["prepflow-drift"])))
+
+
 def test_apply_on_a_cluster_through_a_prefect_flow(tmp_path, cli, cluster, monkeypatch):
     import prepflow
 
@@ -53,6 +61,8 @@ def test_apply_on_a_cluster_through_a_prefect_flow(tmp_path, cli, cluster, monke
 
     configure_prefect()
     assert "Completed" in _flow_run_names("apply")
+    tables = _drift_tables()
+    assert tables and tables[0].type == "table" and "color" in str(tables[0].data)
 
     local = prepflow.apply(fitted, data, tmp_path / "local", cache_dir=tmp_path / "local-cache")
     assert local["artifact_id"] == summary["artifact_id"]

@@ -160,3 +160,23 @@ def test_run_records_skew_of_validation_and_test_splits(tmp_path):
     assert summary["drift"]["price"]["split"] in ("validation", "test")
     manifest = json.loads((Path(result.artifact["artifact_path"]) / "manifest.json").read_text())
     assert "drift.reference.price" in manifest["statistics"]
+
+
+def test_report_shows_fitted_and_new_distributions_of_drifted_features(fitted, tmp_path):
+    summary = apply(fitted, frame(300, 13, shift=3.0), tmp_path)
+    page = Path(summary["report_path"]).read_text()
+    assert "Drift and skew" in page and "fitted from" in page
+    row = page[page.index('<tr class="drift-fail"><td>price</td>'):]
+    row = row[:row.index("</tr>")]
+    assert "psi" in row and row.count('class="mono"') == 2  # the fitted and the new fractions side by side
+
+
+def test_drift_table_rows_for_the_prefect_ui():
+    from flows.reporting import drift_table
+
+    entry = {"statistic": "psi", "value": 0.3, "threshold": 0.25, "status": "fail", "checks": [],
+             "fitted": [0.5, 0.5], "new": [0.9, 0.1]}
+    rows = drift_table({"price": entry})
+    assert rows == [{"feature": "price", "statistic": "psi", "value": 0.3, "threshold": 0.25, "status": "fail",
+                     "fitted": [0.5, 0.5], "new": [0.9, 0.1]}]
+    assert drift_table({"price": {**entry, "split": "test"}})[0]["feature"] == "price"
