@@ -94,9 +94,11 @@ def psi(reference_counts, new_counts) -> float:
     return float(np.sum((q - p) * np.log(q / p)))
 
 
-def linf(reference: Histogram, tail_ids: int, new_counts: np.ndarray) -> float:
+def linf(reference: Histogram, tail_ids: int, new_counts: np.ndarray, skip: int | None = None) -> float:
     """L-infinity distance between the reference's id frequencies and ``new_counts``' (ids past the
-    reference's kept ones compared with the reference's pooled rest spread evenly over ``tail_ids`` ids)."""
+    reference's kept ones compared with the reference's pooled rest spread evenly over ``tail_ids`` ids).
+    ``skip``: the ``<UNK>`` id, left out: unseen values are many values that all encode as it, which the OOV
+    rate measures (TFDV compares them value by value)."""
     ref = np.asarray(reference.counts, dtype=np.float64)
     top = len(ref) - 1
     new = np.asarray(new_counts, dtype=np.float64)
@@ -105,6 +107,8 @@ def linf(reference: Histogram, tail_ids: int, new_counts: np.ndarray) -> float:
     p = ref / ref.sum()
     q = new / new.sum()
     head = np.pad(q[:top], (0, max(top - len(q[:top]), 0)))
+    if skip is not None and skip < top:
+        head[skip] = p[skip]
     distance = float(np.max(np.abs(head - p[:top]))) if top else 0.0
     tail = q[top:]
     if len(tail):

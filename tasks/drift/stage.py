@@ -121,7 +121,7 @@ def compare(ctx, metadata: dict, reference: Statistics, columns: dict[str, np.nd
             values["psi"] = measures.psi(ref.counts, new)
         else:
             tail = reference.items.get(measures.TAIL_IDS + name)
-            values["linf"] = measures.linf(ref, tail.count if tail is not None else 0, new)
+            values["linf"] = measures.linf(ref, tail.count if tail is not None else 0, new, measures.unk_id(ftype))
             oov = measures.oov_rate(ref, measures.unk_id(ftype), new)
             if oov is not None:
                 values["oov_rate"] = oov

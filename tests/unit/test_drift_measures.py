@@ -34,6 +34,8 @@ def test_number_shifted_by_three_std_fails_psi():
 def test_linf_known_value_and_tail():
     ref, tail = measures.category_reference("c", np.array([10, 30, 60]))
     assert measures.linf(ref, tail.count, np.array([10, 60, 30])) == pytest.approx(0.3)
+    # <UNK> (skip) is the OOV rate's: 40% unseen values move only the known ids' frequencies
+    assert measures.linf(ref, tail.count, np.array([50, 18, 32]), skip=0) == pytest.approx(0.28)
     # past TOP_IDS ids: the reference's pooled rest is spread evenly over its ids
     counts = np.ones(measures.TOP_IDS + 100, dtype=np.int64)
     ref, tail = measures.category_reference("c", counts)
