@@ -88,6 +88,9 @@ def apply_context(artifact, dataset, output: str, split: str = "test", config=No
     if npartitions is not None and npartitions < 1:
         raise ConfigError(f"npartitions must be at least 1, got {npartitions}")
     art = open_fitted(artifact)
+    if "://" not in str(output) and Path(output).resolve() == Path(art.path).resolve().parent:
+        raise ConfigError(f"--output {output} is the fitted artifact's output root: its LATEST would then name the "
+                          "applied artifact; give apply an output of its own")
     parsed = apply_config(art, config)
     cache = cache_dir if "://" in str(cache_dir) else os.path.abspath(cache_dir)
     path = art.url if "://" in art.url else str(Path(art.path).resolve())

@@ -180,3 +180,21 @@ def test_drift_table_rows_for_the_prefect_ui():
     assert rows == [{"feature": "price", "statistic": "psi", "value": 0.3, "threshold": 0.25, "status": "fail",
                      "fitted": [0.5, 0.5], "new": [0.9, 0.1]}]
     assert drift_table({"price": {**entry, "split": "test"}})[0]["feature"] == "price"
+
+
+def test_skew_fail_in_a_run_stops_before_publish(tmp_path):
+    train, test = frame(600, 14), frame(200, 15, shift=3.0)
+    data = pd.concat([train.assign(split=0), test.assign(split=2)], ignore_index=True)
+    config = {**CONFIG, "preprocessing": {"split": {"type": "fixed", "column": "split"}},
+              "validation": {"drift": {"action": "fail"}}}
+    with pytest.raises(DataError, match=r"drift gate failed.*price: psi .* \(fail, test split\)"):
+        run(config, write_csv(data, tmp_path / "d.csv"), tmp_path)
+    assert not list((tmp_path / "out").glob("*/manifest.json"))
+    warned = run({**config, "validation": {"drift": {"action": "warn"}}}, tmp_path / "d.csv", tmp_path)
+    assert warned.summary()["drift"]["price"] == {**warned.summary()["drift"]["price"], "status": "fail",
+                                                  "split": "test"}
+
+
+def test_output_root_of_the_fitted_artifact_is_refused(fitted, tmp_path):
+    with pytest.raises(ConfigError, match="fitted artifact's output"):
+        prepflow.apply(fitted, write_csv(frame(10, 16), tmp_path / "n.csv"), fitted.parent)
