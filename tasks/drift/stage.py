@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -65,16 +66,20 @@ def _measured(ctx, metadata: dict) -> list[tuple[str, str]]:
             if f.name in metadata and measures.kind(metadata[f.name].get("type", "")) is not None]
 
 
-def _columns(encoded: Encoded, split: str, names: list[str]) -> dict[str, np.ndarray]:
-    """The named encoded columns of a split, every part concatenated in row order."""
-    pieces: dict[str, list[np.ndarray]] = {n: [] for n in names}
+def _numpy(column: pa.ChunkedArray) -> np.ndarray:
+    """A column as numpy: a primitive column without nulls (encode's parts) without going through pandas."""
+    if column.null_count == 0 and pa.types.is_primitive(column.type) and not pa.types.is_boolean(column.type):
+        chunks = [c.to_numpy(zero_copy_only=True) for c in column.chunks]
+        return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+    return arrow_to_numpy(column)
+
+
+def _parts(encoded: Encoded, split: str, names: list[str]) -> Iterator[dict[str, np.ndarray]]:
+    """The named encoded columns of a split, part by part (memory-mapped): counts add up over parts, so no
+    split is concatenated except a train split's number columns (their deciles)."""
     for part in encoded.split_parts(split):
-        with pa.memory_map(str(part)) as source:
-            table = pa.ipc.open_file(source).read_all()
-        for n in names:
-            if n in table.column_names:
-                pieces[n].append(arrow_to_numpy(table.column(n)))
-    return {n: np.concatenate(p) for n, p in pieces.items() if p}
+        table = pa.ipc.open_file(pa.memory_map(str(part))).read_all()
+        yield {n: _numpy(table.column(n)) for n in names if n in table.column_names}
 
 
 def _counts(kind: str, ftype: str, column: np.ndarray, meta: dict, reference: Histogram | None) -> np.ndarray:
@@ -83,19 +88,34 @@ def _counts(kind: str, ftype: str, column: np.ndarray, meta: dict, reference: Hi
     return measures.id_counts(ftype, column, int(meta.get("vocab_size") or 0))
 
 
-def references(ctx, metadata: dict, columns: dict[str, np.ndarray]) -> Statistics:
-    """The references of the measured features from their train columns."""
+def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if len(b) > len(a):
+        a, b = b.copy(), a
+    a[:len(b)] += b
+    return a
+
+
+def references(ctx, metadata: dict, parts: Iterable[dict[str, np.ndarray]]) -> Statistics:
+    """The references of the measured features from their train columns (``parts``: per part, name -> column)."""
+    measured = _measured(ctx, metadata)
+    numbers: dict[str, list[np.ndarray]] = {}
+    ids: dict[str, np.ndarray] = {}
+    for columns in parts:
+        for name, ftype in measured:
+            if name not in columns:
+                continue
+            if measures.kind(ftype) == "number":
+                numbers.setdefault(name, []).append(columns[name])
+            else:
+                counts = measures.id_counts(ftype, columns[name], int(metadata[name].get("vocab_size") or 0))
+                ids[name] = counts if name not in ids else _add(ids[name], counts)
     stats = Statistics()
-    for name, ftype in _measured(ctx, metadata):
-        if name not in columns:
-            continue
-        if measures.kind(ftype) == "number":
-            stats.add(measures.number_reference(name, columns[name]))
-        else:
-            hist, tail = measures.category_reference(name, measures.id_counts(ftype, columns[name],
-                                                                              int(metadata[name].get("vocab_size") or 0)))
-            stats.add(hist)
-            stats.add(tail)
+    for name, pieces in numbers.items():
+        stats.add(measures.number_reference(name, np.concatenate(pieces)))
+    for name, counts in ids.items():
+        hist, tail = measures.category_reference(name, counts)
+        stats.add(hist)
+        stats.add(tail)
     return stats
 
 
@@ -105,17 +125,26 @@ def _fractions(counts, top: int = 10) -> list[float]:
     return [round(float(v), 4) for v in (counts / total if total else counts)[:top]]
 
 
-def compare(ctx, metadata: dict, reference: Statistics, columns: dict[str, np.ndarray],
+def compare(ctx, metadata: dict, reference: Statistics, parts: Iterable[dict[str, np.ndarray]],
             missing: dict[str, tuple[float, float]] | None = None) -> dict[str, dict]:
-    """Each measured feature's entry (its worst check first); ``missing``: feature -> (fitted, new) rate."""
+    """Each measured feature's entry (its worst check first); ``parts``: the new data's columns per part;
+    ``missing``: feature -> (fitted, new) rate."""
     cfg = drift_config(ctx)
+    measured = [(n, t) for n, t in _measured(ctx, metadata) if reference.items.get(measures.REFERENCE + n) is not None]
+    counted: dict[str, np.ndarray] = {}
+    for columns in parts:  # counts add up part by part
+        for name, ftype in measured:
+            if name in columns:
+                c = _counts(measures.kind(ftype), ftype, columns[name], metadata[name],
+                            reference.items[measures.REFERENCE + name])
+                counted[name] = c if name not in counted else _add(counted[name], c)
     entries = {}
-    for name, ftype in _measured(ctx, metadata):
-        ref = reference.items.get(measures.REFERENCE + name)
-        if name not in columns or ref is None:
+    for name, ftype in measured:
+        ref = reference.items[measures.REFERENCE + name]
+        if name not in counted:
             continue
         kind = measures.kind(ftype)
-        new = _counts(kind, ftype, columns[name], metadata[name], ref)
+        new = counted[name]
         values: dict[str, float] = {}
         if kind == "number":
             values["psi"] = measures.psi(ref.counts, new)
@@ -191,12 +220,12 @@ def run(ctx, encoded: Encoded, fitted: Fitted) -> Drifted:
             after = _missing_rates(encoded.statistics)
             missing = {n: (before.get(n, 0.0), after.get(n, 0.0)) for n in names if n in before or n in after}
             result = {"mode": "apply", "split": split,
-                      "drift": compare(ctx, metadata, reference, _columns(encoded, split, names), missing)}
+                      "drift": compare(ctx, metadata, reference, _parts(encoded, split, names), missing)}
             stats = Statistics(reference.items.values())  # the applied artifact keeps the references
         else:  # a run: the validation and test splits against the train split (skew)
-            reference = references(ctx, metadata, _columns(encoded, "train", names))
+            reference = references(ctx, metadata, _parts(encoded, "train", names))
             rows = encoded.row_counts()
-            result = {"mode": "run", "skew": {split: compare(ctx, metadata, reference, _columns(encoded, split, names))
+            result = {"mode": "run", "skew": {split: compare(ctx, metadata, reference, _parts(encoded, split, names))
                                               for split in SPLIT_NAMES[1:] if rows.get(split) and rows.get("train")}}
             stats = reference
         (out / DRIFT_FILE).write_text(json.dumps(result, sort_keys=True, indent=1))

@@ -73,3 +73,13 @@ def test_psi_and_linf_bounds(a, b):
     ref = Histogram("c", [i + 0.5 for i in range(n - 1)], a.tolist())
     distance = measures.linf(ref, 0, b)
     assert 0.0 <= distance <= 1.0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(-1e6, 1e6, width=32), min_size=1, max_size=60),
+       st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=9))
+def test_float32_counts_equal_the_float64_comparison(values, edges):
+    edges = np.unique(np.asarray(edges, dtype=np.float64))
+    v32 = np.asarray(values + [float("nan")], dtype=np.float32)
+    want = np.bincount(np.searchsorted(edges, v32[:-1].astype(np.float64), side="right"), minlength=len(edges) + 1)
+    assert measures.number_counts(edges, v32).tolist() == want.tolist()
