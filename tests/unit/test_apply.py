@@ -198,3 +198,17 @@ def test_skew_fail_in_a_run_stops_before_publish(tmp_path):
 def test_output_root_of_the_fitted_artifact_is_refused(fitted, tmp_path):
     with pytest.raises(ConfigError, match="fitted artifact's output"):
         prepflow.apply(fitted, write_csv(frame(10, 16), tmp_path / "n.csv"), fitted.parent)
+
+
+def test_an_artifact_without_references_gets_them_from_its_train_split(fitted, tmp_path):
+    import shutil
+
+    old = tmp_path / "old" / fitted.name
+    shutil.copytree(fitted, old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    manifest["statistics"] = {k: v for k, v in manifest["statistics"].items() if not k.startswith("drift.")}
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    rows = frame(300, 17, shift=1.0, unseen=0.1)
+    want = apply(fitted, rows, tmp_path / "a")["drift"]
+    got = apply(old, rows, tmp_path / "b")["drift"]
+    assert got == want and want["price"]["status"] != "ok"
