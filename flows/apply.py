@@ -112,8 +112,8 @@ def with_references(ctx: RunContext) -> RunContext:
     if absent and art.num_rows("train"):
         columns = art.read_split("train", absent)
         metadata = {name: meta for name, meta in art.metadata.items() if name in absent}
-        ctx.fitted_from["reference"] = drift.references(ctx, metadata, [{n: columns[n] for n in absent
-                                                                          if n in columns}]).to_json()
+        ctx.fitted_from["reference"] = drift.references(ctx, metadata, [{n: columns[n] for n in absent if n in columns}],
+                                                        art.num_rows("train")).to_json()
     return ctx
 
 

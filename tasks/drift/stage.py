@@ -40,6 +40,7 @@ log = logging.getLogger("prepflow.drift")
 MAIN = {"number": "psi", "category": "linf"}
 LEVELS = {"psi": "number", "linf": "category", "oov_rate": "oov_rate", "missing_rate": "missing_rate"}
 RANK = {"ok": 0, "warn": 1, "fail": 2}
+NUMBER_SAMPLE = 1_000_000  # train rows a number's deciles are taken from, at most (every step-th row)
 
 
 def drift_config(ctx) -> DriftConfig:
@@ -95,20 +96,27 @@ def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a
 
 
-def references(ctx, metadata: dict, parts: Iterable[dict[str, np.ndarray]]) -> Statistics:
-    """The references of the measured features from their train columns (``parts``: per part, name -> column)."""
+def references(ctx, metadata: dict, parts: Iterable[dict[str, np.ndarray]], rows: int = 0) -> Statistics:
+    """The references of the measured features from their train columns (``parts``: per part, name -> column;
+    ``rows``: how many rows they have). A number's deciles are those of every ``step``-th train row (at most
+    ``NUMBER_SAMPLE`` rows), counted by row position, so the sample does not depend on the partitioning."""
     measured = _measured(ctx, metadata)
+    step = max(1, -(-rows // NUMBER_SAMPLE))
     numbers: dict[str, list[np.ndarray]] = {}
     ids: dict[str, np.ndarray] = {}
+    offset = 0
     for columns in parts:
+        length = 0
         for name, ftype in measured:
             if name not in columns:
                 continue
+            length = len(columns[name])
             if measures.kind(ftype) == "number":
-                numbers.setdefault(name, []).append(columns[name])
+                numbers.setdefault(name, []).append(columns[name][(-offset) % step::step])
             else:
                 counts = measures.id_counts(ftype, columns[name], int(metadata[name].get("vocab_size") or 0))
                 ids[name] = counts if name not in ids else _add(ids[name], counts)
+        offset += length
     stats = Statistics()
     for name, pieces in numbers.items():
         stats.add(measures.number_reference(name, np.concatenate(pieces)))
@@ -223,8 +231,8 @@ def run(ctx, encoded: Encoded, fitted: Fitted) -> Drifted:
                       "drift": compare(ctx, metadata, reference, _parts(encoded, split, names), missing)}
             stats = Statistics(reference.items.values())  # the applied artifact keeps the references
         else:  # a run: the validation and test splits against the train split (skew)
-            reference = references(ctx, metadata, _parts(encoded, "train", names))
             rows = encoded.row_counts()
+            reference = references(ctx, metadata, _parts(encoded, "train", names), rows.get("train", 0))
             result = {"mode": "run", "skew": {split: compare(ctx, metadata, reference, _parts(encoded, split, names))
                                               for split in SPLIT_NAMES[1:] if rows.get(split) and rows.get("train")}}
             stats = reference

@@ -83,3 +83,23 @@ def test_float32_counts_equal_the_float64_comparison(values, edges):
     v32 = np.asarray(values + [float("nan")], dtype=np.float32)
     want = np.bincount(np.searchsorted(edges, v32[:-1].astype(np.float64), side="right"), minlength=len(edges) + 1)
     assert measures.number_counts(edges, v32).tolist() == want.tolist()
+
+
+def test_number_deciles_from_a_row_sample_do_not_depend_on_the_partitioning(monkeypatch):
+    from types import SimpleNamespace
+
+    from tasks.drift import stage
+
+    monkeypatch.setattr(stage, "NUMBER_SAMPLE", 1000)
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=10_007).astype(np.float32)
+    ctx = SimpleNamespace(features=[SimpleNamespace(name="x")])
+    metadata = {"x": {"type": "number"}}
+
+    def reference(bounds):
+        parts = [{"x": x[lo:hi]} for lo, hi in zip(bounds[:-1], bounds[1:])]
+        return stage.references(ctx, metadata, parts, len(x)).to_json()
+
+    one = reference([0, len(x)])
+    assert one == reference([0, 3, 4000, 4001, len(x)]) == reference([0, 5000, len(x)])
+    assert sum(one["drift.reference.x"]["counts"]) == len(x[::11])  # step = ceil(10007 / 1000)
