@@ -97,7 +97,7 @@ def test_number_deciles_from_a_row_sample_do_not_depend_on_the_partitioning(monk
     metadata = {"x": {"type": "number"}}
 
     def reference(bounds):
-        parts = [{"x": x[lo:hi]} for lo, hi in zip(bounds[:-1], bounds[1:])]
+        parts = [{"x": x[lo:hi]} for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
         return stage.references(ctx, metadata, parts, len(x)).to_json()
 
     one = reference([0, len(x)])
