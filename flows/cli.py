@@ -374,6 +374,30 @@ def cmd_apply(args: argparse.Namespace) -> int:
     params = dict(artifact=args.artifact, dataset=args.dataset, output=args.output, split=args.split,
                   config=args.config, cache_dir=args.cache_dir, npartitions=args.npartitions,
                   dask_address=args.dask_address)
+    with console.collected_warnings() as collected:  # drift warnings: one block after the summary, as run's
+        try:
+            summary = _apply(args, params, apply_flow)
+        except BaseException:
+            if not args.verbose:
+                console.print_warnings(collected.lines, sys.stderr)
+            raise
+    summary = {**summary, "warnings": list(collected.lines)} if collected.lines else summary
+    wall = time.perf_counter() - start
+    if args.json:
+        print(json.dumps({**summary, "seconds": round(wall, 3)}))
+    else:
+        rows = ", ".join(f"{k}={v}" for k, v in summary["rows"].items())
+        print(f"prepflow apply {summary['artifact_id']}\nrows: {rows}\nartifact: {summary['artifact_path']}  "
+              f"({wall:.1f} s)")
+        for feature, entry in summary.get("drift", {}).items():
+            if entry["status"] != "ok":
+                print(f"drift {entry['status']}: {feature}: {entry['statistic']} {entry['value']} "
+                      f"(threshold {entry['threshold']})")
+    return 0
+
+
+def _apply(args: argparse.Namespace, params: dict, apply_flow) -> dict:
+    """The apply flow (with a Prefect API), else the same graph in this process."""
     summary = None
     if os.environ.get("PREPFLOW_PREFECT") != "off":
         try:
@@ -396,19 +420,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if summary is None:
         with _stage_output(args):
             summary = apply_flow.apply_in_process(**params)
-    summary = _with_ui_record(summary, bookkeeping)
-    wall = time.perf_counter() - start
-    if args.json:
-        print(json.dumps({**summary, "seconds": round(wall, 3)}))
-    else:
-        rows = ", ".join(f"{k}={v}" for k, v in summary["rows"].items())
-        print(f"prepflow apply {summary['artifact_id']}\nrows: {rows}\nartifact: {summary['artifact_path']}  "
-              f"({wall:.1f} s)")
-        for feature, entry in summary.get("drift", {}).items():
-            if entry["status"] != "ok":
-                print(f"drift {entry['status']}: {feature}: {entry['statistic']} {entry['value']} "
-                      f"(threshold {entry['threshold']})")
-    return 0
+    return _with_ui_record(summary, bookkeeping)
 
 
 # ---- report ----------------------------------------------------------------------------------------

@@ -69,7 +69,8 @@ def _measured(ctx, metadata: dict) -> list[tuple[str, str]]:
 
 def _numpy(column: pa.ChunkedArray) -> np.ndarray:
     """A column as numpy: a primitive column without nulls (encode's parts) without going through pandas."""
-    if column.null_count == 0 and pa.types.is_primitive(column.type) and not pa.types.is_boolean(column.type):
+    if column.num_chunks and column.null_count == 0 and pa.types.is_primitive(column.type) \
+            and not pa.types.is_boolean(column.type):
         chunks = [c.to_numpy(zero_copy_only=True) for c in column.chunks]
         return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
     return arrow_to_numpy(column)

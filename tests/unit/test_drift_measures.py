@@ -103,3 +103,12 @@ def test_number_deciles_from_a_row_sample_do_not_depend_on_the_partitioning(monk
     one = reference([0, len(x)])
     assert one == reference([0, 3, 4000, 4001, len(x)]) == reference([0, 5000, len(x)])
     assert sum(one["drift.reference.x"]["counts"]) == len(x[::11])  # step = ceil(10007 / 1000)
+
+
+def test_an_empty_part_column_reads_as_an_empty_array():
+    import pyarrow as pa
+
+    from tasks.drift.stage import _numpy
+
+    assert _numpy(pa.chunked_array([], type=pa.float32())).shape == (0,)
+    assert _numpy(pa.chunked_array([pa.array([1, 2], pa.int32()), pa.array([3], pa.int32())])).tolist() == [1, 2, 3]
