@@ -50,7 +50,7 @@ def test_apply_on_a_cluster_through_a_prefect_flow(tmp_path, cli, cluster, monke
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     fitted = Path(run(CONFIG, write_csv(frame(800, 1), tmp_path / "train.csv"), tmp_path).artifact["artifact_path"])
     data = write_csv(frame(700, 2, unseen=0.2), tmp_path / "new.csv")
-    out = cli("apply", fitted, "--dataset", data, "--output", tmp_path / "out", "--cache-dir", tmp_path / "cache",
+    out = cli("apply", fitted, "--dataset", data, "--output", tmp_path / "applied", "--cache-dir", tmp_path / "cache2",
               "--dask-address", cluster.scheduler_address, "--npartitions", "3", "--json")
     assert out.returncode == 0, out.stderr[-3000:]
     summary = out.json()
