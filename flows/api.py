@@ -44,3 +44,17 @@ def run(config, dataset, output: str | os.PathLike = "artifacts", *, cache_dir: 
         summary = without_prefect.run_config(parsed, dataset, output, cache_dir, npartitions, dask_address)
     summary = {**summary, "dropped": console.dropped_rows(console.read_manifest(summary["artifact_path"]))}
     return {**summary, "warnings": list(collected.lines)} if collected.lines else summary
+
+
+def apply(artifact, dataset, output: str | os.PathLike = "artifacts", *, split: str = "test", config=None,
+          cache_dir: str | os.PathLike = ".prepflow-cache", npartitions: int | None = None,
+          dask_address: str | None = None) -> dict:
+    """Encode ``dataset`` with the fitted ``artifact`` (nothing refitted) into a one-split artifact under
+    ``output``; ``prepflow apply --json``'s summary (``artifact_path``, ``artifact_id``, ``rows``, ``drift``).
+    ``config``: a ``validation:`` section only (a file or a mapping)."""
+    from flows.apply import apply_in_process  # heavy (the stages): when an apply is asked for
+    from flows.output_target import check_cache_dir, check_output
+
+    check_output(str(output))
+    check_cache_dir(str(cache_dir))
+    return apply_in_process(artifact, dataset, str(output), split, config, str(cache_dir), npartitions, dask_address)

@@ -44,6 +44,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[a
 # What `prepflow --help` lists, in this order: the README's command table in one line each (issue 43, item 7).
 SUMMARIES = {
     "run": "preprocess a dataset and publish an artifact (tensors, metadata, FeatureSpec, report)",
+    "apply": "encode new data with a published artifact's fitted state (nothing refitted), with drift",
     "infer": "print a config with an inferred type per column and the reason",
     "validate": "run the raw data-quality gates only (a CI data gate: exit 0/1/2)",
     "inspect": "show an artifact's splits, rows, features, columns, channels, statistics",
@@ -342,6 +343,84 @@ def _report(args: argparse.Namespace, summary: dict, wall: float) -> None:
         print(json.dumps({**summary, "seconds": round(wall, 3)}))
     else:
         _print_summary(summary, wall, args.stats, [] if args.verbose else summary.get("warnings", []))
+
+
+# ---- apply -----------------------------------------------------------------------------------------
+
+def _setup_apply(p: argparse.ArgumentParser) -> None:
+    p.add_argument("artifact", help="the fitted artifact: folder or URL (or an output root with LATEST)")
+    p.add_argument("--dataset", required=True, help="the new data: path or fsspec URL")
+    p.add_argument("--output", required=True, help="artifact root folder or URL of the applied artifact")
+    p.add_argument("--split", default="test", help="the applied artifact's one split (default test)")
+    p.add_argument("--config", default=None, help="a YAML file with a 'validation:' section only (drift thresholds, "
+                                                  "user suites)")
+    p.add_argument("--cache-dir", default=".prepflow-cache", help="stage cache folder (default .prepflow-cache)")
+    p.add_argument("--npartitions", type=int, default=None, help="Dask partitions (default: one per 256k rows)")
+    p.add_argument("--dask-address", default=None, help="Dask scheduler, e.g. tcp://host:8786")
+    p.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
+    p.add_argument("--verbose", action="store_true", help="show Prefect's own log lines")
+
+
+@command("apply", _setup_apply)
+def cmd_apply(args: argparse.Namespace) -> int:
+    from flows import apply as apply_flow
+
+    start = time.perf_counter()
+    # a bad artifact, config or split fails before any server start or data read
+    apply_flow.apply_context(args.artifact, args.dataset, args.output, args.split, args.config, args.cache_dir,
+                             args.npartitions)
+    check_output(args.output)
+    check_cache_dir(args.cache_dir)
+    params = dict(artifact=args.artifact, dataset=args.dataset, output=args.output, split=args.split,
+                  config=args.config, cache_dir=args.cache_dir, npartitions=args.npartitions,
+                  dask_address=args.dask_address)
+    with console.collected_warnings() as collected:  # drift warnings: one block after the summary, as run's
+        try:
+            summary = _apply(args, params, apply_flow)
+        except BaseException:
+            if not args.verbose:
+                console.print_warnings(collected.lines, sys.stderr)
+            raise
+    summary = {**summary, "warnings": list(collected.lines)} if collected.lines else summary
+    wall = time.perf_counter() - start
+    if args.json:
+        print(json.dumps({**summary, "seconds": round(wall, 3)}))
+    else:
+        rows = ", ".join(f"{k}={v}" for k, v in summary["rows"].items())
+        print(f"prepflow apply {summary['artifact_id']}\nrows: {rows}\nartifact: {summary['artifact_path']}  "
+              f"({wall:.1f} s)")
+        for feature, entry in summary.get("drift", {}).items():
+            if entry["status"] != "ok":
+                print(f"drift {entry['status']}: {feature}: {entry['statistic']} {entry['value']} "
+                      f"(threshold {entry['threshold']})")
+    return 0
+
+
+def _apply(args: argparse.Namespace, params: dict, apply_flow) -> dict:
+    """The apply flow (with a Prefect API), else the same graph in this process."""
+    summary = None
+    if os.environ.get("PREPFLOW_PREFECT") != "off":
+        try:
+            mode = configure_prefect()
+        except PrepflowError as exc:  # no local server: the apply goes on without one
+            bookkeeping.note_incomplete("local Prefect server", exc)
+        else:
+            if not args.verbose:
+                console.quiet_prefect_console()
+            _quiet_prefect_tracebacks()
+            with _run_settings(mode), _stage_output(args):
+                try:
+                    from flows.preprocess import apply_flow as flow
+
+                    summary = flow(**params)
+                except Exception as exc:
+                    if not bookkeeping.is_api_failure(exc):
+                        raise
+                    bookkeeping.note_incomplete("flow run", exc)
+    if summary is None:
+        with _stage_output(args):
+            summary = apply_flow.apply_in_process(**params)
+    return _with_ui_record(summary, bookkeeping)
 
 
 # ---- report ----------------------------------------------------------------------------------------

@@ -23,13 +23,14 @@ from prefect.states import Completed, State
 from prefect.utilities.annotations import opaque, quote
 
 from flows import bookkeeping
-from flows.reporting import report_artifact, statistics_artifact, validation_artifact
+from flows.apply import apply_context, summary_of, with_references
+from flows.reporting import drift_artifact, report_artifact, statistics_artifact, validation_artifact
 from flows.resilience import retry_options
 from flows.run_labels import parameters_run_name
 from storage.cache import StageCache
 from tasks.config.loader import load_config, parse_config
 from tasks.config.schema import Config
-from tasks.graph import PipelineResult, execute, run_graph
+from tasks.graph import PipelineResult, execute, run_apply_graph, run_graph
 from tasks.report import page as report
 from tasks.runtime import dask_run
 from tasks.runtime.context import RunContext
@@ -129,8 +130,27 @@ def preprocess(config: str | dict, dataset: str, output: str = "artifacts", cach
         if "files" in summary:  # a folder or glob: the run's tags say how many files it read
             _tag_run(f"files:{summary['files']['total']}", f"new-files:{summary['files']['new']}")
         statistics_artifact(stages)
+        drift_artifact(summary.get("drift") or {})  # the skew of the validation and test splits
         summary["report_path"] = _data(report_task(summary))  # on a worker of the cluster, if any
     get_run_logger().info("artifact %s (%s)", summary["artifact_id"], summary["artifact_path"])
+    return summary
+
+
+@flow(name="apply", log_prints=True)
+def apply_flow(artifact: str, dataset: str, output: str = "artifacts", split: str = "test", config: str | None = None,
+               cache_dir: str = ".prepflow-cache", npartitions: int | None = None,
+               dask_address: str | None = None) -> dict:
+    """``prepflow apply``: encode ``dataset`` with the fitted ``artifact`` (nothing refitted) into a one-split
+    artifact under ``output`` (``flows.apply``), each node a task as in ``preprocess``."""
+    ctx = with_references(apply_context(artifact, dataset, output, split, config, _shared_path(cache_dir), npartitions))
+    with TagsContext(current_tags=set()), dask_run.client(dask_address):
+        results = run_apply_graph(ctx, _prefect_call, local=not dask_address)
+        summary = summary_of(results)
+        statistics_artifact(list(results.values()))
+        drift_artifact(summary.get("drift") or {})
+        summary["report_path"] = _data(report_task(summary))
+    get_run_logger().info("artifact %s (%s), fitted from %s", summary["artifact_id"], summary["artifact_path"],
+                          ctx.fitted_from["artifact_id"])
     return summary
 
 

@@ -56,6 +56,34 @@ def validation_artifact(gates: list[dict], key: str | None = None) -> None:
                 description=f"failed gate(s): {', '.join(failed)}" if failed else "all gates passed")
 
 
+DRIFT_KEY = "prepflow-drift"
+
+
+def drift_table(drift: dict) -> list[dict]:
+    """Drift entries (``{split: {feature: entry}}`` of a run, ``{feature: entry}`` of an apply) as table rows."""
+    rows = []
+    for key, value in sorted(drift.items()):
+        entries = value.items() if "status" not in value else [(None, value)]
+        for feature, entry in sorted(entries, key=lambda kv: str(kv[0])):
+            rows.append({**({"split": key, "feature": feature} if feature is not None else {"feature": key}),
+                         "statistic": entry["statistic"], "value": entry["value"], "threshold": entry["threshold"],
+                         "status": entry["status"], **({"fitted": entry["fitted"], "new": entry["new"]}
+                                                       if "fitted" in entry else {})})
+    return rows
+
+
+def drift_artifact(drift: dict) -> None:
+    """The drift (or skew) table of a run or an apply as a table artifact (nothing when there is none)."""
+    from prefect.artifacts import create_table_artifact  # heavy: Prefect, as above
+
+    rows = drift_table(drift)
+    if not rows:
+        return
+    worst = [r["feature"] for r in rows if r["status"] != "ok"]
+    best_effort("drift artifact", create_table_artifact, key=DRIFT_KEY, table=rows,
+                description=f"drift: {', '.join(worst)}" if worst else "drift: every feature ok")
+
+
 def report_artifact(location: str, summary: dict) -> str:
     """The run's HTML data report as a Markdown artifact: an http link to it (``report_link``) and the run's
     summary. Call it for every run, cached or not. Returns the link."""

@@ -28,15 +28,17 @@ from core.code_version import module_version
 from tasks.balance import stage as balance
 from tasks.custom import plan as custom_plan
 from tasks.custom import steps as custom_steps
+from tasks.drift import stage as drift
 from tasks.encode import stage as encode
 from tasks.fill_missing import stage as fill_missing
+from tasks.fitted import stage as fitted
 from tasks.infer_types import stage as infer_types
 from tasks.ingest import stage as ingest
 from tasks.media_cache import stage as media_cache
 from tasks.publish import stage as publish
 from tasks.runtime.context import RunContext
 from tasks.runtime.node import FILLED, Node
-from tasks.runtime.outputs import Ingested, MissingStates, Output
+from tasks.runtime.outputs import Drifted, Ingested, MissingStates, Output
 from tasks.split import stage as split
 from tasks.validate import stage as validate
 from tasks.vocab import stage as vocab
@@ -52,6 +54,7 @@ NODES: tuple[Node, ...] = (
     encode.NODE,
     media_cache.NODE,
     validate.ENCODED,
+    drift.NODE,
     publish.NODE,
 )
 STAGES: tuple[str, ...] = tuple(n.name for n in NODES)  # the built-in stages in run order
@@ -86,6 +89,28 @@ def expand(custom_stage_names: list[str] | tuple[str, ...] = ()) -> list[Node]:
     return nodes
 
 
+APPLY_SKIPS = ("infer_types", "validate_raw")  # apply: the types and the raw gate are the fitted artifact's
+
+
+def expand_apply() -> list[Node]:
+    """``prepflow apply``'s nodes: the run's, with the fitting nodes replaced by the fitted artifact's state
+    (``tasks.fitted.stage``: split, fill_missing, balance, vocab under their own names), without
+    infer_types and the raw gate; encode, media_cache, the encoded gate and publish as in a run."""
+    nodes: list[Node] = []
+    for n in NODES:
+        if n.name in APPLY_SKIPS:
+            continue
+        if n.name in fitted.NODES:
+            nodes.append(fitted.NODES[n.name])
+        elif n is publish.NODE:  # the fitted nodes' code joins the artifact id
+            versions = {**artifact_code_versions(), fitted.SPLIT.module: fitted.SPLIT.code_version}
+            nodes.append(Node(n.name, n.run, tuple(m.name for m in nodes), n.output, n.reads, (versions,),
+                              preflight=n.preflight))
+        else:
+            nodes.append(n.with_inputs(tuple(CUSTOM_AFTER if p == FILLED else p for p in n.inputs)))
+    return nodes
+
+
 def code_version(stage: str) -> str:
     """The cache version of a built-in stage (the module defining its ``run`` and what it imports directly)."""
     return node(stage).code_version
@@ -115,6 +140,9 @@ class PipelineResult:
         ingested = next((s for s in self.stages if isinstance(s, Ingested)), None)
         if ingested is not None and ingested.files:
             out["files"] = {"total": len(ingested.files), "new": ingested.files_read}
+        drifted = next((s for s in self.stages if isinstance(s, Drifted)), None)
+        if drifted is not None:  # feature -> its worst skew (a run) or drift (apply) entry
+            out["drift"] = drifted.entries()
         return out
 
 
@@ -156,6 +184,18 @@ def run_graph(ctx: RunContext, call: Call = execute, until: str | None = None, l
         results[node.name] = call(node, ctx, [results[p] for p in node.inputs])
         if retype and node.retype is not None:  # later stages see every feature typed
             ctx = node.retype(ctx, results[node.name])
+    return results
+
+
+def run_apply_graph(ctx: RunContext, call: Call = execute, local: bool = True) -> dict[str, Output]:
+    """``prepflow apply``'s nodes (``expand_apply``) through ``call``, after their preflight checks."""
+    nodes = expand_apply()
+    for n in nodes:
+        if n.preflight is not None:
+            n.preflight(ctx, local)
+    results: dict[str, Output] = {}
+    for n in nodes:
+        results[n.name] = call(n, ctx, [results[p] for p in n.inputs])
     return results
 
 

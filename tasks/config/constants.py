@@ -20,6 +20,6 @@ RESERVED_PREFIXES = ("__window__",)
 def reserved_column(name: object) -> bool:
     return isinstance(name, str) and (name in RESERVED_COLUMNS or name.startswith(RESERVED_PREFIXES))
 BUILTIN_STAGES = ("ingest", "infer_types", "validate_raw", "split", "fill_missing", "balance", "vocab", "encode",
-                  "media_cache", "validate_encoded", "publish")
+                  "media_cache", "validate_encoded", "drift", "publish")
 REPORT_SUFFIX = ".report.html"  # <output>/<artifact_id>.report.html
 REPORT_TEMP_NAME = re.compile(r"\..+" + re.escape(REPORT_SUFFIX) + r"\.[0-9a-f]+")  # a report being written

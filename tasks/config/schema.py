@@ -143,7 +143,23 @@ class TypeDefaults(StrictModel):
     loss: Any = None
 
 
+class DriftThreshold(StrictModel):
+    warn: float | None = Field(default=None, ge=0)
+    fail: float | None = Field(default=None, ge=0)
+
+
+class DriftConfig(StrictModel):
+    """Drift (``prepflow apply``) and skew (a run's validation/test splits against its train split)."""
+    action: Literal["warn", "fail"] = "warn"  # fail: any ``fail`` status stops the run, nothing published
+    number: DriftThreshold = Field(default_factory=lambda: DriftThreshold(warn=0.1, fail=0.25))  # PSI
+    category: DriftThreshold = Field(default_factory=lambda: DriftThreshold(warn=0.1, fail=0.3))  # L-infinity
+    oov_rate: DriftThreshold = Field(default_factory=lambda: DriftThreshold(warn=0.05, fail=0.2))
+    missing_rate: DriftThreshold = Field(default_factory=lambda: DriftThreshold(warn=0.05, fail=0.2))
+    features: dict[str, DriftThreshold] = Field(default_factory=dict)  # per feature: its main statistic's
+
+
 class ValidationConfig(StrictModel):
+    drift: DriftConfig | None = None  # absent: the defaults (DriftConfig()); None keeps artifact ids unchanged
     raw: str | list[str] | None = None
     encoded: str | list[str] | None = None
     on_failure: Literal["fail", "warn"] = "fail"

@@ -287,6 +287,8 @@ def run(ctx, code_versions: dict[str, str], *inputs: StageResult) -> StageResult
     media_cached = by_stage["media_cache"]  # decoded media: its entry replaces encode's and vocab's
     fitted, encoded = media_cached.outputs(by_stage["vocab"], by_stage["encode"])
     fingerprint = media_cached.fingerprint(by_stage["ingest"].fingerprint)  # media content joins the id
+    if ctx.fitted_from:  # prepflow apply: the fitted artifact joins the id too
+        fingerprint = stable_hash([fingerprint, ctx.fitted_from["artifact_id"]], 64)
     dataset_files = [{k: f[k] for k in ("name", "fingerprint", "rows")} for f in by_stage["ingest"].files]
     validation = {}
     for gate in (r for r in inputs if isinstance(r, GateResult)):
@@ -392,6 +394,7 @@ def _publish(ctx, output: Path, code_versions: dict[str, str], fingerprint: str,
             "files": _describe_rest(staging, described),
             "statistics": stage_stats,
             "validation": validation or {},
+            **({"fitted_from": {k: ctx.fitted_from[k] for k in ("artifact_id", "path")}} if ctx.fitted_from else {}),
         }
 
         pause_point("publish")  # crash tests: every file staged, no manifest yet

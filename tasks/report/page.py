@@ -45,6 +45,7 @@ from storage.media import open_media_columns
 from storage.split_binary import prepflow_view
 from storage.tmpdirs import TempFile, sweep
 from tasks.config.constants import REPORT_SUFFIX, REPORT_TEMP_NAME, SPLIT_NAMES
+from tasks.report.drift_section import drift_section
 from tasks.runtime import fitted_metadata
 from tasks.runtime.statistics import summary_rows
 
@@ -293,10 +294,11 @@ def build_html(view: ArtifactView, run_summary: dict | None = None) -> str:
         ("section-balance", "Class balance", balance_section(view, features, ids)),
         ("section-features", "Features", features_section(view, features, ids)),
         ("section-quality", "Data-quality gates", quality_section(view)),
+        ("section-drift", "Drift and skew", drift_section(run_summary, view.manifest.get("fitted_from"))),
         ("section-stages", "Stage timings and cache hits", stages_section(run_summary)),
         ("section-statistics", "All statistics", statistics_section(view)),
     ]
-    sections = [s for s in sections if s[0] != "section-balance" or s[2]]  # no classes, no panel
+    sections = [s for s in sections if s[0] not in ("section-balance", "section-drift") or s[2]]  # empty: no panel
     nav = "".join(f'<li><a href="#{sid}">{esc(title)}</a></li>' for sid, title, _b in sections)
     nav += "".join(f'<li><a href="#feature-{ids[n]}">{esc(n)}</a></li>' for n, _o in features)
     body = "".join(f'<section id="{sid}"><h2>{esc(title)}</h2>{content}</section>' for sid, title, content in sections)
@@ -341,6 +343,8 @@ def summary_section(view: ArtifactView) -> str:
         ["balance", json.dumps(pre.get("balance") or {}, sort_keys=True) if pre.get("balance") else "none"],
         ["formats", ", ".join((config.get("publish") or {}).get("formats", []))],
         ["encoding / schema", f"{m.get('encoding_version')} / {m.get('schema_version')}"],
+        *([["fitted from", f"{m['fitted_from']['artifact_id']} ({m['fitted_from']['path']}): prepflow apply"]]
+          if m.get("fitted_from") else []),
     ]
     ordered = [s for s in SPLITS if s in rows] + [s for s in rows if s not in SPLITS]
     split_rows = [[s, Raw(f'<td class="num">{int(rows[s])}</td>'),

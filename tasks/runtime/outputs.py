@@ -15,6 +15,7 @@ key, the entry's folder, whether it came from the cache, its statistics) with re
     Encoded          encode          <split>/part-NNNNN.arrow and rows-NNNNN.npy, encode.json
     MediaCached      media_cache     its own Encoded + Fitted entry when it rewrote the parts, else none
     GateResult       validate_*      validation.json
+    Drifted          drift           drift.json: each feature's drift (apply) or skew (a run's splits)
     Published        publish         the artifact (``artifact``: path, id, rows per split)
 
 Readers that hand data to Dask tasks return handles that pickle as their paths (``MappedArray``), so
@@ -42,6 +43,7 @@ MULTIPLICITY_FILE = "multiplicity.npy"
 MISSING_FILE = "missing.json"
 TYPES_FILE = "types.json"
 GATE_FILE = "validation.json"
+DRIFT_FILE = "drift.json"
 MEDIA_STATE_FILE = "media_cache.json"
 FILE_ENTRIES = "ingest_file"  # the cache folder of the per-file ingest entries
 
@@ -249,6 +251,27 @@ class GateResult(Output):
     def results(self) -> dict:
         """The gate's results: ``gate``, ``success``, ``rows``, ``evaluated``, ``failed``, ``suites``."""
         return json.loads((self.folder / GATE_FILE).read_text())
+
+
+@dataclass
+class Drifted(Output):
+    def results(self) -> dict:
+        """``mode`` (run | apply); ``drift`` (apply: feature -> entry) or ``skew`` (run: split -> feature -> entry)."""
+        return json.loads((self.folder / DRIFT_FILE).read_text())
+
+    def entries(self) -> dict[str, dict]:
+        """Feature -> its entry (``statistic``, ``value``, ``threshold``, ``status``, ...); in a run the worst of
+        its validation and test splits', with ``split``."""
+        data = self.results()
+        if data["mode"] == "apply":
+            return data["drift"]
+        rank = {"ok": 0, "warn": 1, "fail": 2}
+        out: dict[str, dict] = {}
+        for split, entries in data["skew"].items():
+            for feature, entry in entries.items():
+                if feature not in out or rank[entry["status"]] > rank[out[feature]["status"]]:
+                    out[feature] = {**entry, "split": split}
+        return out
 
 
 @dataclass

@@ -17,7 +17,7 @@ PACKAGES = ("prepflow", "core", "storage", "expectations", "tasks", "flows")
 MAX_CHAIN = 12
 MAX_LINES = 800
 STAGE_PACKAGES = ("ingest", "infer_types", "split", "fill_missing", "balance", "vocab", "encode", "media_cache",
-                  "validate", "publish")
+                  "validate", "publish", "fitted", "drift")
 
 
 def modules() -> dict[str, Path]:

@@ -1,0 +1,73 @@
+"""``prepflow apply`` through the CLI with a real local Prefect server and a Dask LocalCluster (issue 39): the
+flow run named ``apply`` is recorded, the rows are encoded on the workers, and the artifact equals the one
+the in-process runner publishes without a cluster (byte for byte) and ``Preprocessor.transform``'s rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from storage.artifact import Artifact
+from tasks.serving.preprocessor import Preprocessor
+from tests.helpers import artifact_files, run, without_created_at, write_csv
+from tests.unit.test_apply import CONFIG, frame
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None, worker_dashboard_address=None) as c:
+        yield c
+
+
+def _flow_run_names(flow_name: str) -> list[str]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=[flow_name])))
+    return [r.state_name for r in runs]
+
+
+def _drift_tables() -> list:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        return client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["prepflow-drift"])))
+
+
+def test_apply_on_a_cluster_through_a_prefect_flow(tmp_path, cli, cluster, monkeypatch):
+    import prepflow
+
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    fitted = Path(run(CONFIG, write_csv(frame(800, 1), tmp_path / "train.csv"), tmp_path).artifact["artifact_path"])
+    data = write_csv(frame(700, 2, unseen=0.2), tmp_path / "new.csv")
+    out = cli("apply", fitted, "--dataset", data, "--output", tmp_path / "applied", "--cache-dir", tmp_path / "cache2",
+              "--dask-address", cluster.scheduler_address, "--npartitions", "3", "--json")
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = out.json()
+    assert summary["rows"]["test"] == 700 and "ui_record_incomplete" not in summary
+    assert {"price", "color", "tags", "note"} <= set(summary["drift"])
+
+    from flows.local_server import configure_prefect
+
+    configure_prefect()
+    assert "Completed" in _flow_run_names("apply")
+    tables = _drift_tables()
+    assert tables and tables[0].type == "table" and "color" in str(tables[0].data)
+
+    local = prepflow.apply(fitted, data, tmp_path / "local", cache_dir=tmp_path / "local-cache")
+    assert local["artifact_id"] == summary["artifact_id"]
+    assert without_created_at(artifact_files(summary["artifact_path"])) == \
+        without_created_at(artifact_files(local["artifact_path"]))
+    got = Artifact.open(summary["artifact_path"], verify=True).read_split("test")
+    for name, want in Preprocessor.load(fitted).transform(pd.read_csv(data)).items():
+        np.testing.assert_array_equal(np.asarray(got[name]), want, err_msg=name)
