@@ -473,6 +473,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print(f"artifact {info['artifact_id']}  ({where})")
     print(f"created {info['created_at']}, prepflow {info['prepflow_version']}, fingerprint "
           f"{info['dataset_fingerprint'][:16]}")
+    if info["fitted_from"]:  # an artifact of `prepflow apply`: the artifact whose fitted state encoded it
+        print(f"fitted from {info['fitted_from']['artifact_id']}  ({info['fitted_from']['path']})")
     if info["dataset_files"]:  # a folder's or glob's files, in name order: what the artifact covers
         print(f"files ({len(info['dataset_files'])}):")
         for f in info["dataset_files"]:

@@ -163,7 +163,8 @@ class Artifact:
                                                    "dataset_fingerprint", "rows")} | {
             "url": self.url, "formats": {s: self.formats(s) for s in self.splits}, "features": features,
             "columns": self.column_specs(), "channels": spec["channel_spec"], "row_id": self.row_id,
-            "statistics": stats, "dataset_files": self.manifest.get("dataset_files", [])}
+            "statistics": stats, "dataset_files": self.manifest.get("dataset_files", []),
+            "fitted_from": self.manifest.get("fitted_from")}
 
     def column_specs(self) -> dict[str, dict]:
         """Every published column's dtype and shape as ``read_split`` returns it: a lazy or lazy_cached media

@@ -31,6 +31,9 @@ def test_apply_json_summary(cli, fitted, tmp_path):
     assert summary["drift"]["price"]["status"] == "ok"
     manifest = json.loads((Path(summary["artifact_path"]) / "manifest.json").read_text())
     assert manifest["fitted_from"]["artifact_id"] == fitted.name
+    shown = cli("inspect", summary["artifact_path"], env=OFF)  # the lineage a user reads
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    assert f"fitted from {fitted.name}  ({manifest['fitted_from']['path']})" in shown.stdout
 
 
 def test_drift_fail_exits_1_and_publishes_nothing(cli, fitted, tmp_path):
