@@ -252,3 +252,49 @@ def test_an_untyped_feature_is_profiled_file_by_file(tmp_path, counted_fits):
     at_once = run(config, one, tmp_path / "once")
     assert next(s for s in at_once.stages if s.stage == "infer_types").types() == types
     assert types["u"]["type"] == "category"
+
+
+def _entries(cache: Path) -> dict[str, float]:
+    """Every file of the per-file ingest entries, with its modification time."""
+    return {str(p.relative_to(cache)): p.stat().st_mtime_ns for p in sorted((cache / "ingest_file").rglob("*"))
+            if p.is_file()}
+
+
+def _published(out: Path) -> list[str]:
+    return sorted(p.parent.name for p in out.glob("*/manifest.json"))
+
+
+def test_a_truncated_new_file_is_named_nothing_is_published_and_the_other_entries_stay(tmp_path):
+    folder = tmp_path / "days"
+    for i in range(3):
+        write_day(folder, i)
+    run(CONFIG, folder, tmp_path)
+    before, published = _entries(tmp_path / "cache"), _published(tmp_path / "out")
+    whole = write_day(tmp_path / "spare", 3).read_bytes()
+    (folder / "day_03.parquet").write_bytes(whole[: len(whole) // 2])  # a copy cut short
+    with pytest.raises(DataError, match=r"day_03\.parquet"):
+        run(CONFIG, folder, tmp_path)
+    assert _entries(tmp_path / "cache") == before
+    assert _published(tmp_path / "out") == published
+
+
+def test_a_file_gone_between_planning_and_reading_is_named_and_the_other_entries_stay(tmp_path, monkeypatch):
+    from tasks.ingest import stage as ingest_stage
+
+    folder = tmp_path / "days"
+    for i in range(3):
+        write_day(folder, i)
+    run(CONFIG, folder, tmp_path)
+    before, published = _entries(tmp_path / "cache"), _published(tmp_path / "out")
+    write_day(folder, 3)
+    real = ingest_stage._write_file
+
+    def vanish_first(path, spec, out):  # the folder was listed and fingerprinted; the file goes before its read
+        Path(path).unlink()
+        return real(path, spec, out)
+
+    monkeypatch.setattr(ingest_stage, "_write_file", vanish_first)
+    with pytest.raises(DataError, match=r"day_03\.parquet"):
+        run(CONFIG, folder, tmp_path)
+    assert _entries(tmp_path / "cache") == before
+    assert _published(tmp_path / "out") == published
