@@ -56,7 +56,7 @@ import pyarrow.feather as feather
 from dask import delayed
 
 from core.task_fusion import fused
-from storage import lookup_hash, vocab_store
+from storage import string_hash, vocab_store
 from tasks.config.constants import ROW
 from tasks.features.category import Candidates, CategoryFeature, sum_buckets
 from tasks.runtime import dask_run, fitted_metadata, frame
@@ -228,9 +228,9 @@ def reducer_count(estimate: int, tree: int, per_reducer: int, npartitions: int) 
 
 
 def bucket_of(values: pa.Array, reducers: int) -> np.ndarray:
-    """Each value's reducer: its 64-bit ``lookup_hash`` modulo ``reducers``, the same in every partition (which
+    """Each value's reducer: its 64-bit ``string_hash`` modulo ``reducers``, the same in every partition (which
     reducer merges a value never changes the vocabulary: its order is global)."""
-    return (lookup_hash.hashes(values) % np.uint64(reducers)).astype(np.int64)
+    return string_hash.buckets(string_hash.hash_strings(values), reducers)
 
 
 def exchange_path(folder: str, index: int) -> Path:
