@@ -11,9 +11,8 @@ per process (checking the sha256) and ``VocabLookup.positions`` finds a partitio
 by construction, in one of two ways:
 
 - a query of at least 1/``SCAN_RATIO`` of the vocabulary's size: pyarrow's ``index_in``, probing every
-  vocabulary value into a hash table of the query's values. Its cost grows with the vocabulary, per
-  partition: 2M rows against a 2M-value vocabulary cost 0.9 CPU s in 8 partitions and 3.2-3.9 s in 80
-  (1.1 s with the index below);
+  vocabulary value into a hash table of the query's values. Its cost grows with the vocabulary's size,
+  per partition;
 - a smaller query: a hash index built once per process on the first such query (the values' 64-bit
   ``string_hash``, sorted), each query value hashed, binary-searched and confirmed by comparing the
   strings; values of the vocabulary that share a hash are resolved exactly among themselves. A partition
