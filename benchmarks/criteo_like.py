@@ -29,7 +29,8 @@ encode, split and zstd Parquet write; ``pip install .[bench]``) runs on the same
 ``--repeat``, and each run prints the flow process's share of all CPU, its peak RSS, the workers' CPU per
 row and the ratio of the run's CPU (flow + workers) to the CPU of its round's polars pass; a last line
 per variant and worker count gives the median, min and max of those ratios. ``--baseline DIR`` also runs
-the prepflow of another checkout (e.g. ``git worktree add /tmp/h7-base 34adbce``) on the same file, alternating with this one.
+the prepflow of another checkout (e.g. ``git worktree add /tmp/h7-base 34adbce``, or ``git archive 34adbce | tar -x
+-C DIR``) on the same file, alternating with this one; repeated, each checkout in turn.
 ``--csv``: prepflow reads the same table written as one CSV file (pyarrow's writer, no quotes: no value
 needs one, so the file is read in byte ranges); polars still reads the Parquet file.
 
@@ -409,7 +410,8 @@ def main() -> None:
     parser.add_argument("--work", default="/tmp/prepflow-criteo")
     parser.add_argument("--memory-limit", default="8GB", help="per worker")
     parser.add_argument("--row-group-rows", type=int, default=1 << 18)
-    parser.add_argument("--baseline", type=Path, help="another checkout, run alternately with this one")
+    parser.add_argument("--baseline", type=Path, action="append", default=[], help="another checkout, run "
+                        "alternately with this one (repeatable: variants baseline1, baseline2, ... in that order)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each variant and worker count")
     parser.add_argument("--no-polars", action="store_true")
     parser.add_argument("--shuffle-volume", action="store_true")
@@ -441,7 +443,8 @@ def main() -> None:
             write_csv(parquet, data)
     cfg = work / "config.yaml"
     cfg.write_text(yaml.safe_dump(config()))
-    variants = [("this", ROOT)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
+    names = ["baseline"] if len(args.baseline) == 1 else [f"baseline{i}" for i in range(1, len(args.baseline) + 1)]
+    variants = [("this", ROOT)] + [(name, tree.resolve()) for name, tree in zip(names, args.baseline, strict=True)]
     for _variant, tree in variants:  # bytecode, as an installed package has (PYTHONDONTWRITEBYTECODE may be set)
         subprocess.run([sys.executable, "-m", "compileall", "-q", *(str(tree / d) for d in PACKAGES)], check=True)
     volume = None
@@ -455,7 +458,7 @@ def main() -> None:
         for workers in (int(w) for w in args.workers.split(",")):
             for variant, tree in variants:
                 result = run_once(workers, cfg, data, work, args.memory_limit, tree, variant, args.profile,
-                                  worker_env[variant], floor=not args.no_floor)
+                                  worker_env.get(variant, worker_env["baseline"]), floor=not args.no_floor)
                 result["cores"] = os.cpu_count()
                 result["per_row"] = per_row(result, args.rows, polars_cpu)
                 if polars_cpu:
