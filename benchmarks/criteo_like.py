@@ -14,7 +14,8 @@ stored as Parquet), binary label; random split 0.8/0.1/0.1; Parquet shards.
 
 For each worker count a fresh ``LocalCluster`` (processes, 1 thread each, workers with
 ``WORKER_ENV``: Arrow on malloc, glibc's mmap threshold 4 MiB) and a fresh stage cache; records wall time, stage seconds,
-peak RSS (VmHWM) and CPU seconds of each worker (read from the workers after the run) and of the
+peak RSS (VmHWM) and CPU seconds of each worker (read from the workers after the run), of the scheduler
+(``scheduler_cpu_s``, not in the per-row figures) and of the
 prepflow process (VmHWM polled every second; CPU from ``wait4``), and the load average before,
 during (sampled every 10 s) and after. ``--shuffle-volume``: the shuffle volume of the vocabulary fit
 (rows and bytes of the per-partition ``(feature, value, count)`` tables), computed afterwards from the
@@ -251,8 +252,10 @@ def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str,
             client.wait_for_workers(workers, timeout=300)
             cmd += ["--dask-address", address]
             idle = client.run(_worker_usage)
+            scheduler_idle = client.run_on_scheduler(_worker_usage)["cpu_s"]
         flow_cpu, wall, flow_peak, samples = _run_child(cmd, tree, env, work)
         used = client.run(_worker_usage) if client is not None else {}
+        scheduler_cpu = client.run_on_scheduler(_worker_usage)["cpu_s"] - scheduler_idle if client is not None else 0.0
         summary = json.loads((work / "stdout.txt").read_text().strip().splitlines()[-1])
         floor_cpu = _floor(address, len(summary["stages"]) + 1, env, work, tree) if workers and floor else None
     load_after = os.getloadavg()
@@ -264,7 +267,7 @@ def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str,
         "wall_s": round(wall, 1), "stages": stages, "rows_published": sum(summary["rows"].values()),
         "client_cpu_s": round(flow_cpu, 1), "client_peak_rss_mb": round(flow_peak),
         "worker_peak_rss_mb": sorted(round(v["peak_rss_mb"]) for v in used.values()),
-        "worker_cpu_s": round(worker_cpu, 1),
+        "worker_cpu_s": round(worker_cpu, 1), "scheduler_cpu_s": round(scheduler_cpu, 1),
         "flow_cpu_share": round(flow_cpu / (flow_cpu + worker_cpu), 3),
         "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in load_after],
         "loadavg_1min_during": {"mean": round(float(np.mean(samples)), 2) if samples else None,
