@@ -24,6 +24,7 @@ from __future__ import annotations
 import dask
 
 from core.lazy import pandas as pd
+from core.task_fusion import fused
 from core.task_tree import tree
 from expectations import gx_suites, kernel_base, kernels, results
 from expectations.suites import is_generated
@@ -131,7 +132,8 @@ def run(named: list[tuple[str, dict]], parts: list, columns: list[str], schedule
     wanted = [dask.delayed(_finish)(c, tree([tasks[i] for i in order], _gather, c))]
     if any(plan.whole for plan in plans):
         wanted.append(dask.delayed(gx_suites.whole)(plans, *parts))
-    computed = list(dask.compute(*wanted, scheduler=scheduler)) if any(checks) or plans else []
+    with fused():  # each partition's read runs inside its task (core.task_fusion)
+        computed = list(dask.compute(*wanted, scheduler=scheduler)) if any(checks) or plans else []
     bundle = computed[0] if computed else {"parts": [], "combined": {}}
     scanned = [(s, gx) for _i, s, gx in bundle["parts"]]
     whole = computed[1] if len(computed) > 1 else [[] for _ in plans]
@@ -149,16 +151,18 @@ def run(named: list[tuple[str, dict]], parts: list, columns: list[str], schedule
                 flags.append((k, j, check, r))
             out[i][positions[j] if positions is not None else j] = r
     if flags:  # repeated keys found on the workers: each partition flags its rows holding one
-        flagged = list(dask.compute(*[dask.delayed(_flag)(dask.delayed(flags, traverse=False), p) for p in parts],
-                                    scheduler=scheduler))
+        with fused():
+            flagged = list(dask.compute(*[dask.delayed(_flag)(dask.delayed(flags, traverse=False), p) for p in parts],
+                                        scheduler=scheduler))
         for n, (k, j, check, flag) in enumerate(flags):
             i, positions = groups[k][0], groups[k][1]
             out[i][positions[j] if positions is not None else j] = check.merge_flagged(flag, [f[n] for f in flagged])
     if rescan:  # exact partials for these kernels only (a uniqueness check that found a repeat, say)
         for _k, _j, check in rescan:
             check.exact = True
-        again = list(dask.compute(*[dask.delayed(kernels.scan)([c for _k, _j, c in rescan], p) for p in parts],
-                                  scheduler=scheduler))
+        with fused():
+            again = list(dask.compute(*[dask.delayed(kernels.scan)([c for _k, _j, c in rescan], p) for p in parts],
+                                      scheduler=scheduler))
         for n, (k, j, check) in enumerate(rescan):
             i, positions = groups[k][0], groups[k][1]
             out[i][positions[j] if positions is not None else j] = check.merge([a[n] for a in again])

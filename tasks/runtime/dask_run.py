@@ -13,6 +13,7 @@ import numpy as np
 from dask import delayed
 
 from core.errors import ConfigError
+from core.task_fusion import fused
 from core.task_tree import tree
 from tasks.runtime.progress import tracking
 
@@ -47,13 +48,14 @@ def client(address: str | None):
 
 
 def compute(tasks: list, here: bool = False) -> list:
-    """Run delayed tasks on the active scheduler (a distributed Client if one is set). ``here``: on this
-    process's threads even when a Client is set (tasks that read files only this process may see)."""
+    """Run delayed tasks on the active scheduler (a distributed Client if one is set), each task that only
+    one other needs fused into it (``core.task_fusion``). ``here``: on this process's threads even when a
+    Client is set (tasks that read files only this process may see)."""
 
     if not tasks:
         return []
     kwargs = {"scheduler": dask.threaded.get} if here or local_only() else {}  # the default for delayed tasks
-    with tracking(len(tasks)):
+    with tracking(len(tasks)), fused():  # a partition's read and preparation run inside its stage's task
         return list(dask.compute(*tasks, **kwargs))
 
 

@@ -54,6 +54,7 @@ import pyarrow as pa
 import pyarrow.feather as feather
 from dask import delayed
 
+from core.task_fusion import fused
 from storage import string_hash, vocab_store
 from tasks.config.constants import ROW
 from tasks.features.category import Candidates, CategoryFeature, sum_buckets
@@ -201,7 +202,8 @@ def _probe(partials: list, counts: list) -> tuple[list, list, int]:
     workers = list(client.scheduler_info(n_workers=-1)["workers"].values())
     k = min(len(counts), max(1, len(workers)))
     head = partials[:k]  # empty when the stage fits nothing else
-    futures = client.compute(head + counts[:k])
+    with fused():  # one _partition task per probed partition, its read and preparation inside (core.task_fusion)
+        futures = client.compute(head + counts[:k])
     probed_partials, probed_counts = futures[:len(head)], futures[len(head):]
     sizes = client.gather(client.map(_nbytes, probed_counts))
     reducers = reducer_count(int(sum(sizes) / k * len(counts)), memory_budget(workers, TREE_MEMORY_SHARE),
