@@ -14,7 +14,8 @@ stored as Parquet), binary label; random split 0.8/0.1/0.1; Parquet shards.
 
 For each worker count a fresh ``LocalCluster`` (processes, 1 thread each, workers with
 ``WORKER_ENV``: Arrow on malloc, glibc's mmap threshold 4 MiB) and a fresh stage cache; records wall time, stage seconds,
-peak RSS (VmHWM) and CPU seconds of each worker (read from the workers after the run) and of the
+peak RSS (VmHWM) and CPU seconds of each worker (read from the workers after the run), of the scheduler
+(``scheduler_cpu_s``, not in the per-row figures) and of the
 prepflow process (VmHWM polled every second; CPU from ``wait4``), and the load average before,
 during (sampled every 10 s) and after. ``--shuffle-volume``: the shuffle volume of the vocabulary fit
 (rows and bytes of the per-partition ``(feature, value, count)`` tables), computed afterwards from the
@@ -29,7 +30,8 @@ encode, split and zstd Parquet write; ``pip install .[bench]``) runs on the same
 ``--repeat``, and each run prints the flow process's share of all CPU, its peak RSS, the workers' CPU per
 row and the ratio of the run's CPU (flow + workers) to the CPU of its round's polars pass; a last line
 per variant and worker count gives the median, min and max of those ratios. ``--baseline DIR`` also runs
-the prepflow of another checkout (e.g. ``git worktree add /tmp/h7-base 34adbce``) on the same file, alternating with this one.
+the prepflow of another checkout (e.g. ``git worktree add /tmp/h7-base 34adbce``, or ``git archive 34adbce | tar -x
+-C DIR``) on the same file, alternating with this one; repeated, each checkout in turn.
 ``--csv``: prepflow reads the same table written as one CSV file (pyarrow's writer, no quotes: no value
 needs one, so the file is read in byte ranges); polars still reads the Parquet file.
 
@@ -250,8 +252,10 @@ def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str,
             client.wait_for_workers(workers, timeout=300)
             cmd += ["--dask-address", address]
             idle = client.run(_worker_usage)
+            scheduler_idle = client.run_on_scheduler(_worker_usage)["cpu_s"]
         flow_cpu, wall, flow_peak, samples = _run_child(cmd, tree, env, work)
         used = client.run(_worker_usage) if client is not None else {}
+        scheduler_cpu = client.run_on_scheduler(_worker_usage)["cpu_s"] - scheduler_idle if client is not None else 0.0
         summary = json.loads((work / "stdout.txt").read_text().strip().splitlines()[-1])
         floor_cpu = _floor(address, len(summary["stages"]) + 1, env, work, tree) if workers and floor else None
     load_after = os.getloadavg()
@@ -263,7 +267,7 @@ def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str,
         "wall_s": round(wall, 1), "stages": stages, "rows_published": sum(summary["rows"].values()),
         "client_cpu_s": round(flow_cpu, 1), "client_peak_rss_mb": round(flow_peak),
         "worker_peak_rss_mb": sorted(round(v["peak_rss_mb"]) for v in used.values()),
-        "worker_cpu_s": round(worker_cpu, 1),
+        "worker_cpu_s": round(worker_cpu, 1), "scheduler_cpu_s": round(scheduler_cpu, 1),
         "flow_cpu_share": round(flow_cpu / (flow_cpu + worker_cpu), 3),
         "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in load_after],
         "loadavg_1min_during": {"mean": round(float(np.mean(samples)), 2) if samples else None,
@@ -409,7 +413,8 @@ def main() -> None:
     parser.add_argument("--work", default="/tmp/prepflow-criteo")
     parser.add_argument("--memory-limit", default="8GB", help="per worker")
     parser.add_argument("--row-group-rows", type=int, default=1 << 18)
-    parser.add_argument("--baseline", type=Path, help="another checkout, run alternately with this one")
+    parser.add_argument("--baseline", type=Path, action="append", default=[], help="another checkout, run "
+                        "alternately with this one (repeatable: variants baseline1, baseline2, ... in that order)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each variant and worker count")
     parser.add_argument("--no-polars", action="store_true")
     parser.add_argument("--shuffle-volume", action="store_true")
@@ -441,7 +446,8 @@ def main() -> None:
             write_csv(parquet, data)
     cfg = work / "config.yaml"
     cfg.write_text(yaml.safe_dump(config()))
-    variants = [("this", ROOT)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
+    names = ["baseline"] if len(args.baseline) == 1 else [f"baseline{i}" for i in range(1, len(args.baseline) + 1)]
+    variants = [("this", ROOT)] + [(name, tree.resolve()) for name, tree in zip(names, args.baseline, strict=True)]
     for _variant, tree in variants:  # bytecode, as an installed package has (PYTHONDONTWRITEBYTECODE may be set)
         subprocess.run([sys.executable, "-m", "compileall", "-q", *(str(tree / d) for d in PACKAGES)], check=True)
     volume = None
@@ -455,7 +461,7 @@ def main() -> None:
         for workers in (int(w) for w in args.workers.split(",")):
             for variant, tree in variants:
                 result = run_once(workers, cfg, data, work, args.memory_limit, tree, variant, args.profile,
-                                  worker_env[variant], floor=not args.no_floor)
+                                  worker_env.get(variant, worker_env["baseline"]), floor=not args.no_floor)
                 result["cores"] = os.cpu_count()
                 result["per_row"] = per_row(result, args.rows, polars_cpu)
                 if polars_cpu:

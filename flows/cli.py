@@ -143,8 +143,9 @@ def _run_settings(mode: str):
       ``bookkeeping.RunRecord.finish``), or every run after the first of a process that calls ``main``
       repeatedly (the URL is then in the environment: mode "remote"), would start an ephemeral server.
     * No heartbeat on the local server: Prefect's flow heartbeat thread's shutdown joins a thread that
-      sleeps in 1 s steps, ~0.9 s per run (measured: 0.30 s vs 1.15 s for a one-task flow), and the local
-      server marks a run whose process died as Crashed anyway (flows/run_registry.py). With a remote server
+      sleeps in 1 s steps (wall time added to every run: benchmarks/flow_heartbeat.py), and Prefect's
+      server marks a dead run Crashed only through an automation a user creates; the local server marks
+      it itself (flows/run_registry.py). With a remote server
       (PREFECT_API_URL) the heartbeat stays on, so does it when PREFECT_FLOWS_HEARTBEAT_FREQUENCY is set."""
 
     from prefect.settings import (  # heavy optional dependency: Prefect (not for runs without it)

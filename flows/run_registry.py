@@ -1,7 +1,9 @@
 """Flow runs of ``prepflow run`` processes, so that a run whose process died shows as Crashed.
 
-A CLI run on the local server turns Prefect's flow heartbeat off (it costs ~0.9 s per run), so nothing in
-Prefect would ever notice a killed run: it would stay "Running" for ever. Instead, the run's process
+A CLI run on the local server turns Prefect's flow heartbeat off (~0.7 s of wall per run). Prefect's server
+does not detect a killed run by itself either way: heartbeats only feed an automation that a user must create,
+which marks the run ~90 s after its process died (``benchmarks/results/mechanisms.md``); without one the run
+stays "Running" for ever. Instead, the run's process
 holds an ``flock`` on ``runs/<flow_run_id>.lock`` from the moment its flow run is Running until it ends;
 the kernel drops the lock when the process dies, even by SIGKILL. ``sweep`` (run by the local server
 every 20 s and by the next ``prepflow run`` before its own flow) takes each lock it can get: its run's

@@ -1,10 +1,9 @@
 """A stable 64-bit hash of strings: XXH3-64 (the ``xxhash`` library) over the UTF-8 bytes, seeded.
 
 Used where a category value must map to the same number in every process, on every machine and
-for any partitioning: OOV buckets, ``hash_buckets`` and the uniqueness check of the data-quality gates.
-The vocabulary's hash index and the counts' exchange, which publish nothing, use the faster
-``storage.lookup_hash``. Python's ``hash()`` is salted per process, so it is
-never used for this.
+for any partitioning: OOV buckets, ``hash_buckets``, the uniqueness check of the data-quality gates, and
+(publishing nothing) the vocabulary's hash index and the counts' exchange. Python's ``hash()`` is salted per
+process, so it is never used for this.
 
 Definition (``HASH_NAME``, recorded in the category metadata as ``hash``): ``XXH3_64bits_withSeed``
 of the value's UTF-8 bytes with seed ``SEED`` (the bytes ``b"prepflow"`` read big-endian); a bucket

@@ -11,23 +11,16 @@ per process (checking the sha256) and ``VocabLookup.positions`` finds a partitio
 by construction, in one of two ways:
 
 - a query of at least 1/``SCAN_RATIO`` of the vocabulary's size: pyarrow's ``index_in``, probing every
-  vocabulary value into a hash table of the query's values. Its cost grows with the vocabulary, per
-  partition: 2M rows against a 2M-value vocabulary cost 0.9 CPU s in 8 partitions and 3.2-3.9 s in 80
-  (1.1 s with the index below);
+  vocabulary value into a hash table of the query's values. Its cost grows with the vocabulary's size,
+  per partition;
 - a smaller query: a hash index built once per process on the first such query (the values' 64-bit
-  ``lookup_hash``, sorted), each query value hashed, binary-searched and confirmed by comparing the
+  ``string_hash``, sorted), each query value hashed, binary-searched and confirmed by comparing the
   strings; values of the vocabulary that share a hash are resolved exactly among themselves. A partition
   then costs what its own distinct values cost, whatever the vocabulary's size: at Criteo 1TB (up to ~4e7
   values per column, ~16,800 partitions of 262k rows) the scan would probe ~7e11 values per column.
-  ``benchmarks/vocab_lookup.py`` (10.5M rows in 40 partitions, CPU s per column, the index's build
-  included): 2.1M values 2.8 vs 3.6 s for the scan alone, 8M values 6.5 vs 10.9 s; 1M values in 8
-  partitions 0.56 vs 0.55 s (``benchmarks/RESULTS.md``). Since its hash is ``lookup_hash`` (NumPy over the whole
-  array, ~4x faster than one ``xxhash`` call per value), a partition's lookup in the index costs a third to
-  a half of the scan once the vocabulary holds 4-5 times the query's values, and about the same at 1.2-1.7
-  times; building it costs about two scans (``benchmarks/lookup_paths.py``, issue 19's eighteenth pass), hence
-  ``SCAN_RATIO`` 2 (it was 16 with the slower hash). The index holds 16 bytes per value. For a
-  vocabulary that a partition's query is expected to be small against (``index_pays``: more than
-  ``SCAN_RATIO`` times the distinct values a partition of random rows would hold, from the vocabulary's
+  Building the index costs about two scans (``benchmarks/lookup_paths.py``); the index holds 16 bytes per
+  value. For a vocabulary that a partition's query is expected to be small against (``index_pays``: more
+  than ``SCAN_RATIO`` times the distinct values a partition of random rows would hold, from the vocabulary's
   counts), the vocab stage stores the index beside the file once (``write_index``,
   ``<file>.hash-index-<first>.<hash name>.npy``) and ``lookup`` memory-maps it: no process builds it again,
   and the processes of one machine share its pages.
@@ -47,7 +40,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from core.errors import IntegrityError
-from storage import lookup_hash
+from storage import string_hash
 from storage.safe_paths import under
 
 ROW_GROUP_ROWS = 1 << 20
@@ -132,7 +125,7 @@ class VocabLookup:
 
 
 class _HashIndex:
-    """The vocabulary's 64-bit string hashes (``lookup_hash``), sorted, with each one's row: a query is hashed and
+    """The vocabulary's 64-bit string hashes (``string_hash``), sorted, with each one's row: a query is hashed and
     binary-searched, and every hit confirmed by comparing the strings. Hashes that two or more vocabulary values
     share (about V^2 / 2^65 pairs: ~4e-5 at 4e7 values) are resolved exactly among those values."""
 
@@ -146,7 +139,7 @@ class _HashIndex:
 
     @classmethod
     def build(cls, values: pa.Array) -> _HashIndex:
-        hashes = lookup_hash.hashes(values)
+        hashes = string_hash.hash_strings(values)
         order = np.argsort(hashes, kind="stable")
         return cls(hashes[order], order)
 
@@ -175,7 +168,7 @@ class _HashIndex:
         if query.type != values.type:
             query = query.cast(values.type)
         out = np.full(len(query), -1, dtype=np.int64)
-        qh = lookup_hash.hashes(query)
+        qh = string_hash.hash_strings(query)
         order = np.argsort(qh)  # sorted keys: searchsorted walks the table in order (~3x fewer cache misses)
         at = np.empty(len(qh), dtype=np.int64)
         at[order] = np.minimum(np.searchsorted(self.hashes, qh[order]), len(self.hashes) - 1)
@@ -195,10 +188,10 @@ class _HashIndex:
 
 def index_path(path: str | Path, first: int) -> Path:
     """Where ``write_index`` stores the hash index of a vocabulary file's rows from ``first`` on. The name carries
-    the hash's (``lookup_hash.NAME``): an index that another hash built, in a cache entry written by an earlier
-    version, is never read (its hashes would find nothing); the lookup then builds its own."""
+    the hash's (``string_hash.HASH_NAME``): an index that another hash built, in a cache entry written by an
+    earlier version, is never read (its hashes would find nothing); the lookup then builds its own."""
     path = Path(path)
-    return path.with_name(f"{path.name}.hash-index-{first}.{lookup_hash.NAME}.npy")
+    return path.with_name(f"{path.name}.hash-index-{first}.{string_hash.HASH_NAME}.npy")
 
 
 def expected_distinct(counts: np.ndarray, rows: int) -> float:

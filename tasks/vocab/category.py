@@ -16,9 +16,8 @@ the stage's other per-partition work (each partition is prepared once):
    batch ``j`` of every file (memory-mapped); each reducer owns a disjoint set of values. On a cluster
    ``reducer_count`` gives each reducer at most ``REDUCER_MEMORY_SHARE`` of a worker's memory of counts;
    locally there is one reducer per ``MERGE_FAN_IN`` partitions, what one merge of the tree holds.
-   Only the files' paths (to one barrier task) and their number (to each reducer) go through Dask. Dask's
-   p2p shuffle, used before, cost ~8-10 % of a 20M-row run's worker samples in its transfers and event
-   loop, and its DataFrame layer 0.65 s to import;
+   Only the files' paths (to one barrier task) and their number (to each reducer) go through Dask (not
+   Dask's p2p shuffle: its transfers and event loop, and the import of its DataFrame layer, cost more);
 3. per reducer: exact sums per ``(feature, value)`` (Arrow's hash ``group_by``), then
    ``Candidates.reduce``: values under ``min_frequency`` are dropped (counted into their OOV bucket
    when asked), at most the local top ``most_common`` are kept; the survivors are written to an
@@ -56,7 +55,7 @@ import pyarrow.feather as feather
 from dask import delayed
 
 from core.task_fusion import fused
-from storage import lookup_hash, vocab_store
+from storage import string_hash, vocab_store
 from tasks.config.constants import ROW
 from tasks.features.category import Candidates, CategoryFeature, sum_buckets
 from tasks.runtime import dask_run, fitted_metadata, frame
@@ -228,9 +227,9 @@ def reducer_count(estimate: int, tree: int, per_reducer: int, npartitions: int) 
 
 
 def bucket_of(values: pa.Array, reducers: int) -> np.ndarray:
-    """Each value's reducer: its 64-bit ``lookup_hash`` modulo ``reducers``, the same in every partition (which
+    """Each value's reducer: its 64-bit ``string_hash`` modulo ``reducers``, the same in every partition (which
     reducer merges a value never changes the vocabulary: its order is global)."""
-    return (lookup_hash.hashes(values) % np.uint64(reducers)).astype(np.int64)
+    return string_hash.buckets(string_hash.hash_strings(values), reducers)
 
 
 def exchange_path(folder: str, index: int) -> Path:

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage import lookup_hash
+from storage import string_hash
 from tasks.vocab import category as category_vocab
 from tasks.vocab.category import COUNT, FEATURE, FIRST, VALUE, merge_counts, read_bucket, write_buckets
 from tests.helpers import artifact_files, run, without_created_at, write_csv
@@ -56,7 +56,7 @@ def test_merging_in_any_grouping_gives_the_exact_sums_and_first_rows(parts, fan_
 def test_the_exchange_gives_each_reducer_every_row_of_its_values_and_only_those(tmp_path_factory, parts, reducers):
     """Each partition's rows written by ``write_buckets`` and read back by ``read_bucket``: every row reaches
     exactly one reducer, unchanged and in partition order, and a value's reducer is its string hash modulo
-    the reducers in every partition (``lookup_hash``)."""
+    the reducers in every partition (``string_hash``)."""
     folder = tmp_path_factory.mktemp("exchange")
     written = [write_buckets(_table(p), str(folder), i, reducers) for i, p in enumerate(parts)]
     assert not list(folder.glob(".*"))  # no temporary file left
@@ -64,10 +64,10 @@ def test_the_exchange_gives_each_reducer_every_row_of_its_values_and_only_those(
     for j in range(reducers):
         bucket = read_bucket(written, j)
         rows_j = list(zip(*(bucket.column(k).to_pylist() for k in (FEATURE, VALUE, COUNT, FIRST)), strict=True))
-        assert all(lookup_hash.reference(r[1]) % reducers == j for r in rows_j)
+        assert all(string_hash.reference_hash(r[1]) % reducers == j for r in rows_j)
         got.append(rows_j)
     # each reducer's rows: the partitions' rows of its values, partition by partition, each partition's in order
-    want = [[r for p in parts for r in p if lookup_hash.reference(r[1]) % reducers == j] for j in range(reducers)]
+    want = [[r for p in parts for r in p if string_hash.reference_hash(r[1]) % reducers == j] for j in range(reducers)]
     assert got == want
 
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from core.errors import IntegrityError
 from prepflow import Artifact
-from storage import lookup_hash, vocab_store
+from storage import string_hash, vocab_store
 from tasks.features import category
 from tests.helpers import artifact_files, run, without_created_at, write_csv
 
@@ -52,7 +52,7 @@ def _weak_hash(values) -> np.ndarray:
 @given(st.lists(WORDS, unique=True, min_size=1, max_size=40), st.lists(WORDS, unique=True, min_size=1, max_size=20))
 def test_values_that_share_a_hash_are_told_apart_by_their_strings(vocab, query):
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(lookup_hash, "hashes", _weak_hash)
+        mp.setattr(string_hash, "hash_strings", _weak_hash)
         index = vocab_store._HashIndex.build(pa.array(vocab, pa.string()))
         got = index.positions(pa.array(vocab, pa.string()), pa.array(query, pa.string()))
     assert got.tolist() == expected(vocab, 0, query)
@@ -190,17 +190,17 @@ def test_the_index_pays_by_expected_distinct_values_not_by_partition_rows():
 
 
 def test_an_index_another_hash_built_is_never_read(tmp_path, monkeypatch):
-    """A cache entry of an earlier version holds its index under the earlier name (``hash-index-<first>.npy``,
-    XXH3 hashes). ``lookup`` does not read it (the vocab stage's code version may not cover the hash, two imports
-    away): it builds an index with ``lookup_hash`` and finds every value."""
-    from storage import string_hash
-
+    """A cache entry of an earlier version holds its index under that version's name (``hash-index-<first>.npy``,
+    or ``hash-index-<first>.words64-fmix64-v1.npy`` with another hash's values). ``lookup`` reads neither (the
+    vocab stage's code version may not cover the hash, two imports away): it builds its own index and finds
+    every value."""
     words = ["<UNK>", *_words(5000, 8)]
     path = tmp_path / "vocab.parquet"
     ref = vocab_store.write(path, pa.array(words), np.ones(len(words), np.int64))
-    with pytest.MonkeyPatch.context() as mp:  # the index as the earlier version built it, with XXH3
-        mp.setattr(lookup_hash, "hashes", string_hash.hash_strings)
-        vocab_store._HashIndex.build(pa.array(words[1:])).save(tmp_path / "vocab.parquet.hash-index-1.npy")
+    with pytest.MonkeyPatch.context() as mp:  # indexes as earlier versions built them, with another hash
+        mp.setattr(string_hash, "hash_strings", _weak_hash)
+        for name in ("vocab.parquet.hash-index-1.npy", "vocab.parquet.hash-index-1.words64-fmix64-v1.npy"):
+            vocab_store._HashIndex.build(pa.array(words[1:])).save(tmp_path / name)
     assert not vocab_store.index_path(path, 1).exists()
     monkeypatch.setattr(vocab_store, "_CACHE", {})
     lookup = vocab_store.lookup(str(path), ref["sha256"], 1)
