@@ -19,21 +19,25 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable
 
 import numpy as np
 import pyarrow as pa
+from dask import delayed
 
 from core.code_version import module_version
 from core.errors import ConfigError, ValidationFailed
+from core.task_tree import tree
 from storage.artifact_files import arrow_to_numpy
 from tasks.config.constants import SPLIT_NAMES
 from tasks.config.schema import DriftConfig, DriftThreshold
 from tasks.drift import measures
+from tasks.runtime import dask_run
 from tasks.runtime.context import run_cached
+from tasks.runtime.frame import ipc_num_rows
 from tasks.runtime.node import Node
 from tasks.runtime.outputs import DRIFT_FILE, Drifted, Encoded, Fitted
-from tasks.runtime.statistics import Histogram, Statistics
+from tasks.runtime.statistics import Statistics
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 log = logging.getLogger("prepflow.drift")
@@ -76,56 +80,122 @@ def _numpy(column: pa.ChunkedArray) -> np.ndarray:
     return arrow_to_numpy(column)
 
 
-def _parts(encoded: Encoded, split: str, names: list[str]) -> Iterator[dict[str, np.ndarray]]:
-    """The named encoded columns of a split, part by part (memory-mapped): counts add up over parts, so no
-    split is concatenated except a train split's number columns (their deciles)."""
-    for part in encoded.split_parts(split):
-        table = pa.ipc.open_file(pa.memory_map(str(part))).read_all()
-        yield {n: _numpy(table.column(n)) for n in names if n in table.column_names}
+Spec = list[tuple[str, str, int]]  # (feature, type, vocab size) of each measured feature
 
 
-def _counts(kind: str, ftype: str, column: np.ndarray, meta: dict, reference: Histogram | None) -> np.ndarray:
-    if kind == "number":
-        return measures.number_counts(reference.starts, column)
-    return measures.id_counts(ftype, column, int(meta.get("vocab_size") or 0))
+def _spec(ctx, metadata: dict) -> Spec:
+    return [(n, t, int(metadata[n].get("vocab_size") or 0)) for n, t in _measured(ctx, metadata)]
+
+
+def _read_part(path: str, spec: Spec) -> dict[str, np.ndarray]:
+    """One encoded part's measured columns (memory-mapped; on a worker when a cluster runs the stage)."""
+    table = pa.ipc.open_file(pa.memory_map(path)).read_all()
+    return {n: _numpy(table.column(n)) for n, _t, _v in spec if n in table.column_names}
 
 
 def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if len(b) > len(a):
-        a, b = b.copy(), a
-    a[:len(b)] += b
-    return a
+        a, b = b, a
+    out = a.copy()
+    out[:len(b)] += b
+    return out
 
 
-def references(ctx, metadata: dict, parts: Iterable[dict[str, np.ndarray]], rows: int = 0) -> Statistics:
-    """The references of the measured features from their train columns (``parts``: per part, name -> column;
-    ``rows``: how many rows they have). A number's deciles are those of every ``step``-th train row (at most
-    ``NUMBER_SAMPLE`` rows), counted by row position, so the sample does not depend on the partitioning."""
-    measured = _measured(ctx, metadata)
-    step = max(1, -(-rows // NUMBER_SAMPLE))
-    numbers: dict[str, list[np.ndarray]] = {}
+def _reference_part(columns: dict[str, np.ndarray], spec: Spec, offset: int, step: int) -> tuple[dict, dict]:
+    """One train part's share of the references: its numbers' sampled values (every ``step``-th row of the
+    split, by position: ``offset`` is the part's first row) and its id counts."""
+    numbers, ids = {}, {}
+    for name, ftype, vocab in spec:
+        if name not in columns:
+            continue
+        if measures.kind(ftype) == "number":
+            numbers[name] = np.array(columns[name][(-offset) % step::step])  # a copy: not the memory map
+        else:
+            ids[name] = measures.id_counts(ftype, columns[name], vocab)
+    return numbers, ids
+
+
+def _reference_of_part(path: str, spec: Spec, offset: int, step: int) -> tuple[dict, dict]:
+    return _reference_part(_read_part(path, spec), spec, offset, step)
+
+
+def _merge_references(*shares: tuple[dict, dict]) -> tuple[dict, dict]:
+    """Parts' shares as one (associative: the gathering tree merges consecutive parts)."""
+    numbers: dict[str, list] = {}
     ids: dict[str, np.ndarray] = {}
-    offset = 0
-    for columns in parts:
-        length = 0
-        for name, ftype in measured:
-            if name not in columns:
-                continue
-            length = len(columns[name])
-            if measures.kind(ftype) == "number":
-                numbers.setdefault(name, []).append(columns[name][(-offset) % step::step])
-            else:
-                counts = measures.id_counts(ftype, columns[name], int(metadata[name].get("vocab_size") or 0))
-                ids[name] = counts if name not in ids else _add(ids[name], counts)
-        offset += length
+    for nums, counts in shares:
+        for name, values in nums.items():
+            numbers.setdefault(name, []).append(values)
+        for name, c in counts.items():
+            ids[name] = c if name not in ids else _add(ids[name], c)
+    return {n: np.concatenate(v) for n, v in numbers.items()}, ids
+
+
+def _reference_stats(share: tuple[dict, dict] | None) -> dict:
+    """The references of the merged shares, as statistics JSON (what the flow process receives)."""
     stats = Statistics()
-    for name, pieces in numbers.items():
-        stats.add(measures.number_reference(name, np.concatenate(pieces)))
+    numbers, ids = share or ({}, {})
+    for name, values in numbers.items():
+        stats.add(measures.number_reference(name, values))
     for name, counts in ids.items():
         hist, tail = measures.category_reference(name, counts)
         stats.add(hist)
         stats.add(tail)
-    return stats
+    return stats.to_json()
+
+
+def _step(rows: int) -> int:
+    return max(1, -(-rows // NUMBER_SAMPLE))
+
+
+def references(ctx, metadata: dict, parts: Iterable[dict[str, np.ndarray]], rows: int = 0) -> Statistics:
+    """The references of the measured features from their train columns held here (``parts``: per part,
+    name -> column; ``rows``: how many rows they have). A number's deciles are those of every ``step``-th
+    train row (at most ``NUMBER_SAMPLE`` rows), counted by row position, so the sample does not depend on
+    the partitioning."""
+    spec, step, offset, shares = _spec(ctx, metadata), _step(rows), 0, []
+    for columns in parts:
+        shares.append(_reference_part(columns, spec, offset, step))
+        offset += max((len(c) for c in columns.values()), default=0)
+    return Statistics.from_json(_reference_stats(_merge_references(*shares) if shares else None))
+
+
+def _split_references(spec: Spec, paths: list[Path], rows: int) -> Statistics:
+    """``references`` of a split's encoded parts, computed on the Dask workers: each part's share is a task,
+    the shares merge in a tree and the references are made there; this process receives their JSON."""
+    step, offset, tasks = _step(rows), 0, []
+    s = dask_run.shared(spec)
+    for path in paths:
+        tasks.append(delayed(_reference_of_part)(str(path), s, offset, step))
+        offset += ipc_num_rows(str(path))
+    merged = tree(tasks, _merge_references)
+    [stats] = dask_run.compute([delayed(_reference_stats)(merged)])
+    return Statistics.from_json(stats)
+
+
+def _count_part(path: str, spec: Spec, starts: dict[str, list]) -> dict[str, np.ndarray]:
+    """One part's counts per feature: a number's over the reference bins (``starts``), ids by id."""
+    columns = _read_part(path, spec)
+    return {name: measures.number_counts(starts[name], columns[name]) if measures.kind(ftype) == "number"
+            else measures.id_counts(ftype, columns[name], vocab)
+            for name, ftype, vocab in spec if name in columns}
+
+
+def _sum_counts(*parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for counts in parts:
+        for name, c in counts.items():
+            out[name] = c if name not in out else _add(out[name], c)
+    return out
+
+
+def _split_counts(spec: Spec, reference: Statistics, paths: list[Path]) -> dict[str, np.ndarray]:
+    """The counts of a split's encoded parts (``_count_part`` per part on the workers, summed in a tree)."""
+    spec = [(n, t, v) for n, t, v in spec if reference.items.get(measures.REFERENCE + n) is not None]
+    starts = {n: list(reference.items[measures.REFERENCE + n].starts) for n, t, _v in spec
+              if measures.kind(t) == "number"}
+    tasks = [delayed(_count_part)(str(path), dask_run.shared(spec), dask_run.shared(starts)) for path in paths]
+    return dask_run.compute([tree(tasks, _sum_counts)])[0] if tasks else {}
 
 
 def _fractions(counts, top: int = 10) -> list[float]:
@@ -134,19 +204,12 @@ def _fractions(counts, top: int = 10) -> list[float]:
     return [round(float(v), 4) for v in (counts / total if total else counts)[:top]]
 
 
-def compare(ctx, metadata: dict, reference: Statistics, parts: Iterable[dict[str, np.ndarray]],
+def compare(ctx, metadata: dict, reference: Statistics, counted: dict[str, np.ndarray],
             missing: dict[str, tuple[float, float]] | None = None) -> dict[str, dict]:
-    """Each measured feature's entry (its worst check first); ``parts``: the new data's columns per part;
-    ``missing``: feature -> (fitted, new) rate."""
+    """Each measured feature's entry (its worst check first); ``counted``: the new data's counts per feature
+    (``_split_counts``); ``missing``: feature -> (fitted, new) rate."""
     cfg = drift_config(ctx)
     measured = [(n, t) for n, t in _measured(ctx, metadata) if reference.items.get(measures.REFERENCE + n) is not None]
-    counted: dict[str, np.ndarray] = {}
-    for columns in parts:  # counts add up part by part
-        for name, ftype in measured:
-            if name in columns:
-                c = _counts(measures.kind(ftype), ftype, columns[name], metadata[name],
-                            reference.items[measures.REFERENCE + name])
-                counted[name] = c if name not in counted else _add(counted[name], c)
     entries = {}
     for name, ftype in measured:
         ref = reference.items[measures.REFERENCE + name]
@@ -228,14 +291,15 @@ def run(ctx, encoded: Encoded, fitted: Fitted) -> Drifted:
             before = _missing_rates(fitted_manifest.get("statistics") or {})
             after = _missing_rates(encoded.statistics)
             missing = {n: (before.get(n, 0.0), after.get(n, 0.0)) for n in names if n in before or n in after}
-            result = {"mode": "apply", "split": split,
-                      "drift": compare(ctx, metadata, reference, _parts(encoded, split, names), missing)}
+            counted = _split_counts(_spec(ctx, metadata), reference, encoded.split_parts(split))
+            result = {"mode": "apply", "split": split, "drift": compare(ctx, metadata, reference, counted, missing)}
             stats = Statistics(reference.items.values())  # the applied artifact keeps the references
         else:  # a run: the validation and test splits against the train split (skew)
-            rows = encoded.row_counts()
-            reference = references(ctx, metadata, _parts(encoded, "train", names), rows.get("train", 0))
-            result = {"mode": "run", "skew": {split: compare(ctx, metadata, reference, _parts(encoded, split, names))
-                                              for split in SPLIT_NAMES[1:] if rows.get(split) and rows.get("train")}}
+            rows, spec = encoded.row_counts(), _spec(ctx, metadata)
+            reference = _split_references(spec, encoded.split_parts("train"), rows.get("train", 0))
+            result = {"mode": "run", "skew": {
+                split: compare(ctx, metadata, reference, _split_counts(spec, reference, encoded.split_parts(split)))
+                for split in SPLIT_NAMES[1:] if rows.get(split) and rows.get("train")}}
             stats = reference
         (out / DRIFT_FILE).write_text(json.dumps(result, sort_keys=True, indent=1))
         return stats
