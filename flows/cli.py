@@ -398,7 +398,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def _apply(args: argparse.Namespace, params: dict, apply_flow) -> dict:
-    """The apply flow (with a Prefect API), else the same graph in this process."""
+    """The apply flow (with a Prefect API), named, tagged and crash-marked as ``run``'s (``_run_flow``),
+    else the same graph in this process."""
     summary = None
     if os.environ.get("PREPFLOW_PREFECT") != "off":
         try:
@@ -409,15 +410,29 @@ def _apply(args: argparse.Namespace, params: dict, apply_flow) -> dict:
             if not args.verbose:
                 console.quiet_prefect_console()
             _quiet_prefect_tracebacks()
+            from prefect import tags
+
+            from flows.preprocess import apply_flow as flow
+            from flows.run_labels import file_name
+
+            record = bookkeeping.RunRecord(runs_dir() if mode != "ephemeral" else None)
+            named = flow.with_options(flow_run_name=f"apply · {file_name(args.dataset)} · "
+                                                    f"{file_name(str(args.artifact).rstrip('/'))}",
+                                      on_running=[*flow.on_running_hooks, record])
             with _run_settings(mode), _stage_output(args):
                 try:
-                    from flows.preprocess import apply_flow as flow
-
-                    summary = flow(**params)
+                    with tags("prepflow", "apply", f"dataset:{file_name(args.dataset)}", *record.tags):
+                        summary = named(**params)
                 except Exception as exc:
                     if not bookkeeping.is_api_failure(exc):
+                        record.finish()  # a failed apply, recorded as Failed
                         raise
+                    record.finish(recorded=False)
                     bookkeeping.note_incomplete("flow run", exc)
+                else:
+                    record.finish(summary.get("artifact_id"))
+                    if mode != "ephemeral" and (url := _flow_run_url(record.flow_run_id)):
+                        summary = {**summary, "flow_run_url": url}
     if summary is None:
         with _stage_output(args):
             summary = apply_flow.apply_in_process(**params)

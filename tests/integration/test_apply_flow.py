@@ -27,21 +27,20 @@ def cluster():
         yield c
 
 
-def _flow_run_names(flow_name: str) -> list[str]:
+def _recorded(api: str, flow_run_id: str):
+    """The flow run of that id on the local server at ``api``, its flow's name and its drift tables."""
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey
+    from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    with get_client(sync_client=True) as client:
-        runs = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=[flow_name])))
-    return [r.state_name for r in runs]
-
-
-def _drift_tables() -> list:
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-
-    with get_client(sync_client=True) as client:
-        return client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["prepflow-drift"])))
+    # the API of the server the CLI used, named explicitly: this process may have imported Prefect's
+    # settings before (an environment variable set now would not be read)
+    with temporary_settings(updates={PREFECT_API_URL: api}), get_client(sync_client=True) as client:
+        run = client.read_flow_run(flow_run_id)
+        flow = client.read_flow(run.flow_id)
+        tables = client.read_artifacts(artifact_filter=ArtifactFilter(
+            key=ArtifactFilterKey(any_=["prepflow-drift"]), flow_run_id=ArtifactFilterFlowRunId(any_=[run.id])))
+    return run, flow.name, tables
 
 
 def test_apply_on_a_cluster_through_a_prefect_flow(tmp_path, cli, cluster, monkeypatch):
@@ -57,11 +56,13 @@ def test_apply_on_a_cluster_through_a_prefect_flow(tmp_path, cli, cluster, monke
     assert summary["rows"]["test"] == 700 and "ui_record_incomplete" not in summary
     assert {"price", "color", "tags", "note"} <= set(summary["drift"])
 
-    from flows.local_server import configure_prefect
+    from flows import local_server
 
-    configure_prefect()
-    assert "Completed" in _flow_run_names("apply")
-    tables = _drift_tables()
+    api = local_server.ensure_server(start_timeout=600)  # the one the CLI started (a loaded machine: slowly)
+    run_, flow_name, tables = _recorded(api, summary["flow_run_url"].rstrip("/").rsplit("/", 1)[-1])
+    assert flow_name == "apply" and run_.state.is_completed(), (flow_name, run_.state)
+    assert run_.name == "apply · new.csv · " + fitted.name
+    assert {"prepflow", "apply", "dataset:new.csv", f"artifact:{summary['artifact_id']}"} <= set(run_.tags)
     assert tables and tables[0].type == "table" and "color" in str(tables[0].data)
 
     local = prepflow.apply(fitted, data, tmp_path / "local", cache_dir=tmp_path / "local-cache")
