@@ -14,7 +14,6 @@ the same graph in this process (the Python API, and the fallback without a Prefe
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import yaml
@@ -27,7 +26,7 @@ from tasks.config.loader import parse_config
 from tasks.drift import stage as drift
 from tasks.fitted.stage import read_metadata
 from tasks.graph import PipelineResult, run_apply_graph
-from tasks.report.page import write_report
+from tasks.report.page import write_report_or_warn
 from tasks.runtime import dask_run
 from tasks.runtime.context import RunContext
 
@@ -126,13 +125,5 @@ def apply_in_process(artifact, dataset, output: str = "artifacts", split: str = 
         results = run_apply_graph(ctx, local=not dask_address)
     summary = summary_of(results)
     if report:
-        summary["report_path"] = _report(summary)
+        summary["report_path"] = write_report_or_warn(summary)
     return summary
-
-
-def _report(summary: dict) -> str | None:
-    try:
-        return write_report(summary["artifact_path"], summary)
-    except Exception as exc:  # the artifact is the product: a report that fails is a warning
-        print(f"prepflow: warning: report not written: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return None

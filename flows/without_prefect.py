@@ -9,12 +9,11 @@ stage cache, so nothing is computed twice; the artifact is the one the flow woul
 from __future__ import annotations
 
 import os
-import sys
 
 from storage.cache import StageCache
 from tasks.config.loader import load_config
 from tasks.graph import run_pipeline
-from tasks.report.page import write_report
+from tasks.report.page import write_report_or_warn
 from tasks.runtime import dask_run
 from tasks.runtime.context import RunContext
 
@@ -33,13 +32,5 @@ def run_config(config, dataset, output: str, cache_dir: str, npartitions: int | 
     with dask_run.client(dask_address):
         result = run_pipeline(ctx)
     summary = result.summary()
-    summary["report_path"] = _report(summary)
+    summary["report_path"] = write_report_or_warn(summary)
     return summary
-
-
-def _report(summary: dict) -> str | None:
-    try:
-        return write_report(summary["artifact_path"], summary)
-    except Exception as exc:  # the artifact is the product: a report that fails is a warning
-        print(f"prepflow: warning: report not written: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return None

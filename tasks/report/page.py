@@ -27,6 +27,7 @@ import html
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,6 +145,16 @@ def write_report(location: str | Path, run_summary: dict | None = None) -> str:
     except OSError as exc:
         raise DataError(f"{path}: cannot write the report ({exc})") from exc
     return str(path)
+
+
+def write_report_or_warn(summary: dict) -> str | None:
+    """``write_report`` of a run's or an apply's summary, where the artifact is the product: a report that
+    fails is a warning on stderr (and no ``report_path``), never a failed run."""
+    try:
+        return write_report(summary["artifact_path"], summary)
+    except Exception as exc:
+        print(f"prepflow: warning: report not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None
 
 
 # ---- reading statistics ------------------------------------------------------------------------------

@@ -276,7 +276,6 @@ def test_a_report_that_does_not_fit_is_a_warning_never_a_silent_null(prepflow, t
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "out" / "x.report.html"))
 
     monkeypatch.setattr(page, "write_report", full)
-    monkeypatch.setattr("flows.without_prefect.write_report", full)
     result = prepflow("run", config, "--dataset", data, "--output", tmp_path / "out", "--cache-dir", tmp_path / "c",
                       "--json")
     assert result.code == 0, result.text
