@@ -56,6 +56,16 @@ def cli():
     return run_cli
 
 
+@pytest.fixture(scope="module")
+def cluster():
+    """A 2-worker Dask LocalCluster (processes, one thread each) shared by a test module's tests."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None, worker_dashboard_address=None) as c:
+        yield c
+
+
 @pytest.fixture
 def titanic_csv() -> Path:
     return EXAMPLE / "titanic.csv"

@@ -18,15 +18,6 @@ from tests.unit.test_apply import CONFIG, frame
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    from distributed import LocalCluster
-
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None, worker_dashboard_address=None) as c:
-        yield c
-
-
 def _recorded(api: str, flow_run_id: str):
     """The flow run of that id on the local server at ``api``, its flow's name and its drift tables."""
     from prefect.client.orchestration import get_client

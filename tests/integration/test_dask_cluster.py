@@ -31,15 +31,6 @@ NPARTITIONS = 4
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    from distributed import LocalCluster
-
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None, worker_dashboard_address=None) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
 def local_artifact(tmp_path_factory):
     """The reference: the same inputs on Dask's local (threaded) scheduler, in-process."""
     tmp = tmp_path_factory.mktemp("local")

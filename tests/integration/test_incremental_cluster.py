@@ -14,15 +14,6 @@ from tests.unit.test_incremental_files import STABLE, rich_day, write_day
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    from distributed import LocalCluster
-
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None, worker_dashboard_address=None) as c:
-        yield c
-
-
 def test_a_file_added_is_the_only_one_read_and_fitted_on_a_cluster(tmp_path, cli, cluster, monkeypatch):
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     folder = tmp_path / "days"

@@ -12,20 +12,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from distributed import Client, LocalCluster
+from distributed import Client
 
 from core.errors import DataError
 from tests.helpers import artifact_files, run, without_created_at, write_csv
 from tests.unit.test_media_pipeline import broken_dataset, config
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None, worker_dashboard_address=None) as c:
-        yield c
 
 
 def _files(result) -> dict[str, bytes]:
