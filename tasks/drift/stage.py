@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +45,7 @@ MAIN = {"number": "psi", "category": "linf"}
 LEVELS = {"psi": "number", "linf": "category", "oov_rate": "oov_rate", "missing_rate": "missing_rate"}
 RANK = {"ok": 0, "warn": 1, "fail": 2}
 NUMBER_SAMPLE = 1_000_000  # train rows a number's deciles are taken from, at most (every step-th row)
+GROUP_ROWS = 1 << 22  # rows of encoded parts one task counts (``_groups``)
 
 
 def drift_config(ctx) -> DriftConfig:
@@ -71,10 +72,14 @@ def _measured(ctx, metadata: dict) -> list[tuple[str, str]]:
             if f.name in metadata and measures.kind(metadata[f.name].get("type", "")) is not None]
 
 
+def _primitive(column: pa.ChunkedArray) -> bool:
+    """Whether the column's chunks read as numpy without a copy (primitive, no nulls, not boolean)."""
+    return column.null_count == 0 and pa.types.is_primitive(column.type) and not pa.types.is_boolean(column.type)
+
+
 def _numpy(column: pa.ChunkedArray) -> np.ndarray:
     """A column as numpy: a primitive column without nulls (encode's parts) without going through pandas."""
-    if column.num_chunks and column.null_count == 0 and pa.types.is_primitive(column.type) \
-            and not pa.types.is_boolean(column.type):
+    if column.num_chunks and _primitive(column):
         chunks = [c.to_numpy(zero_copy_only=True) for c in column.chunks]
         return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
     return arrow_to_numpy(column)
@@ -87,10 +92,51 @@ def _spec(ctx, metadata: dict) -> Spec:
     return [(n, t, int(metadata[n].get("vocab_size") or 0)) for n, t in _measured(ctx, metadata)]
 
 
-def _read_part(path: str, spec: Spec) -> dict[str, np.ndarray]:
-    """One encoded part's measured columns (memory-mapped; on a worker when a cluster runs the stage)."""
-    table = pa.ipc.open_file(pa.memory_map(path)).read_all()
-    return {n: _numpy(table.column(n)) for n, _t, _v in spec if n in table.column_names}
+class _PartColumns(Mapping):
+    """The measured columns of consecutive encoded parts (memory-mapped), each one array of the parts' rows in
+    order, made when asked for: a task holds one concatenated column at a time."""
+
+    def __init__(self, paths: list[str], spec: Spec):
+        self.tables = [pa.ipc.open_file(pa.memory_map(p)).read_all() for p in paths]
+        self.names = [n for n, _t, _v in spec if any(n in t.column_names for t in self.tables)]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self.names:
+            raise KeyError(name)
+        columns = [t.column(name) for t in self.tables if name in t.column_names]
+        if all(_primitive(c) for c in columns):  # the parts' record batches copied once, into one array
+            chunks = [chunk.to_numpy(zero_copy_only=True) for c in columns for chunk in c.chunks]
+        else:
+            chunks = [arrow_to_numpy(c) for c in columns]
+        if not chunks:  # parts without record batches
+            return _numpy(columns[0])
+        return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+
+    def __iter__(self):
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+def _groups(paths: list[Path]) -> list[tuple[list[str], int]]:
+    """A split's parts in consecutive groups of at least ``GROUP_ROWS`` rows (the last may hold fewer), each with
+    the position of its first row in the split. A group is one task, which counts each id column once: a count
+    array per feature per group, not per part (a vocabulary of a million ids makes a count array of 8 MB)."""
+    groups: list[tuple[list[str], int]] = []
+    current: list[str] = []
+    start = rows = 0
+    for path in paths:
+        if not current:
+            start = rows
+        current.append(str(path))
+        rows += ipc_num_rows(str(path))
+        if rows - start >= GROUP_ROWS:
+            groups.append((current, start))
+            current = []
+    if current:
+        groups.append((current, start))
+    return groups
 
 
 def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -101,9 +147,9 @@ def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def _reference_part(columns: dict[str, np.ndarray], spec: Spec, offset: int, step: int) -> tuple[dict, dict]:
-    """One train part's share of the references: its numbers' sampled values (every ``step``-th row of the
-    split, by position: ``offset`` is the part's first row) and its id counts."""
+def _reference_part(columns: Mapping[str, np.ndarray], spec: Spec, offset: int, step: int) -> tuple[dict, dict]:
+    """One train part's (or group's) share of the references: its numbers' sampled values (every ``step``-th row
+    of the split, by position: ``offset`` is the part's first row) and its id counts."""
     numbers, ids = {}, {}
     for name, ftype, vocab in spec:
         if name not in columns:
@@ -115,8 +161,8 @@ def _reference_part(columns: dict[str, np.ndarray], spec: Spec, offset: int, ste
     return numbers, ids
 
 
-def _reference_of_part(path: str, spec: Spec, offset: int, step: int) -> tuple[dict, dict]:
-    return _reference_part(_read_part(path, spec), spec, offset, step)
+def _reference_of_group(paths: list[str], spec: Spec, offset: int, step: int) -> tuple[dict, dict]:
+    return _reference_part(_PartColumns(paths, spec), spec, offset, step)
 
 
 def _merge_references(*shares: tuple[dict, dict]) -> tuple[dict, dict]:
@@ -161,21 +207,18 @@ def references(ctx, metadata: dict, parts: Iterable[dict[str, np.ndarray]], rows
 
 
 def _split_references(spec: Spec, paths: list[Path], rows: int) -> Statistics:
-    """``references`` of a split's encoded parts, computed on the Dask workers: each part's share is a task,
-    the shares merge in a tree and the references are made there; this process receives their JSON."""
-    step, offset, tasks = _step(rows), 0, []
-    s = dask_run.shared(spec)
-    for path in paths:
-        tasks.append(delayed(_reference_of_part)(str(path), s, offset, step))
-        offset += ipc_num_rows(str(path))
+    """``references`` of a split's encoded parts, computed on the Dask workers: each group of parts' share is a
+    task, the shares merge in a tree and the references are made there; this process receives their JSON."""
+    step, s = _step(rows), dask_run.shared(spec)
+    tasks = [delayed(_reference_of_group)(group, s, offset, step) for group, offset in _groups(paths)]
     merged = tree(tasks, _merge_references)
     [stats] = dask_run.compute([delayed(_reference_stats)(merged)])
     return Statistics.from_json(stats)
 
 
-def _count_part(path: str, spec: Spec, starts: dict[str, list]) -> dict[str, np.ndarray]:
-    """One part's counts per feature: a number's over the reference bins (``starts``), ids by id."""
-    columns = _read_part(path, spec)
+def _count_group(paths: list[str], spec: Spec, starts: dict[str, list]) -> dict[str, np.ndarray]:
+    """A group of parts' counts per feature: a number's over the reference bins (``starts``), ids by id."""
+    columns = _PartColumns(paths, spec)
     return {name: measures.number_counts(starts[name], columns[name]) if measures.kind(ftype) == "number"
             else measures.id_counts(ftype, columns[name], vocab)
             for name, ftype, vocab in spec if name in columns}
@@ -190,11 +233,13 @@ def _sum_counts(*parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def _split_counts(spec: Spec, reference: Statistics, paths: list[Path]) -> dict[str, np.ndarray]:
-    """The counts of a split's encoded parts (``_count_part`` per part on the workers, summed in a tree)."""
+    """The counts of a split's encoded parts (``_count_group`` per group of parts on the workers, summed in a
+    tree)."""
     spec = [(n, t, v) for n, t, v in spec if reference.items.get(measures.REFERENCE + n) is not None]
     starts = {n: list(reference.items[measures.REFERENCE + n].starts) for n, t, _v in spec
               if measures.kind(t) == "number"}
-    tasks = [delayed(_count_part)(str(path), dask_run.shared(spec), dask_run.shared(starts)) for path in paths]
+    s, b = dask_run.shared(spec), dask_run.shared(starts)
+    tasks = [delayed(_count_group)(group, s, b) for group, _offset in _groups(paths)]
     return dask_run.compute([tree(tasks, _sum_counts)])[0] if tasks else {}
 
 

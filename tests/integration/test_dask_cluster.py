@@ -80,7 +80,7 @@ def test_run_on_cluster_is_byte_identical_to_local(cluster, local_artifact, tmp_
     assert {"partition", "encode_partition", "part_summary", "write_parquet_shard"} <= prefixes, prefixes
     assert "split_counts" in prefixes, prefixes  # the encoded gate's row count: split.npy read by a worker
     # the drift stage's references and counts: the encoded parts read by the workers, not by the flow
-    assert {"reference_of_part", "count_part", "reference_stats"} <= prefixes, prefixes
+    assert {"reference_of_group", "count_group", "reference_stats"} <= prefixes, prefixes
     # a partition's read and preparation ran inside its stage's tasks (core/task_fusion.py), the vocab stage's
     # probe of the first partitions included: never tasks of their own
     assert not {"read_ipc", "read_rows", "prepare"} & prefixes, prefixes

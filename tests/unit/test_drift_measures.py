@@ -112,3 +112,43 @@ def test_an_empty_part_column_reads_as_an_empty_array():
 
     assert _numpy(pa.chunked_array([], type=pa.float32())).shape == (0,)
     assert _numpy(pa.chunked_array([pa.array([1, 2], pa.int32()), pa.array([3], pa.int32())])).tolist() == [1, 2, 3]
+
+
+def test_references_and_counts_do_not_depend_on_how_the_parts_are_grouped(tmp_path, monkeypatch):
+    """Each drift task reads a group of encoded parts (``GROUP_ROWS`` rows): counts and the row sample are the
+    same whether every part is its own group, parts are grouped, or the split is one part."""
+    import pyarrow as pa
+
+    from tasks.drift import stage
+    from tasks.runtime.frame import write_ipc
+
+    monkeypatch.setattr(stage, "NUMBER_SAMPLE", 500)
+    rng = np.random.default_rng(4)
+    n = 5_003
+    ids = np.minimum(rng.zipf(1.3, n), 400).astype(np.int32)  # past TOP_IDS: a tail
+    x = rng.normal(size=n).astype(np.float32)
+    spec = [("c", "category", 401), ("x", "number", 0)]
+
+    def write(name, bounds):
+        paths = []
+        for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+            path = tmp_path / name / f"part-{i:05d}.arrow"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_ipc(pa.table({"c": ids[lo:hi], "x": x[lo:hi]}), path)
+            paths.append(path)
+        return paths
+
+    def measured(paths, group_rows):
+        monkeypatch.setattr(stage, "GROUP_ROWS", group_rows)
+        reference = stage._split_references(spec, paths, n)
+        counts = stage._split_counts(spec, reference, paths)
+        return reference.to_json(), {k: v.tolist() for k, v in counts.items()}
+
+    whole = measured(write("one", [0, n]), 1 << 22)
+    parts = write("many", [0, 7, 1000, 1001, 2500, 4000, n])
+    assert measured(parts, 1) == measured(parts, 1500) == measured(parts, 1 << 22) == whole
+    monkeypatch.setattr(stage, "GROUP_ROWS", 1)
+    assert len(stage._groups(parts)) == 6 and [o for _g, o in stage._groups(parts)] == [0, 7, 1000, 1001, 2500, 4000]
+    monkeypatch.setattr(stage, "GROUP_ROWS", 1500)
+    assert [len(g) for g, _o in stage._groups(parts)] == [4, 1, 1]
+    assert whole[1]["c"] == np.bincount(ids, minlength=401).tolist()
