@@ -315,13 +315,15 @@ def _fingerprint(args: argparse.Namespace) -> str:
     tasks: with ``--dask-address`` on the cluster's workers (a Client of its own, closed before the flow
     opens the run's), so the flow's process never reads the dataset's bytes."""
     from tasks.dataset import fingerprint
+    from tasks.dataset.file_stamps import FileStamps
 
+    stamps = FileStamps.at(args.cache_dir)  # the fingerprints of a folder's files that earlier runs hashed
     if args.dask_address and fingerprint.needs_tasks(args.dataset) and fingerprint.read_by_workers(args.dataset):
         from tasks.runtime import dask_run
 
         with dask_run.client(args.dask_address):
-            return fingerprint.fingerprint(args.dataset)
-    return fingerprint.fingerprint(args.dataset)
+            return fingerprint.fingerprint(args.dataset, stamps)
+    return fingerprint.fingerprint(args.dataset, stamps)
 
 
 def _reused_report(artifact_path: str) -> str | None:

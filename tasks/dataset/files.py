@@ -28,6 +28,7 @@ def dataset_files(path: str) -> list[str]:
     if is_glob(path):
         if is_url(path) and not path.startswith("file://"):
             fs = filesystem(path)
+            fs.invalidate_cache()  # listed again: a long-lived process (serve) sees the files added since
             protocol = path.split("://", 1)[0]
             files = sorted(f"{protocol}://{p}" for p in fs.glob(path))
         else:

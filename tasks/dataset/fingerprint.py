@@ -11,8 +11,10 @@ where it was computed.
   sha256 runs at ~1.4 GB/s: ~700 CPU s in the flow's process for a 1 TB file).
 * A folder or glob: the hash of ``[relative name, file fingerprint]`` for every file, in name order
   (``files``: each file's own fingerprint, the root of its per-file cache entries, ``tasks.ingest.files``).
-  Within one process a local file's fingerprint is kept by its path, size, modification time and inode,
-  so the CLI's check for a published artifact and the ingest stage hash its bytes once.
+  Within one process a file's fingerprint is kept by its stamp (a local file's path, size, times and inode; a
+  remote object's URL, size, ETag and time), so the CLI's check for a published artifact and the ingest stage
+  hash its bytes once; across runs by the stage cache's ``file_stamps`` (``tasks.dataset.file_stamps``), so
+  a run after a file was added to a folder reads only that file's bytes.
 
 The blocks go to a cluster's workers only for the formats the workers read anyway (Parquet, CSV/TSV); a
 JSON, Feather or Excel file is read by the flow's process, may be on its own disk, and is hashed on its
@@ -31,6 +33,8 @@ from dask import delayed
 from core.errors import DataError
 from storage.fs import filesystem, is_url, open_input, strip_file_scheme
 from storage.hashing import hash_stream, stable_hash
+from tasks.dataset import file_stamps
+from tasks.dataset.file_stamps import FileStamps
 from tasks.dataset.files import base_of, dataset_files, is_multi, readable
 from tasks.dataset.info import detect_format
 from tasks.runtime.dask_run import compute
@@ -96,51 +100,74 @@ def read_by_workers(path: str) -> bool:
         return False
 
 
-def fingerprint(path: str) -> str:
+def fingerprint(path: str, stamps: FileStamps | None = None) -> str:
     """The dataset's fingerprint (module doc). A single file of one block is hashed in this process; anything
     larger by Dask tasks: on the cluster's workers when a distributed Client is active and the workers read
-    the dataset (``read_by_workers``), else on this process's threads."""
+    the dataset (``read_by_workers``), else on this process's threads. ``stamps``: the fingerprints of
+    files remembered by earlier runs (``tasks.dataset.file_stamps``)."""
     path = str(path)
     if not is_multi(path):
         size = size_of(path)
         if size <= BLOCK:
             with open_input(path) as fh:
                 return hash_stream(fh)
-        return _file_digests([path], [size], read_by_workers(path))[0]
-    return stable_hash([[name, digest] for name, _f, digest in files(path)], length=64)
+        return _file_digests([path], [size], read_by_workers(path), stamps)[0]
+    return stable_hash([[name, digest] for name, _f, digest in files(path, stamps)], length=64)
 
 
-def files(path: str) -> list[tuple[str, str, str]]:
-    """A folder's or glob's files in name order as ``(name relative to the folder, path, fingerprint)``."""
+def files(path: str, stamps: FileStamps | None = None) -> list[tuple[str, str, str]]:
+    """A folder's or glob's files in name order as ``(name relative to the folder, path, fingerprint)``.
+    ``stamps``: the fingerprints remembered by earlier runs (``tasks.dataset.file_stamps``)."""
     found = dataset_files(path)
     base = base_of(path)
     names = [os.path.relpath(strip_file_scheme(f), base).replace(os.sep, "/") for f in found]
-    digests = _file_digests(found, [size_of(f) for f in found], read_by_workers(path))
+    digests = _file_digests(found, [size_of(f) for f in found], read_by_workers(path), stamps)
     return list(zip(names, found, digests, strict=True))
 
 
-_KNOWN: dict[tuple, str] = {}  # (local path, size, mtime_ns, inode, BLOCK) -> fingerprint, in this process
+_KNOWN: dict[tuple, str] = {}  # stamp -> fingerprint, in this process
 
 
 def _stamp(path: str) -> tuple | None:
+    """What the file system says of a file (``tasks.dataset.file_stamps``): a local file's path, size, times and
+    inode; a remote object's URL, size, ETag and modification time. None: nothing that tells a change (a
+    remote store without ETags or times)."""
     if is_url(path) and not path.startswith("file://"):
-        return None
+        try:  # the client's listing cache was emptied when the files were listed (``dataset_files``)
+            info = filesystem(path).info(path)
+        except Exception:  # noqa: BLE001  (a store that cannot say: the object is hashed)
+            return None
+        tag = info.get("ETag") or info.get("etag") or info.get("VersionId")
+        modified = info.get("LastModified") or info.get("mtime") or info.get("last_modified")
+        if tag is None and modified is None:
+            return None
+        return "remote", path, int(info.get("size") or 0), str(tag), str(modified), BLOCK
     st = os.stat(strip_file_scheme(path))
-    return os.path.abspath(strip_file_scheme(path)), st.st_size, st.st_mtime_ns, st.st_ino, BLOCK
+    return ("local", os.path.abspath(strip_file_scheme(path)), st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+            st.st_ino, BLOCK)
 
 
-def _file_digests(files: list[str], sizes: list[int], on_workers: bool) -> list[str]:
-    """Each file's fingerprint: every block of every file not known in this process (``_KNOWN``: local files
-    by path, size, modification time and inode) hashed by one Dask task (``on_workers``: on the active
+def _file_digests(files: list[str], sizes: list[int], on_workers: bool, stamps: FileStamps | None = None
+                  ) -> list[str]:
+    """Each file's fingerprint: every block of every file not known in this process (``_KNOWN``) nor
+    remembered by an earlier run (``stamps``) hashed by one Dask task (``on_workers``: on the active
     scheduler, else on this process's threads)."""
-    stamps = [_stamp(f) for f in files]
-    digests: list[str | None] = [_KNOWN.get(st) if st is not None else None for st in stamps]
+    stamped = [_stamp(f) for f in files]
+    digests: list[str | None] = [_KNOWN.get(st) if st is not None else None for st in stamped]
+    # remembered across runs: a local file only once its times have settled (``file_stamps.SETTLE_NS``)
+    durable = [st is not None and stamps is not None and (st[0] == "remote" or file_stamps.settled(st[3], st[4]))
+               for st in stamped]
+    digests = [stamps.get(list(st)) if d is None and keep else d
+               for d, st, keep in zip(digests, stamped, durable, strict=True)]
     plan = [(i, blocks(sizes[i])) for i, d in enumerate(digests) if d is None]
     tasks = [delayed(hash_block, pure=False)(readable(files[i]), start, end) for i, ranges in plan
              for start, end in ranges]
     parts = iter(compute(tasks, here=not on_workers)) if tasks else iter(())
     for i, ranges in plan:
         digests[i] = combine([next(parts) for _ in ranges])
-        if stamps[i] is not None:
-            _KNOWN[stamps[i]] = digests[i]
+        if durable[i]:
+            stamps.put(list(stamped[i]), digests[i])
+    for st, digest in zip(stamped, digests, strict=True):
+        if st is not None:
+            _KNOWN[st] = digest
     return digests

@@ -29,6 +29,7 @@ import pyarrow.feather as feather
 from core.errors import DataError
 from storage.cache import cache_key
 from tasks.dataset import fingerprint as dataset_fingerprint
+from tasks.dataset.file_stamps import FileStamps
 from tasks.dataset.info import column_types
 from tasks.ingest.common import DICTIONARY
 from tasks.runtime.frame import parts_in, write_ipc
@@ -68,7 +69,7 @@ def ingest_files(ctx, spec, code_version: str, write_file: Callable[[str, object
     """Every file of the dataset in its cache entry, the missing ones read by ``write_file(path, spec,
     out_dir) -> rows``. Returns the stage's file list (``name``, ``fingerprint``, ``key``, ``rows``,
     ``offset``) and ``{"read", "reused", "schema_drift"}``."""
-    files = dataset_fingerprint.files(ctx.dataset)
+    files = dataset_fingerprint.files(ctx.dataset, FileStamps.at(ctx.cache.root))
     drift = schema_drift(files, spec, ctx.config.preprocessing.schema_drift == "allow")
     missing = {(d["file"], d["column"]) for d in drift if d["change"] == "missing"}
     listed, offset, read = [], 0, 0

@@ -36,6 +36,7 @@ from core.lazy import pandas as pd
 from storage.fs import open_input
 from storage.hashing import stable_hash
 from tasks.dataset import csv_dialect
+from tasks.dataset.file_stamps import FileStamps
 from tasks.dataset.files import is_multi
 from tasks.dataset.fingerprint import fingerprint
 from tasks.ingest import csv_ranges as ingest_csv
@@ -219,7 +220,7 @@ def run(ctx):
     if ingest_frame.is_frame(ctx.dataset):  # a pandas DataFrame passed in Python
         return _run_frame(ctx)
     spec = ingest_spec(ctx)
-    fp = ctx.fingerprint or fingerprint(ctx.dataset)
+    fp = ctx.fingerprint or fingerprint(ctx.dataset, FileStamps.at(ctx.cache.root))
     if is_multi(ctx.dataset):  # a folder or glob: file by file (tasks.ingest.files)
         return _run_files(ctx, spec, fp)
 
