@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 import prepflow
+from core.errors import ConfigError, DataError
 from storage.artifact import Artifact
 from tasks.serving.preprocessor import Preprocessor
 from tests.helpers import run, write_csv
@@ -41,3 +42,16 @@ def test_apply_a_dataframe(fitted, tmp_path, kind):
     for name, want in expected.items():
         np.testing.assert_array_equal(np.asarray(got[name]), want, err_msg=name)
     assert Path(summary["report_path"]).is_file()
+
+
+def test_the_artifact_is_judged_before_the_output_and_cache_folders_are_made(tmp_path):
+    """As the CLI (``cmd_apply``): a bad ARTIFACT, split or npartitions makes no folder."""
+    with pytest.raises(DataError, match="no such artifact folder"):
+        prepflow.apply(tmp_path / "nope", tmp_path / "x.csv", tmp_path / "applied", cache_dir=tmp_path / "cache")
+    with pytest.raises(ConfigError, match="--split must be one of"):
+        prepflow.apply(tmp_path / "nope", tmp_path / "x.csv", tmp_path / "applied", cache_dir=tmp_path / "cache",
+                       split="holdout")
+    with pytest.raises(ConfigError, match="npartitions must be at least 1"):
+        prepflow.apply(tmp_path / "nope", tmp_path / "x.csv", tmp_path / "applied", cache_dir=tmp_path / "cache",
+                       npartitions=0)
+    assert not (tmp_path / "applied").exists() and not (tmp_path / "cache").exists()
