@@ -44,6 +44,14 @@ def test_apply_a_dataframe(fitted, tmp_path, kind):
     assert Path(summary["report_path"]).is_file()
 
 
+def test_apply_summary_carries_the_warnings_as_run_does(fitted, tmp_path):
+    """``prepflow.apply`` returns ``prepflow apply --json``'s summary, whose ``warnings`` hold the drift
+    warnings (as ``prepflow.run``'s)."""
+    summary = prepflow.apply(fitted, frame(300, 3, shift=3.0), tmp_path / "applied", cache_dir=tmp_path / "cache")
+    assert summary["drift"]["price"]["status"] == "fail"  # action warn (the default): published, warned
+    assert any(line.startswith("drift: ") and "price: psi" in line for line in summary["warnings"])
+
+
 def test_the_artifact_is_judged_before_the_output_and_cache_folders_are_made(tmp_path):
     """As the CLI (``cmd_apply``): a bad ARTIFACT, split or npartitions makes no folder."""
     with pytest.raises(DataError, match="no such artifact folder"):
