@@ -20,7 +20,9 @@ import yaml
 
 from core.errors import ConfigError, DataError
 from storage.artifact import Artifact
+from storage.artifact_files import size_problems
 from storage.cache import StageCache
+from storage.safe_paths import check_id
 from tasks.config.constants import SPLIT_NAMES
 from tasks.config.loader import parse_config
 from tasks.drift import stage as drift
@@ -46,8 +48,13 @@ def open_fitted(artifact: str | os.PathLike) -> Artifact:
         art = Artifact.open(text)
     except (OSError, KeyError) as exc:
         raise DataError(f"{text}: not a complete prepflow artifact ({exc})") from None
+    check_id(art.manifest.get("artifact_id"), str(art.path / MANIFEST))
     if "config" not in art.manifest:
         raise DataError(f"{art.path / MANIFEST}: no 'config'; not a complete prepflow artifact")
+    problems = size_problems(art.path, art.manifest)  # one stat per listed file (a download was checked whole)
+    if problems:
+        raise DataError(f"{art.path}: not a complete prepflow artifact: {len(problems)} file(s) listed in {MANIFEST} "
+                        f"missing or not of their listed size: " + "; ".join(problems[:5]))
     read_metadata(art.path)  # a missing or unreadable training_set_metadata.json: one line naming it
     return art
 

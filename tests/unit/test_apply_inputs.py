@@ -1,7 +1,9 @@
-"""``prepflow.apply`` with a DataFrame dataset (issue 39)."""
+"""``prepflow.apply`` with a DataFrame dataset, and an ARTIFACT that is not a complete artifact (issue 39)."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -63,3 +65,62 @@ def test_the_artifact_is_judged_before_the_output_and_cache_folders_are_made(tmp
         prepflow.apply(tmp_path / "nope", tmp_path / "x.csv", tmp_path / "applied", cache_dir=tmp_path / "cache",
                        npartitions=0)
     assert not (tmp_path / "applied").exists() and not (tmp_path / "cache").exists()
+
+
+# ---- an ARTIFACT that is not a complete artifact --------------------------------------------------
+
+def _copy(fitted: Path, tmp: Path) -> Path:
+    """``tmp/root/<id>`` with ``tmp/root/LATEST`` naming it: an output root as ``prepflow run`` leaves it."""
+    art = tmp / "root" / fitted.name
+    shutil.copytree(fitted, art)
+    (tmp / "root" / "LATEST").write_text(fitted.name + "\n")
+    return art
+
+
+def _edit_manifest(art: Path, edit) -> None:
+    manifest = json.loads((art / "manifest.json").read_text())
+    edit(manifest)
+    (art / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _no_latest(art: Path) -> Path:
+    (art.parent / "LATEST").unlink()
+    return art.parent
+
+
+def _latest_names_nothing(art: Path) -> Path:
+    (art.parent / "LATEST").write_text("0123456789abcdef\n")
+    return art.parent
+
+
+def _truncated(art: Path) -> Path:
+    part = art / "train" / "part-00000.parquet"
+    part.write_bytes(part.read_bytes()[:-10])
+    return art
+
+
+# (how the ARTIFACT is damaged, what the one error line must say)
+INCOMPLETE = {
+    "a listed file missing": (lambda art: (art / "feature_spec.yaml").unlink() or art,
+                              r"not a complete prepflow artifact: .*feature_spec\.yaml: missing"),
+    "a listed split file missing": (lambda art: (art / "train" / "part-00000.parquet").unlink() or art,
+                                    r"not a complete prepflow artifact: .*train/part-00000\.parquet: missing"),
+    "a listed file cut short": (_truncated, r"train/part-00000\.parquet: \d+ bytes, expected \d+"),
+    "no artifact id in the manifest": (lambda art: _edit_manifest(art, lambda m: m.pop("artifact_id")) or art,
+                                       r"manifest\.json: artifact id None is not one plain folder name"),
+    "no manifest": (lambda art: (art / "manifest.json").unlink() or art, r"manifest\.json: missing"),
+    "an output root without LATEST": (_no_latest, r"root/manifest\.json: missing; .* not a complete prepflow artifact"),
+    "a LATEST naming no artifact": (_latest_names_nothing, r"0123456789abcdef: not a complete artifact"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INCOMPLETE))
+def test_an_incomplete_artifact_is_one_line_and_nothing_is_written(fitted, tmp_path, case):
+    damage, message = INCOMPLETE[case]
+    target = damage(_copy(fitted, tmp_path))
+    data = write_csv(frame(40, 4), tmp_path / "new.csv")
+    with pytest.raises(DataError, match=message) as info:
+        prepflow.apply(target, data, tmp_path / "applied", cache_dir=tmp_path / "cache")
+    assert "\n" not in str(info.value).strip()
+    assert not (tmp_path / "applied").exists()  # nothing published, not even an empty output folder
+    assert not (tmp_path / "cache").exists()  # no stage ran: the stage cache is untouched
