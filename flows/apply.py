@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from core.errors import ConfigError, DataError
+from storage import remote
 from storage.artifact import Artifact
 from storage.artifact_files import size_problems
 from storage.cache import StageCache
@@ -44,6 +45,8 @@ def open_fitted(artifact: str | os.PathLike) -> Artifact:
             raise DataError(f"{text}: no such artifact folder")
         if not (path / MANIFEST).is_file() and not (path / "LATEST").is_file():
             raise DataError(f"{path / MANIFEST}: missing; {text} is not a complete prepflow artifact")
+    elif remote.is_remote(text):  # the artifact's own URL (an output root through its LATEST), which fitted_from
+        text = remote.resolve(text)[0]  # names: the root's LATEST moves on
     try:
         art = Artifact.open(text)
     except (OSError, KeyError) as exc:
