@@ -46,7 +46,7 @@ def open_fitted(artifact: str | os.PathLike) -> Artifact:
         if not (path / MANIFEST).is_file() and not (path / "LATEST").is_file():
             raise DataError(f"{path / MANIFEST}: missing; {text} is not a complete prepflow artifact")
     elif remote.is_remote(text):  # the artifact's own URL (an output root through its LATEST), which fitted_from
-        text = remote.resolve(text)[0]  # names: the root's LATEST moves on
+        text = remote.resolve(text)[0]  # names (the root's LATEST moves on) and --output is compared with
     try:
         art = Artifact.open(text)
     except (OSError, KeyError) as exc:
@@ -97,7 +97,11 @@ def apply_context(artifact, dataset, output: str, split: str = "test", config=No
     if npartitions is not None and npartitions < 1:
         raise ConfigError(f"npartitions must be at least 1, got {npartitions}")
     art = open_fitted(artifact)
-    if "://" not in str(output) and Path(output).resolve() == Path(art.path).resolve().parent:
+    if remote.is_remote(art.url):  # on a store: the output root is the artifact URL's parent
+        fitted_root = str(output).rstrip("/") == art.url.rstrip("/").rsplit("/", 1)[0]
+    else:
+        fitted_root = "://" not in str(output) and Path(output).resolve() == Path(art.path).resolve().parent
+    if fitted_root:
         raise ConfigError(f"--output {output} is the fitted artifact's output root: its LATEST would then name the "
                           "applied artifact; give apply an output of its own")
     parsed = apply_config(art, config)

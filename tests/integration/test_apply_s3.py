@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import prepflow
-from core.errors import DataError
+from core.errors import ConfigError, DataError
 from storage.artifact import Artifact
 from tests.artifact_crafting import copy, edit_json, sign
 from tests.helpers import run, write_csv
@@ -77,6 +77,17 @@ def test_apply_a_fitted_artifact_on_s3(fitted, tmp_path):
     # downloaded into the artifact cache, every file checked against its sha256, no download left behind
     assert fitted.name in cached(tmp_path) and not [p for p in cached(tmp_path) if p.startswith(".tmp-")]
     Artifact.open(tmp_path / "artifact-cache" / fitted.name, verify=True)
+
+
+def test_the_output_root_of_a_remote_fitted_artifact_is_refused(fitted, tmp_path):
+    root = f"s3://{BUCKET}/apply/{tmp_path.name}/fit"
+    art_url = upload(fitted, root)
+    data = write_csv(frame(30, 3), tmp_path / "new.csv")
+    for artifact, output in ((root, root), (art_url, root + "/")):
+        with pytest.raises(ConfigError, match="fitted artifact's output root"):
+            prepflow.apply(artifact, data, output, cache_dir=tmp_path / "cache")
+    assert s3().cat_file(f"{root}/LATEST") == f"{fitted.name}\n".encode()  # still names the fitted artifact
+    assert sorted(s3().ls(root)) == sorted([f"{BUCKET}/apply/{tmp_path.name}/fit/{n}" for n in ("LATEST", fitted.name)])
 
 
 def _sha_differs(art: Path) -> tuple[str, str]:
