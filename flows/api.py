@@ -50,11 +50,17 @@ def apply(artifact, dataset, output: str | os.PathLike = "artifacts", *, split: 
           cache_dir: str | os.PathLike = ".prepflow-cache", npartitions: int | None = None,
           dask_address: str | None = None) -> dict:
     """Encode ``dataset`` with the fitted ``artifact`` (nothing refitted) into a one-split artifact under
-    ``output``; ``prepflow apply --json``'s summary (``artifact_path``, ``artifact_id``, ``rows``, ``drift``).
-    ``config``: a ``validation:`` section only (a file or a mapping)."""
-    from flows.apply import apply_in_process  # heavy (the stages): when an apply is asked for
+    ``output``; ``prepflow apply --json``'s summary (``artifact_path``, ``artifact_id``, ``rows``, ``drift``,
+    ``warnings`` when there were any). ``config``: a ``validation:`` section only (a file or a mapping)."""
+    from flows import console
+    from flows.apply import apply_context, apply_in_process  # heavy (the stages): when an apply is asked for
     from flows.output_target import check_cache_dir, check_output
 
+    # a bad artifact, split or npartitions is refused before the output and cache folders are made (as the CLI)
+    apply_context(artifact, dataset, str(output), split, config, str(cache_dir), npartitions)
     check_output(str(output))
     check_cache_dir(str(cache_dir))
-    return apply_in_process(artifact, dataset, str(output), split, config, str(cache_dir), npartitions, dask_address)
+    with console.collected_warnings() as collected:  # the drift warnings, as --json's and prepflow.run's
+        summary = apply_in_process(artifact, dataset, str(output), split, config, str(cache_dir), npartitions,
+                                   dask_address)
+    return {**summary, "warnings": list(collected.lines)} if collected.lines else summary

@@ -19,8 +19,11 @@ from pathlib import Path
 import yaml
 
 from core.errors import ConfigError, DataError
+from storage import remote
 from storage.artifact import Artifact
+from storage.artifact_files import size_problems
 from storage.cache import StageCache
+from storage.safe_paths import check_id
 from tasks.config.constants import SPLIT_NAMES
 from tasks.config.loader import parse_config
 from tasks.drift import stage as drift
@@ -42,12 +45,19 @@ def open_fitted(artifact: str | os.PathLike) -> Artifact:
             raise DataError(f"{text}: no such artifact folder")
         if not (path / MANIFEST).is_file() and not (path / "LATEST").is_file():
             raise DataError(f"{path / MANIFEST}: missing; {text} is not a complete prepflow artifact")
+    elif remote.is_remote(text):  # the artifact's own URL (an output root through its LATEST), which fitted_from
+        text = remote.resolve(text)[0]  # names (the root's LATEST moves on) and --output is compared with
     try:
         art = Artifact.open(text)
     except (OSError, KeyError) as exc:
         raise DataError(f"{text}: not a complete prepflow artifact ({exc})") from None
+    check_id(art.manifest.get("artifact_id"), str(art.path / MANIFEST))
     if "config" not in art.manifest:
         raise DataError(f"{art.path / MANIFEST}: no 'config'; not a complete prepflow artifact")
+    problems = size_problems(art.path, art.manifest)  # one stat per listed file (a download was checked whole)
+    if problems:
+        raise DataError(f"{art.path}: not a complete prepflow artifact: {len(problems)} file(s) listed in {MANIFEST} "
+                        f"missing or not of their listed size: " + "; ".join(problems[:5]))
     read_metadata(art.path)  # a missing or unreadable training_set_metadata.json: one line naming it
     return art
 
@@ -87,7 +97,11 @@ def apply_context(artifact, dataset, output: str, split: str = "test", config=No
     if npartitions is not None and npartitions < 1:
         raise ConfigError(f"npartitions must be at least 1, got {npartitions}")
     art = open_fitted(artifact)
-    if "://" not in str(output) and Path(output).resolve() == Path(art.path).resolve().parent:
+    if remote.is_remote(art.url):  # on a store: the output root is the artifact URL's parent
+        fitted_root = str(output).rstrip("/") == art.url.rstrip("/").rsplit("/", 1)[0]
+    else:
+        fitted_root = "://" not in str(output) and Path(output).resolve() == Path(art.path).resolve().parent
+    if fitted_root:
         raise ConfigError(f"--output {output} is the fitted artifact's output root: its LATEST would then name the "
                           "applied artifact; give apply an output of its own")
     parsed = apply_config(art, config)

@@ -60,3 +60,26 @@ def test_bad_artifact_and_missing_column_are_one_line(cli, fitted, tmp_path):
     errors = [line for line in column.stderr.splitlines() if line.startswith("prepflow: error:")]
     assert len(errors) == 1 and "price" in errors[0], column.stderr[-2000:]
     assert not list((tmp_path / "out").glob("*/manifest.json"))
+
+
+@pytest.mark.parametrize("case", ["a listed file missing", "an output root without LATEST"])
+def test_an_incomplete_artifact_exits_1_with_one_line_and_writes_nothing(cli, fitted, tmp_path, case):
+    """The documented exit of a refused ARTIFACT (docs/apply-and-drift.md): 1, one line, nothing published,
+    the stage cache untouched."""
+    import shutil
+
+    art = tmp_path / "root" / fitted.name
+    shutil.copytree(fitted, art)
+    if case == "a listed file missing":
+        (art / "feature_spec.yaml").unlink()
+        target, said = art, "feature_spec.yaml: missing"
+    else:
+        target, said = art.parent, "root/manifest.json: missing"
+    data = write_csv(frame(20, 5), tmp_path / "new.csv")
+    out = cli("apply", target, "--dataset", data, "--output", tmp_path / "out", "--cache-dir", tmp_path / "cache",
+              "--json", env=OFF)
+    assert out.returncode == 1
+    errors = [line for line in out.stderr.splitlines() if line.startswith("prepflow: error:")]
+    assert len(errors) == 1 and said in errors[0] and "not a complete prepflow artifact" in errors[0], out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
