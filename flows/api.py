@@ -57,7 +57,8 @@ def apply(artifact, dataset, output: str | os.PathLike = "artifacts", *, split: 
     from flows.output_target import check_cache_dir, check_output
 
     # a bad artifact, split or npartitions is refused before the output and cache folders are made (as the CLI)
-    apply_context(artifact, dataset, str(output), split, config, str(cache_dir), npartitions)
+    checked = apply_context(artifact, dataset, str(output), split, config, str(cache_dir), npartitions)
+    artifact = checked.fitted_from["path"]  # the artifact checked, even if an output root's LATEST moves on
     check_output(str(output))
     check_cache_dir(str(cache_dir))
     with console.collected_warnings() as collected:  # the drift warnings, as --json's and prepflow.run's

@@ -370,11 +370,13 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     # a bad artifact, config or split fails before any server start or data read
-    apply_flow.apply_context(args.artifact, args.dataset, args.output, args.split, args.config, args.cache_dir,
-                             args.npartitions)
+    checked = apply_flow.apply_context(args.artifact, args.dataset, args.output, args.split, args.config,
+                                       args.cache_dir, args.npartitions)
     check_output(args.output)
     check_cache_dir(args.cache_dir)
-    params = dict(artifact=args.artifact, dataset=args.dataset, output=args.output, split=args.split,
+    # the artifact checked (an output root resolved through its LATEST once: a LATEST that moves on meanwhile
+    # does not change what is applied)
+    params = dict(artifact=checked.fitted_from["path"], dataset=args.dataset, output=args.output, split=args.split,
                   config=args.config, cache_dir=args.cache_dir, npartitions=args.npartitions,
                   dask_address=args.dask_address)
     with console.collected_warnings() as collected:  # drift warnings: one block after the summary, as run's

@@ -124,3 +124,24 @@ def test_an_incomplete_artifact_is_one_line_and_nothing_is_written(fitted, tmp_p
     assert "\n" not in str(info.value).strip()
     assert not (tmp_path / "applied").exists()  # nothing published, not even an empty output folder
     assert not (tmp_path / "cache").exists()  # no stage ran: the stage cache is untouched
+
+
+def test_apply_runs_the_artifact_it_checked_when_the_root_s_latest_moves_on(fitted, tmp_path, monkeypatch):
+    """Given an output root, apply resolves its LATEST once: a run published meanwhile (LATEST moved on) does
+    not change which artifact is applied."""
+    from flows import apply as apply_flow
+
+    root = tmp_path / "root"
+    shutil.copytree(fitted, root / fitted.name)
+    (root / "LATEST").write_text(fitted.name)
+    real, applied = apply_flow.apply_in_process, []
+
+    def moved_on_then_apply(artifact, *args, **kwargs):
+        (root / "LATEST").write_text("0" * 24)  # another run's artifact id, published after the check
+        applied.append(artifact)
+        return real(artifact, *args, **kwargs)
+
+    monkeypatch.setattr(apply_flow, "apply_in_process", moved_on_then_apply)
+    summary = prepflow.apply(root, frame(50, 3), tmp_path / "applied", cache_dir=tmp_path / "cache")
+    assert applied == [str((root / fitted.name).resolve())]
+    assert Artifact.open(summary["artifact_path"]).manifest["fitted_from"]["artifact_id"] == fitted.name
