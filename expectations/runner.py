@@ -231,8 +231,8 @@ def run_files(named: list[tuple[str, dict]], bundles: list, columns: list[str]) 
 def _stored(bundle: dict | None) -> dict:
     """A file's gathered bundle as an entry keeps it: per partition (in row order), per suite, per kernel,
     ``[kind, value]``: ``value`` the partial, ``error`` a ``KernelError``'s message, ``column`` an
-    aggregate's numeric column as a numpy array; ``Unstorable`` for anything else (and ``accumulators.dump``
-    for a value it cannot write: a timestamp among the first unexpected values, say)."""
+    aggregate's numeric column as a numpy array; ``Unstorable`` for any other column (and ``accumulators.dump``
+    for a value it cannot write: a timestamp among the first unexpected values of a DataFrame's column, say)."""
     bundle = bundle or {"parts": [], "combined": {}}
     if bundle["combined"]:
         raise Unstorable("a kernel that combines on the workers (uniqueness) cannot run file by file")

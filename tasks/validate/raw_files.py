@@ -8,8 +8,9 @@ partitions as the whole-table run scans them, gathered into one bundle per file,
 offset (a bundle holds the input rows of the first unexpected values), the suites' hashes, the table's
 columns and the code version. The files' bundles, in file order, give the suite entries the whole table
 gives (``runner.run_files``). The other suites (an expectation only GX runs, uniqueness) run over the
-whole table, as they do for a dataset of one file; so do all of them when a bundle holds a value an entry
-cannot keep (``Unstorable``: a timestamp among the unexpected values, say), which is logged.
+whole table, as they do for a dataset of one file; so do all of them, logged, when a bundle holds a value an
+entry cannot keep (``Unstorable``): a safeguard, as ingest reads every column as float64 or strings, whose
+values, nulls and NaN included, an entry keeps.
 """
 
 from __future__ import annotations
