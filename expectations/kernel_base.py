@@ -102,6 +102,12 @@ class Kernel:
     # ``finish(state)`` gives the list of partials that ``merge`` takes in this process.
     combines = False
 
+    def per_file(self, dtypes: dict[str, str]) -> bool:
+        """Whether this kernel's partials are plain values a cache entry keeps (counts, the first unexpected
+        values and their rows, distinct values), so that a file's partials can be kept for the next run
+        (``expectations.runner``). ``dtypes``: the table's columns' pandas dtype names."""
+        return True
+
     def scan(self, frame: pd.DataFrame) -> Any:
         """``partial`` guarded: a missing column gives nothing, an evaluation error its message."""
         if self.absent is not None:

@@ -306,6 +306,10 @@ class _ColumnAggregate(Kernel):
     def partial(self, frame):
         return frame[self.column]
 
+    def per_file(self, dtypes):
+        """A numeric column of a numpy dtype: its partials, the column itself, go as ``.npy`` files."""
+        return self.absent is not None or dtypes.get(self.column, "").startswith(("float", "int", "uint"))
+
     def merge(self, partials):
         if self.absent is None and partials and not all(is_numeric(p.dtype) for p in partials):
             return self.fallback(partials)

@@ -17,17 +17,33 @@ generated suites alone, or with user suites the kernels cover, never imports it.
 Partitions must carry a global index (row numbers), so that unexpected indices are those of the
 whole table, and come in row order. ``run``'s ``order`` only changes which partitions the tree gathers
 together (those whose keys overlap, for the combining kernels); results are merged in partition order.
+
+File by file (a dataset of several files, ``tasks.validate.raw_files``): ``file_bundle`` scans one file's
+partitions as ``run`` does and gathers them into one bundle, which a cache entry keeps (``storage.accumulators``:
+JSON and ``.npy``, no pickle); ``run_files`` merges the files' bundles into the suite entries ``run`` gives for
+the whole table. A suite can (``portable``) when every expectation runs on a kernel whose partials an entry
+keeps (``Kernel.per_file``): the counts, the first unexpected values and their input rows of the row-wise
+checks, non-null counts, distinct values, an aggregate's numeric column. Not uniqueness (pandas indexes and
+values, Arrow arrays; its merge may read the partitions again) nor an expectation only GX runs. The results
+are the same because a kernel's merge does not depend on where the rows are cut, as long as the partials come
+in row order with the rows' global numbers: a file's bundle is made with its rows' numbers in the dataset,
+and ``run_files`` takes every file's partitions, in file order, as the partitions of one run.
 """
 
 from __future__ import annotations
 
 import dask
+import numpy as np
 
+from core.code_version import module_version
 from core.lazy import pandas as pd
 from core.task_fusion import fused
 from core.task_tree import tree
 from expectations import gx_suites, kernel_base, kernels, results
 from expectations.suites import is_generated
+from storage.accumulators import Unstorable
+
+CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 
 
 def _partition(frame: pd.DataFrame, checks: list, plans: list, index: int) -> dict:
@@ -135,9 +151,16 @@ def run(named: list[tuple[str, dict]], parts: list, columns: list[str], schedule
     with fused():  # each partition's read runs inside its task (core.task_fusion)
         computed = list(dask.compute(*wanted, scheduler=scheduler)) if any(checks) or plans else []
     bundle = computed[0] if computed else {"parts": [], "combined": {}}
-    scanned = [(s, gx) for _i, s, gx in bundle["parts"]]
     whole = computed[1] if len(computed) > 1 else [[] for _ in plans]
+    return merged(named, groups, user, plans, bundle, whole, parts, scheduler)
 
+
+def merged(named: list[tuple[str, dict]], groups: list, user: list, plans: list, bundle: dict, whole: list,
+           parts: list, scheduler=None) -> list[dict]:
+    """``run``'s suite entries from the finished bundle (``_finish``) of ``_plan``'s ``groups`` and ``user``
+    parts (GX's ``plans`` and its ``whole``-table results); ``parts``, the partitions, are read again only
+    when a kernel's merge asks (a repeated key to flag, a rescan)."""
+    scanned = [(s, gx) for _i, s, gx in bundle["parts"]]
     out: list[list] = [[None] * len(s["expectations"]) for _src, s in named]
     rescan: list[tuple[int, int, kernel_base.Kernel]] = []  # (group, position in it, kernel) whose merge asked
     flags: list[tuple[int, int, kernel_base.Kernel, kernel_base.Flag]] = []  # the same, with the repeated keys found
@@ -170,3 +193,67 @@ def run(named: list[tuple[str, dict]], parts: list, columns: list[str], schedule
         gx_out = iter(gx_suites.merge(plans[k], [s[1][k] for s in scanned], whole[k]))
         out[i] = [r if r is not None else next(gx_out) for r in out[i]]
     return [results.suite_entry(s["name"], src, out[i]) for i, (src, s) in enumerate(named)]
+
+
+# ---- file by file --------------------------------------------------------------------------------
+
+def portable(suite: dict, columns: list[str], dtypes: dict[str, str]) -> bool:
+    """Whether ``suite`` can run file by file: every expectation on a kernel whose partials an entry keeps."""
+    if is_generated(suite):
+        found = kernels.kernels(suite, columns)
+    else:
+        kernel_run, rest = split_user_suite(suite, columns)
+        if rest["expectations"]:
+            return False
+        found = [k for _i, k in kernel_run]
+    return all(k.per_file(dtypes) for k in found)
+
+
+def file_bundle(named: list[tuple[str, dict]], parts: list, columns: list[str]):
+    """One file's bundle, delayed: its partitions' (``parts``: delayed frames in row order, indexed by input
+    row) partials, scanned and gathered on the workers as ``run`` does, as the value an entry keeps."""
+    groups, user = _plan(named, columns)
+    if user:
+        raise ValueError("a suite with expectations only GX runs cannot run file by file")
+    c = dask.delayed([checks for _i, _pos, checks in groups], traverse=False)
+    gathered = tree([dask.delayed(_partition)(p, c, [], i) for i, p in enumerate(parts)], _gather, c)
+    return dask.delayed(_stored)(gathered)
+
+
+def run_files(named: list[tuple[str, dict]], bundles: list, columns: list[str]) -> list[dict]:
+    """One suite entry per suite (``run``'s) from the files' bundles (``file_bundle``), in file order."""
+    groups, user = _plan(named, columns)
+    scanned = [[[_value(t) for t in group] for group in part] for b in bundles for part in b["parts"]]
+    bundle = {"parts": [(n, s, []) for n, s in enumerate(scanned)], "combined": {}}
+    return merged(named, groups, user, [], bundle, [], [])
+
+
+def _stored(bundle: dict | None) -> dict:
+    """A file's gathered bundle as an entry keeps it: per partition (in row order), per suite, per kernel,
+    ``[kind, value]``: ``value`` the partial, ``error`` a ``KernelError``'s message, ``column`` an
+    aggregate's numeric column as a numpy array; ``Unstorable`` for any other column (and ``accumulators.dump``
+    for a value it cannot write: a timestamp among the first unexpected values of a DataFrame's column, say)."""
+    bundle = bundle or {"parts": [], "combined": {}}
+    if bundle["combined"]:
+        raise Unstorable("a kernel that combines on the workers (uniqueness) cannot run file by file")
+    return {"parts": [[[_tagged(p) for p in group] for group in scanned]
+                      for _i, scanned, _gx in sorted(bundle["parts"], key=lambda part: part[0])]}
+
+
+def _tagged(partial) -> list:
+    if isinstance(partial, kernel_base.KernelError):
+        return ["error", str(partial)]
+    if isinstance(partial, pd.Series):
+        if not (isinstance(partial.dtype, np.dtype) and partial.dtype.kind in "biuf"):
+            raise Unstorable(f"cannot store a column of dtype {partial.dtype} without pickle")
+        return ["column", partial.to_numpy()]
+    return ["value", partial]
+
+
+def _value(tagged: list):
+    kind, value = tagged
+    if kind == "error":
+        return kernel_base.KernelError(value)
+    if kind == "column":
+        return pd.Series(value)
+    return value

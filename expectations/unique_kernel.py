@@ -47,6 +47,11 @@ class ValuesToBeUnique(Kernel):
     exact = False
     combines = True
 
+    def per_file(self, dtypes: dict[str, str]) -> bool:
+        """No: its partials hold pandas indexes and values and Arrow arrays, and its merge may read the
+        partitions again (a repeated key to flag, a rescan)."""
+        return False
+
     def leaf(self, partial, index: int) -> dict:
         """A partition's bitmap, or its distinct integer keys too wide for one (a chunk that holds the last
         training rows and the first validation rows, a sparse validation split), as ``BitBlocks``; any other

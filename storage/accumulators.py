@@ -2,10 +2,12 @@
 read back, without pickle: JSON for the structure, ``.npy`` files for numpy arrays and Arrow IPC files for
 Arrow tables beside it.
 
-What it holds: None, bools, ints, floats (NaN and infinities too), strings, lists, tuples, dicts (keys of any
-of those scalar types: a dict whose keys are not all strings is stored as its pairs), numpy scalars and
+What it holds: None, bools, ints, floats (NaN and infinities too), strings, lists, tuples, sets, dicts (keys
+of any of those scalar types: a dict whose keys are not all strings is stored as its pairs), pandas' nulls
+(``pd.NA``, ``pd.NaT``: a raw gate's unexpected values, ``expectations.runner``), numpy scalars and
 arrays, Arrow tables and ``storage.exact_sum.ExactSum``. Anything else raises ``TypeError`` naming the
-type: the caller then keeps fitting that state from the data instead of caching it.
+type (``Unstorable``, a ``TypeError``): the caller then keeps fitting that state from the data instead of
+caching it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ import pyarrow.feather as feather
 from storage.exact_sum import ExactSum
 
 STATE_FILE = "accumulator.json"
+PANDAS_NULLS = ("NAType", "NaTType")
+
+
+class Unstorable(TypeError):
+    """A value ``dump`` cannot write without pickle."""
 
 
 def dump(obj: Any, folder: Path) -> None:
@@ -43,7 +50,7 @@ def dump(obj: Any, folder: Path) -> None:
             return {"__exact__": [str(x.numerator), x.exponent]}
         if isinstance(x, np.ndarray):
             if x.dtype == object:
-                raise TypeError("an object array cannot be stored without pickle")
+                raise Unstorable("an object array cannot be stored without pickle")
             name = f"a{files[0]}.npy"
             files[0] += 1
             np.save(folder / name, x, allow_pickle=False)
@@ -55,13 +62,17 @@ def dump(obj: Any, folder: Path) -> None:
             return {"__arrow__": name}
         if isinstance(x, tuple):
             return {"__tuple__": [enc(v) for v in x]}
+        if isinstance(x, (set, frozenset)):
+            return {"__set__": [enc(v) for v in x]}
+        if type(x).__name__ in PANDAS_NULLS and type(x).__module__.startswith("pandas."):
+            return {"__null__": type(x).__name__}
         if isinstance(x, list):
             return [enc(v) for v in x]
         if isinstance(x, dict):
             if all(isinstance(k, str) for k in x) and not any(k.startswith("__") for k in x):
                 return {k: enc(v) for k, v in x.items()}
             return {"__pairs__": [[enc(k), enc(v)] for k, v in x.items()]}
-        raise TypeError(f"cannot store a {type(x).__name__} accumulator without pickle")
+        raise Unstorable(f"cannot store a {type(x).__name__} accumulator without pickle")
 
     (folder / STATE_FILE).write_text(json.dumps(enc(obj), sort_keys=True))
 
@@ -84,6 +95,12 @@ def load(folder: Path) -> Any:
             return feather.read_table(str(folder / x["__arrow__"]), memory_map=False)
         if "__tuple__" in x:
             return tuple(dec(v) for v in x["__tuple__"])
+        if "__set__" in x:
+            return {dec(v) for v in x["__set__"]}
+        if "__null__" in x:
+            from core.lazy import pandas as pd  # pandas only for an entry that holds one of its nulls
+
+            return pd.NA if x["__null__"] == "NAType" else pd.NaT
         if "__pairs__" in x:
             return {_key(dec(k)): dec(v) for k, v in x["__pairs__"]}
         return {k: dec(v) for k, v in x.items()}

@@ -60,20 +60,24 @@ def split_digest(assign, offset: int, rows: int) -> str:
 
 
 def fit_files(ctx, ingest: Ingested, assign, stage: str, code_version: str, key_slice: object,
-              fit_file: Callable[[list[tuple[str, int]], str], Any]) -> list[tuple[Any, Path]]:
+              fit_file: Callable[[list[tuple[str, int]], str], Any],
+              positions: bool | None = None) -> list[tuple[Any, Path]]:
     """Each file's accumulator and its entry's folder, in file order. ``fit_file(parts, folder)``: a delayed
     accumulator of the file's ingested ``parts``, whose tasks may also write files into ``folder`` (the new
     entry, absolute, shared with the workers). The files not cached are fitted in one Dask computation.
-    ``assign=None``: a fit of every row whatever its split, and of no row position (infer_types' profiles):
-    keyed by the file's ingest entry alone, so it holds wherever the file is."""
+    ``assign=None``: a fit of every row whatever its split (infer_types' profiles, the raw gate's bundles):
+    keyed without the split. ``positions``: whether an accumulator holds row positions, so that its entry is
+    keyed by the file's row offset too (default: with a split); without them (infer_types' profiles) an entry
+    is keyed by the file's ingest entry alone, so it holds wherever the file is."""
     folder = f"{stage}_file"
+    positions = assign is not None if positions is None else positions
     results: list[Any] = [None] * len(ingest.files)
     pending: list[tuple[int, str, Path]] = []
     tasks = []
     with contextlib.ExitStack() as stack:
         for i, f in enumerate(ingest.files):
-            parents = [f["key"]] if assign is None else [f["key"], str(f["offset"]),
-                                                         split_digest(assign, f["offset"], f["rows"])]
+            parents = [f["key"], *([str(f["offset"])] if positions else []),
+                       *([split_digest(assign, f["offset"], f["rows"])] if assign is not None else [])]
             key = cache_key(folder, code_version, parents, key_slice)
             entry = ctx.cache.get(folder, key)
             if entry is not None:

@@ -33,7 +33,9 @@ fails again. ``enforce`` raises ``ValidationFailed`` naming the gate (``fail``; 
 published) or logs a warning (``warn``); the results go to manifest.json ``validation``.
 
 Each gate's partitions are ``VIEWS[name](*args)``, Dask delayed frames: the gate's row work runs
-on the Dask workers, the merge of its small per-partition results here.
+on the Dask workers, the merge of its small per-partition results here. The raw gate of a dataset of
+several files runs its suites file by file where it can, each file's partials a cache entry, so that a
+run after a file was added scans that file only (``tasks.validate.raw_files``; same results).
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ from tasks.runtime.outputs import (
     SplitAssignment,
 )
 from tasks.runtime.statistics import Statistics
+from tasks.validate import raw_files
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 RESULTS_FILE = "validation.json"
@@ -355,13 +358,13 @@ def validate_view(named: list[tuple[str, dict]], view: str, args: list) -> tuple
     return run_suites(named, parts, columns, scheduler=scheduler, order=order), rows
 
 
-def _run_gate(ctx, gate: str, parents: list[str], named: list[tuple[str, dict]], view: str, view_args):
-    """Cached: ``view_args()`` (JSON-able arguments of ``VIEWS[view]``) and the gate run only on a miss."""
+def _run_gate(ctx, gate: str, parents: list[str], named: list[tuple[str, dict]], evaluate):
+    """Cached: ``evaluate()`` (the suites' entries and the rows, ``validate_view``'s) runs only on a miss."""
 
     config_slice = {"suites": [[src, stable_hash(s, 64)] for src, s in named]}
 
     def compute(out: Path) -> Statistics:
-        suites, rows = validate_view(named, view, view_args())
+        suites, rows = evaluate()
         result = gate_json(gate, suites, rows)
         (out / RESULTS_FILE).write_text(json.dumps(result, sort_keys=True, indent=1, default=str))
         for i, (_src, suite) in enumerate(named):
@@ -395,8 +398,17 @@ def run_raw(ctx, ingest: Ingested):
 
     dtypes = {c: t for c, t in frame.column_dtypes(ingest.parts).items() if c != ROW}
     named = _suites_for(ctx, "raw", raw_suite(ctx, dtypes))
-    return _run_gate(ctx, "raw", [ingest.key], named, "raw",
-                     lambda: [os.path.abspath(ingest.path), ctx.npartitions])
+
+    def whole(suites: list[tuple[str, dict]]) -> list[dict]:
+        return validate_view(suites, "raw", [os.path.abspath(ingest.path), ctx.npartitions])[0]
+
+    def evaluate() -> tuple[list[dict], int]:
+        if not ingest.files:
+            return whole(named), ingest.num_rows
+        per_partition = -(-ingest.num_rows // ctx.npartitions) if ctx.npartitions else VALIDATION_ROWS
+        return raw_files.evaluate(ctx, ingest, named, dtypes, CODE_VERSION, per_partition, _raw_view, whole)
+
+    return _run_gate(ctx, "raw", [ingest.key], named, evaluate)
 
 
 COUNT_ROWS = 1 << 24  # rows of split.npy (16 MiB) per task of ``expected_encoded_rows``
@@ -437,11 +449,11 @@ def run_encoded(ctx, split: SplitAssignment, balance: Multiplicity, fitted: Fitt
     metadata = fitted.metadata()
     named = _suites_for(ctx, "encoded", encoded_suite(ctx, metadata, expected_encoded_rows(split, balance, encoded)))
 
-    def view_args() -> list:
+    def evaluate() -> tuple[list[dict], int]:
         shaped = {c.name: bool(c.shape) for f in ctx.features for c in f.output_columns(metadata[f.name])}
-        return [_encoded_chunks(encoded, ctx.npartitions), shaped]
+        return validate_view(named, "encoded", [_encoded_chunks(encoded, ctx.npartitions), shaped])
 
-    return _run_gate(ctx, "encoded", [encoded.key], named, "encoded", view_args)
+    return _run_gate(ctx, "encoded", [encoded.key], named, evaluate)
 
 
 def _encoded_chunks(encoded: Encoded, npartitions: int | None) -> list[list]:

@@ -32,7 +32,7 @@ def test_a_file_added_is_the_only_one_read_and_fitted_on_a_cluster(tmp_path, cli
     summary = grown.json()
     assert summary["files"] == {"total": 4, "new": 1}
     cache = tmp_path / "cache"
-    for stage in ("fill_missing", "vocab"):  # one entry per file: the first three reused, one new
+    for stage in ("fill_missing", "validate_raw", "vocab"):  # one entry per file: the first three reused, one new
         assert len([p for p in (cache / f"{stage}_file").iterdir() if not p.name.startswith(".")]) == 4
 
     cold = run(STABLE, folder, tmp_path / "cold")  # local, in process, a new cache

@@ -182,17 +182,18 @@ def rich_day(i: int, n: int = 150) -> pd.DataFrame:
 
 @pytest.fixture
 def counted_fits(monkeypatch):
-    """The files each fit stage fits (``tasks.runtime.file_fits.fit_files`` calls ``fit_file`` per file)."""
+    """The files each fit stage (and the raw gate) fits (``tasks.runtime.file_fits.fit_files`` calls ``fit_file`` per
+    file)."""
     from tasks.runtime import file_fits
 
     fitted: list[tuple[str, int]] = []
     real = file_fits.fit_files
 
-    def fit_files(ctx, ingest, assign, stage, code_version, key_slice, fit_file):
+    def fit_files(ctx, ingest, assign, stage, code_version, key_slice, fit_file, **kwargs):
         def counting(parts, folder):
             fitted.append((stage, parts[0][1]))  # (stage, the file's row offset)
             return fit_file(parts, folder)
-        return real(ctx, ingest, assign, stage, code_version, key_slice, counting)
+        return real(ctx, ingest, assign, stage, code_version, key_slice, counting, **kwargs)
 
     monkeypatch.setattr(file_fits, "fit_files", fit_files)
     return fitted
@@ -204,12 +205,13 @@ def test_with_a_stable_split_a_new_file_is_the_only_one_fitted(tmp_path, counted
     for i in range(3):
         write_day(folder, i, rich_day(i))
     run(STABLE, folder, tmp_path)
-    assert sorted(counted_fits) == sorted((s, o) for s in ("fill_missing", "vocab") for o in (0, 150, 300))
+    stages = ("fill_missing", "validate_raw", "vocab")  # validate_raw: the raw gate's bundles (tasks.validate.raw_files)
+    assert sorted(counted_fits) == sorted((s, o) for s in stages for o in (0, 150, 300))
 
     counted_fits.clear()
     write_day(folder, 3, rich_day(3))
     grown = run(STABLE, folder, tmp_path)
-    assert sorted(counted_fits) == [("fill_missing", 450), ("vocab", 450)]  # the earlier files' fits reused
+    assert sorted(counted_fits) == [(s, 450) for s in stages]  # the earlier files' fits reused
     cold = run(STABLE, folder, tmp_path / "cold")
     assert without_created_at(artifact_files(grown.artifact["artifact_path"])) == \
         without_created_at(artifact_files(cold.artifact["artifact_path"]))
