@@ -45,6 +45,10 @@ from storage.safe_paths import under
 
 ROW_GROUP_ROWS = 1 << 20
 SCAN_RATIO = 2  # a query of fewer than half the vocabulary's values is looked up by hash (VocabLookup)
+# ... unless the process makes at most this many lookups and no stored index is there to map: building the index
+# costs about 6 scans (1.14M 8-character values: 0.21 CPU s to build, 0.034 per scan of a 120k-value query, 0.02
+# per indexed query), so an apply of one day's file (4 partitions) scans
+SCAN_QUERIES = 8
 
 
 def write(path: Path, values: pa.Array, counts: np.ndarray) -> dict:
@@ -89,10 +93,12 @@ def read(path: str | Path, sha256: str | None = None) -> pa.Table:
 
 class VocabLookup:
     """value -> row of a vocabulary (``values``, distinct); ``first`` skips reserved rows; ``index_file``: the
-    hash index ``write_index`` stored for these values and ``first`` (mapped instead of built)."""
+    hash index ``write_index`` stored for these values and ``first`` (mapped instead of built); ``queries``: how
+    many lookups the process is expected to make (None: many), so that a few scan rather than build an index."""
 
-    def __init__(self, values: pa.Array, first: int = 0, index_file: Path | None = None):
+    def __init__(self, values: pa.Array, first: int = 0, index_file: Path | None = None, queries: int | None = None):
         self.first = first
+        self.queries = queries
         self.values = values.slice(first).combine_chunks() if isinstance(values, pa.ChunkedArray) \
             else values.slice(first)
         self._index: _HashIndex | None = None
@@ -107,13 +113,18 @@ class VocabLookup:
         distinct values (a dictionary's)."""
         if len(self.values) == 0 or len(query) == 0:
             return np.full(len(query), -1, dtype=np.int64)
-        if len(query) * SCAN_RATIO >= len(self.values):
+        if len(query) * SCAN_RATIO >= len(self.values) or self._few_queries():
             return self._scan(query)
         with self._lock:  # built (or mapped) once, on the first small query (a worker may run tasks in threads)
             if self._index is None:
                 self._index = _HashIndex.load(self._index_file, len(self.values)) if self._index_file \
                     else _HashIndex.build(self.values)
         return self._index.positions(self.values, query)
+
+    def _few_queries(self) -> bool:
+        """Whether scanning costs less than building an index: few lookups expected, none built or stored."""
+        return (self.queries is not None and self.queries <= SCAN_QUERIES and self._index is None
+                and self._index_file is None)
 
     def _scan(self, query: pa.Array) -> np.ndarray:
         """pyarrow's ``index_in`` of every vocabulary row into a hash table of the query's values."""
@@ -230,14 +241,16 @@ _CACHE: dict[tuple[str, str, int], VocabLookup] = {}
 _LOCK = threading.Lock()
 
 
-def lookup(path: str, sha256: str, first: int) -> VocabLookup:
-    """The lookup for a vocabulary file, built once per process (and per ``first``)."""
+def lookup(path: str, sha256: str, first: int, queries: int | None = None) -> VocabLookup:
+    """The lookup for a vocabulary file, built once per process (and per ``first``); ``queries``: how many
+    lookups the caller expects (``VocabLookup``), as the first caller said."""
     key = (str(path), sha256, first)
     with _LOCK:
         found = _CACHE.get(key)
         if found is None:
             stored = index_path(path, first)  # written by the vocab stage for the largest vocabularies
-            found = VocabLookup(read(path, sha256).column("value"), first, stored if stored.is_file() else None)
+            found = VocabLookup(read(path, sha256).column("value"), first, stored if stored.is_file() else None,
+                                queries)
             if len(_CACHE) >= 64:
                 _CACHE.clear()
             _CACHE[key] = found

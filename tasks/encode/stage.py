@@ -82,6 +82,14 @@ def _encode_partition(prepared, index, features, metadata, mult, out_dir):
     return stats, rows_out
 
 
+def _with_lookups(metadata: dict, partitions: int) -> dict:
+    """The metadata with each file vocabulary's expected lookups (``vocab_store.VocabLookup``: one per partition,
+    at most, in a process): an apply of a small file scans its few partitions' values in a large vocabulary rather
+    than build that vocabulary's hash index."""
+    return {name: {**meta, "lookups": partitions} if isinstance(meta, dict) and "vocab_path" in meta else meta
+            for name, meta in metadata.items()}
+
+
 def _merge_results(*results: tuple[Statistics, dict]) -> tuple[Statistics, dict]:
     """Partitions' ``(statistics, rows per split)`` as one (counters and histograms add)."""
     stats, rows = Statistics(), {}
@@ -109,6 +117,7 @@ def run(ctx, ingest: Ingested, split: SplitAssignment, missing: MissingStates, b
         # the metadata with its inline vocabularies, read by one task (on a worker of a cluster): the flow
         # process never parses them (tasks.runtime.fitted_metadata); workers read Parquet vocabularies by path
         md = delayed(Fitted.read_full, pure=True)(str(fitted.path), resolve_files=True)
+        md = delayed(_with_lookups, pure=True)(md, len(prepared))  # a few partitions scan large vocabularies
         f, m = dask_run.shared(ctx.features), dask_run.shared(mult)
 
         tasks = [delayed(_encode_partition)(p, i, f, md, m, out) for i, p in enumerate(prepared)]

@@ -468,7 +468,8 @@ class CategoryFeature(FeatureType):
             raise DataError(f"{self.describe()}: the vocabulary is in {metadata['vocab_file']['path']}; load the "
                             "metadata with storage.vocab_store.resolve(metadata, folder) to encode")
         buckets = int(metadata.get("num_oov_buckets", 0))
-        table = vocab_store.lookup(metadata["vocab_path"], metadata["vocab_file"]["sha256"], 1 + buckets)
+        table = vocab_store.lookup(metadata["vocab_path"], metadata["vocab_file"]["sha256"], 1 + buckets,
+                                   metadata.get("lookups"))
         encoded = arr if pa.types.is_dictionary(arr.type) else pc.dictionary_encode(arr)
         distinct = encoded.dictionary
         pos = table.positions(distinct)

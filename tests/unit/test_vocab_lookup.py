@@ -70,6 +70,31 @@ def test_a_query_much_smaller_than_the_vocabulary_takes_the_hash_index():
     assert lookup.positions(large).tolist() == expected(words, 0, large.to_pylist())
 
 
+def test_a_process_expecting_few_lookups_scans_and_builds_no_index(tmp_path):
+    """An apply of one small file looks each large vocabulary up once per partition: ``queries`` at most
+    ``SCAN_QUERIES`` scans (the same rows) instead of building the index; a stored index is still mapped."""
+    rng = np.random.default_rng(4)
+    words = [f"w{int(i)}" for i in rng.permutation(5000)]
+    small = pa.array([f"w{int(i)}" for i in rng.choice(6000, 100, replace=False)])
+    want = expected(words, 0, small.to_pylist())
+    few = vocab_store.VocabLookup(pa.array(words), queries=vocab_store.SCAN_QUERIES)
+    assert [few.positions(small).tolist() for _ in range(3)] == [want] * 3
+    assert few._index is None
+    many = vocab_store.VocabLookup(pa.array(words), queries=vocab_store.SCAN_QUERIES + 1)
+    assert many.positions(small).tolist() == want and many._index is not None
+    stored = vocab_store.write_index(tmp_path / "v.parquet", pa.array(words), 0)
+    mapped = vocab_store.VocabLookup(pa.array(words), index_file=stored, queries=1)
+    assert mapped.positions(small).tolist() == want and mapped._index is not None
+
+
+def test_encode_tells_the_lookups_how_many_partitions_look_up():
+    from tasks.encode.stage import _with_lookups
+
+    metadata = {"c": {"vocab_path": "/v.parquet", "vocab_size": 9}, "x": {"mean": 0.0}, "__row__": None}
+    assert _with_lookups(metadata, 4) == {"c": {"vocab_path": "/v.parquet", "vocab_size": 9, "lookups": 4},
+                                          "x": {"mean": 0.0}, "__row__": None}
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(WORDS, unique=True, max_size=60), st.lists(WORDS, unique=True, min_size=1, max_size=30),
        st.integers(0, 3))
