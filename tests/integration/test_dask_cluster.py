@@ -79,8 +79,9 @@ def test_run_on_cluster_is_byte_identical_to_local(cluster, local_artifact, tmp_
     prefixes = _scheduler_prefixes(cluster)
     assert {"partition", "encode_partition", "part_summary", "write_parquet_shard"} <= prefixes, prefixes
     assert "split_counts" in prefixes, prefixes  # the encoded gate's row count: split.npy read by a worker
-    # the drift stage's references and counts: the encoded parts read by the workers, not by the flow
-    assert {"reference_of_group", "count_group", "reference_stats"} <= prefixes, prefixes
+    # the drift stage's references and counts: the encoded parts read by the workers, not by the flow (a split of
+    # one group of parts: its reference task is fused into reference_stats, core/task_fusion.py)
+    assert {"count_group", "reference_stats"} <= prefixes, prefixes
     # a partition's read and preparation ran inside its stage's tasks (core/task_fusion.py), the vocab stage's
     # probe of the first partitions included: never tasks of their own
     assert not {"read_ipc", "read_rows", "prepare"} & prefixes, prefixes
@@ -111,7 +112,8 @@ def test_a_large_dataset_is_fingerprinted_by_the_workers_that_read_it(cluster, t
     read_here = []  # hash_block opens files through this process's fingerprint.open_input only if it runs here
     real = fingerprint.open_input
     monkeypatch.setattr(fingerprint, "open_input", lambda p: read_here.append(p) or real(p))
-    value = cli._fingerprint(argparse.Namespace(dataset=str(path), dask_address=cluster.scheduler_address))
+    value = cli._fingerprint(argparse.Namespace(dataset=str(path), dask_address=cluster.scheduler_address,
+                                                cache_dir=str(tmp_path / "cache")))
     digests = b"".join(hashlib.sha256(data[i:i + 4096]).digest() for i in range(0, len(data), 4096))
     assert value == hashlib.sha256(fingerprint.BLOCK_TAG + digests).hexdigest()
     assert len(read_here) == (0 if on_workers else len(data) // 4096 + 1)
