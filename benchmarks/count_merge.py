@@ -1,11 +1,12 @@
 """The category counts' merge (``tasks.vocab.category.merge_counts``): CPU seconds of one merge of several
-partitions' counts, grouped feature by feature on the value (this code) against one Arrow ``group_by`` on the
-two keys ``(feature, value)`` (the code before 2026-11-28, reproduced here as ``two_key_merge``). Both must
+partitions' counts, each feature's rows dictionary-encoded and summed by ``bincount`` (this code) against Arrow's
+hash ``group_by`` on the value feature by feature (the code before 2026-11-29, reproduced here as
+``group_by_merge``) and on the two keys ``(feature, value)`` (before 2026-11-28, ``two_key_merge``). All must
 give the same rows.
 
 The counts: ``--partitions`` partitions of ``--rows`` rows, 26 Criteo-like columns (``count_exchange``'s
 generator: ``criteo_like``'s Zipf law over its value-space sizes, one row per distinct value and column).
-Seeded. The two merges alternate, ``--repeat`` rounds.
+Seeded. The merges alternate, ``--repeat`` rounds.
 
     .venv/bin/python benchmarks/count_merge.py [--partitions 8] [--rows 262144] [--repeat 5]
 """
@@ -27,7 +28,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from count_exchange import partition_counts  # noqa: E402
 from vocab_order import cpu  # noqa: E402
 
-from tasks.vocab.category import COUNT, FEATURE, FIRST, VALUE, merge_counts  # noqa: E402
+from tasks.vocab.category import COUNT, FEATURE, FIRST, VALUE, _feature_runs, merge_counts  # noqa: E402
 
 
 def two_key_merge(parts: list[pa.Table]) -> pa.Table:
@@ -36,6 +37,17 @@ def two_key_merge(parts: list[pa.Table]) -> pa.Table:
         [(COUNT, "sum"), (FIRST, "min")])
     return pa.table({FEATURE: merged[FEATURE], VALUE: merged[VALUE], COUNT: merged[f"{COUNT}_sum"],
                      FIRST: merged[f"{FIRST}_min"]}).combine_chunks()
+
+
+def group_by_merge(parts: list[pa.Table]) -> pa.Table:
+    """The previous merge: Arrow's hash group_by on the value, feature by feature."""
+    pieces = []
+    for feature, batches in sorted(_feature_runs(parts).items()):
+        merged = pa.Table.from_batches(batches).group_by(VALUE, use_threads=False).aggregate(
+            [(COUNT, "sum"), (FIRST, "min")])
+        pieces.append(pa.table({FEATURE: pa.array(np.full(merged.num_rows, feature, np.int32)),
+                                VALUE: merged[VALUE], COUNT: merged[f"{COUNT}_sum"], FIRST: merged[f"{FIRST}_min"]}))
+    return pa.concat_tables(pieces).combine_chunks()
 
 
 def _sorted(table: pa.Table) -> pa.Table:
@@ -51,10 +63,12 @@ def main() -> None:
     rng = np.random.default_rng(0)
     parts = [partition_counts(rng, args.rows) for _ in range(args.partitions)]
     print(f"{args.partitions} partitions of {args.rows} rows: {sum(p.num_rows for p in parts)} count rows")
-    assert _sorted(merge_counts(parts)).equals(_sorted(two_key_merge(parts)))
-    times: dict[str, list[float]] = {"two keys (before)": [], "feature by feature": []}
+    want = _sorted(merge_counts(parts))
+    assert want.equals(_sorted(two_key_merge(parts))) and want.equals(_sorted(group_by_merge(parts)))
+    merges = (("two keys", two_key_merge), ("group_by per feature", group_by_merge), ("bincount per feature", merge_counts))
+    times: dict[str, list[float]] = {name: [] for name, _merge in merges}
     for _ in range(args.repeat):
-        for name, merge in (("two keys (before)", two_key_merge), ("feature by feature", merge_counts)):
+        for name, merge in merges:
             start = cpu()
             merge(parts)
             times[name].append(cpu() - start)

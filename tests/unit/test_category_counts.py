@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -35,9 +36,18 @@ def _as_dict(table: pa.Table) -> dict:
     return out
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(rows, min_size=1, max_size=6), st.integers(2, 4))
-def test_merging_in_any_grouping_gives_the_exact_sums_and_first_rows(parts, fan_in):
+@settings(max_examples=80, deadline=None)
+@given(st.lists(rows, min_size=1, max_size=6), st.integers(2, 4), st.booleans())
+def test_merging_in_any_grouping_gives_the_exact_sums_and_first_rows(parts, fan_in, by_group_by):
+    """Either merge of a feature's rows (``_merge_feature``): the codes' bincount, or Arrow's group_by (a feature
+    of more than ``DICTIONARY_MERGE_BYTES`` of text; here every feature)."""
+    with pytest.MonkeyPatch.context() as mp:
+        if by_group_by:
+            mp.setattr(category_vocab, "DICTIONARY_MERGE_BYTES", -1)
+        _check_merges(parts, fan_in)
+
+
+def _check_merges(parts, fan_in):
     counts, firsts = Counter(), {}
     for part in parts:
         for f, v, c, first in part:
