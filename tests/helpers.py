@@ -23,6 +23,20 @@ def write_csv(df: pd.DataFrame, path: Path) -> Path:
     return path
 
 
+def names_passed(monkeypatch, owner, attr: str) -> list[str]:
+    """``owner.attr`` (a function whose first argument is a path) wrapped for the test: the list it returns
+    gets the file name of each call's path, in call order (the files a run hashes or reads)."""
+    names: list[str] = []
+    real = getattr(owner, attr)
+
+    def recorded(path, *args, **kwargs):
+        names.append(Path(path).name)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(owner, attr, recorded)
+    return names
+
+
 def write_config(config: dict, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config))

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import io
 import uuid
-from pathlib import Path
 
 import boto3
 import pandas as pd
 import pytest
 
 from tasks.dataset import fingerprint
-from tests.helpers import artifact_files, run, without_created_at
+from tests.helpers import artifact_files, names_passed, run, without_created_at
 from tests.integration.test_s3_artifact import BUCKET, in_env, s3_env  # noqa: F401  (the moto_server fixtures)
 
 pytestmark = pytest.mark.integration
@@ -36,20 +35,8 @@ def counted(monkeypatch):
     """The files whose bytes a run hashes (``hash_block``) and reads (ingest's ``_write_file``)."""
     from tasks.ingest import stage as ingest_stage
 
-    seen = {"hashed": [], "read": []}
-    real_hash, real_read = fingerprint.hash_block, ingest_stage._write_file
-
-    def hash_block(path, start, end):
-        seen["hashed"].append(Path(path).name)
-        return real_hash(path, start, end)
-
-    def write_file(path, spec, out):
-        seen["read"].append(Path(path).name)
-        return real_read(path, spec, out)
-
-    monkeypatch.setattr(fingerprint, "hash_block", hash_block)
-    monkeypatch.setattr(ingest_stage, "_write_file", write_file)
-    return seen
+    return {"hashed": names_passed(monkeypatch, fingerprint, "hash_block"),
+            "read": names_passed(monkeypatch, ingest_stage, "_write_file")}
 
 
 def test_a_file_added_to_an_s3_prefix_is_the_only_one_hashed_and_read(in_env, counted, tmp_path,  # noqa: F811

@@ -12,20 +12,13 @@ import pytest
 
 from tasks.dataset import file_stamps, fingerprint
 from tasks.dataset.file_stamps import FileStamps
+from tests.helpers import names_passed
 
 
 @pytest.fixture
 def hashed(monkeypatch):
     """The files whose bytes are hashed, one entry per block (every read goes through ``hash_block``)."""
-    seen: list[str] = []
-    real = fingerprint.hash_block
-
-    def hash_block(path, start, end):
-        seen.append(Path(path).name)
-        return real(path, start, end)
-
-    monkeypatch.setattr(fingerprint, "hash_block", hash_block)
-    return seen
+    return names_passed(monkeypatch, fingerprint, "hash_block")
 
 
 def new_process(monkeypatch):

@@ -19,7 +19,7 @@ from core.errors import DataError
 from prepflow import Artifact
 from tasks.dataset import fingerprint as dataset_fingerprint
 from tasks.ingest import files as ingest_files
-from tests.helpers import artifact_files, run, without_created_at
+from tests.helpers import artifact_files, names_passed, run, without_created_at
 
 CONFIG = {
     "input_features": [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}],
@@ -48,15 +48,7 @@ def counted_reads(monkeypatch):
     """The files each run reads (every file read goes through ``_write_file``)."""
     from tasks.ingest import stage as ingest_stage
 
-    reads: list[str] = []
-    real = ingest_stage._write_file
-
-    def write_file(path, spec, out):
-        reads.append(Path(path).name)
-        return real(path, spec, out)
-
-    monkeypatch.setattr(ingest_stage, "_write_file", write_file)
-    return reads
+    return names_passed(monkeypatch, ingest_stage, "_write_file")
 
 
 def test_adding_inserting_and_changing_a_file_reads_only_that_file(tmp_path, counted_reads, monkeypatch):
