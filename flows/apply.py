@@ -26,6 +26,7 @@ from storage.cache import StageCache
 from storage.safe_paths import check_id
 from tasks.config.constants import SPLIT_NAMES
 from tasks.config.loader import parse_config
+from tasks.dataset.files import as_dataset
 from tasks.drift import stage as drift
 from tasks.fitted.stage import read_metadata
 from tasks.graph import PipelineResult, run_apply_graph
@@ -107,7 +108,7 @@ def apply_context(artifact, dataset, output: str, split: str = "test", config=No
     parsed = apply_config(art, config)
     cache = cache_dir if "://" in str(cache_dir) else os.path.abspath(cache_dir)
     path = art.url if "://" in art.url else str(Path(art.path).resolve())
-    return RunContext(parsed, dataset, StageCache(cache), npartitions, str(output),
+    return RunContext(parsed, as_dataset(dataset), StageCache(cache), npartitions, str(output),
                       fitted_from={"artifact_id": art.artifact_id, "path": path, "local": str(art.path.resolve()),
                                    "split": split})
 

@@ -34,7 +34,7 @@ from rich.table import Table
 from core.errors import ConfigError, PrepflowError
 from flows import bookkeeping, console, local_server
 from flows import serve as serve_command
-from flows.flow_parameters import add_flow_parameters
+from flows.flow_parameters import add_flow_parameters, dataset_value
 from flows.local_server import configure_prefect, runs_dir
 from flows.output_target import check_cache_dir, check_output
 
@@ -352,7 +352,8 @@ def _report(args: argparse.Namespace, summary: dict, wall: float) -> None:
 
 def _setup_apply(p: argparse.ArgumentParser) -> None:
     p.add_argument("artifact", help="the fitted artifact: folder or URL (or an output root with LATEST)")
-    p.add_argument("--dataset", required=True, help="the new data: path or fsspec URL")
+    p.add_argument("--dataset", required=True, nargs="+", metavar="PATH_OR_URL",
+                   help="the new data: a file, folder or glob (path or fsspec URL), or several files")
     p.add_argument("--output", required=True, help="artifact root folder or URL of the applied artifact")
     p.add_argument("--split", default="test", help="the applied artifact's one split (default test)")
     p.add_argument("--config", default=None, help="a YAML file with a 'validation:' section only (drift thresholds, "
@@ -566,7 +567,7 @@ def cmd_transcode(args: argparse.Namespace) -> int:
 # ---- infer ---------------------------------------------------------------------------------------------
 
 def _setup_infer(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dataset", help="dataset path or fsspec URL")
+    p.add_argument("dataset", nargs="+", help="dataset: a file, folder or glob (path or fsspec URL), or several files")
     p.add_argument("--target", default=None, help="the column to predict (becomes the output feature)")
     p.add_argument("--npartitions", type=int, default=None, help="Dask partitions for the profiling pass")
     p.add_argument("--config", default=None, help="a config whose media_root (a feature's, or defaults.image/"
@@ -633,7 +634,7 @@ def cmd_server(args: argparse.Namespace) -> int:
 # ---- validate ------------------------------------------------------------------------------------------
 
 def _setup_validate(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dataset", help="dataset path or fsspec URL")
+    p.add_argument("dataset", nargs="+", help="dataset: a file, folder or glob (path or fsspec URL), or several files")
     p.add_argument("--config", action="append", default=[], help="a config: its raw gate (generated suite and "
                    "the user suites under validation.raw); may be repeated")
     p.add_argument("--suite", action="append", default=[], help="a GX 1.x expectation suite (JSON) to run on the "
@@ -698,6 +699,8 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: 2 on usage errors
         return int(exc.code or 0)
     try:
+        if isinstance(getattr(args, "dataset", None), list):  # --dataset PATH [PATH ...]
+            args.dataset = dataset_value(args.dataset)
         return COMMANDS[args.command][1](args)
     except PrepflowError as exc:
         if _debug(args):

@@ -18,7 +18,7 @@ from core.options import suggest
 from storage.cache import StageCache
 from tasks.config.constants import ROW
 from tasks.config.loader import load_config, parse_config
-from tasks.dataset.files import dataset_files
+from tasks.dataset.files import as_dataset, dataset_files, label
 from tasks.dataset.info import column_names, detect_format
 from tasks.graph import run_graph
 from tasks.infer_types.rules import Inferred
@@ -40,17 +40,19 @@ def infer_dataset(dataset, target: str | None = None, npartitions: int | None = 
 
     if isinstance(config, (str, os.PathLike)):
         config = load_config(config)
+    dataset = as_dataset(dataset)
     if is_frame(dataset):
         columns, where = [str(c) for c in dataset.columns if str(c) != ROW], SOURCE
     else:
         csv_options = config.preprocessing.csv if config is not None else None
         delimiter = csv_options.delimiter if csv_options else None
-        columns, where = [c for c in column_names(dataset, detect_format(dataset), delimiter) if c != ROW], dataset
+        first = dataset_files(dataset)[0]  # a folder's, glob's or list's first file tells the columns
+        columns, where = [c for c in column_names(first, detect_format(dataset), delimiter) if c != ROW], label(dataset)
     if target is not None and target not in columns:
         raise ConfigError(f"--target: column {target!r} is not in {where}{suggest(target, columns)}")
     nested = {} if is_frame(dataset) else _nested_columns(dataset, columns)
     if target in nested:
-        raise DataError(f"{dataset}: --target: {nested_why(target, nested[target])}")
+        raise DataError(f"{label(dataset)}: --target: {nested_why(target, nested[target])}")
     every, columns = columns, [c for c in columns if c not in nested]
     untyped = parse_config(_all_untyped(columns, target, config), "inferred config")
     with tempfile.TemporaryDirectory(prefix="prepflow-infer-") as tmp:
@@ -66,7 +68,7 @@ def infer_dataset(dataset, target: str | None = None, npartitions: int | None = 
 def _nested_columns(dataset, columns: list[str]) -> dict:
     """The dataset's nested columns (a struct, a map: ``tasks.ingest.nested``), from its first file's schema:
     excluded with the reason, never profiled as the text of their printed form (issue 43, item 10)."""
-    schema = file_schema(dataset_files(str(dataset))[0], detect_format(dataset))
+    schema = file_schema(dataset_files(dataset)[0], detect_format(dataset))
     return nested_fields(schema, columns) if schema is not None else {}
 
 
@@ -90,11 +92,11 @@ def _yaml_scalar(value: str) -> str:
     return yaml.safe_dump(value, default_flow_style=True, width=1 << 20).removesuffix("\n...\n").strip()
 
 
-def render_config(inferred: list[Inferred], dataset: str, rows: int, config=None) -> str:
+def render_config(inferred: list[Inferred], dataset, rows: int, config=None) -> str:
     """A config YAML with a comment per column saying why it got its type (excluded columns as
     comments, ready to uncomment with a type). ``config``: the one inference read ``media_root``
     from; an image/audio feature whose files were found under one keeps it."""
-    lines = [f"# prepflow infer {dataset}: {rows} rows, {len(inferred)} columns (full pass).",
+    lines = [f"# prepflow infer {label(dataset)}: {rows} rows, {len(inferred)} columns (full pass).",
              "# Each type comes with the reason it was chosen; edit freely."]
 
     def block(title: str, items: list[Inferred]) -> None:

@@ -30,6 +30,7 @@ from flows.run_labels import parameters_run_name
 from storage.cache import StageCache
 from tasks.config.loader import load_config, parse_config
 from tasks.config.schema import Config
+from tasks.dataset.files import as_dataset
 from tasks.graph import PipelineResult, execute, run_apply_graph, run_graph
 from tasks.report import page as report
 from tasks.runtime import dask_run
@@ -112,13 +113,13 @@ def _shared_path(path: str) -> str:
 
 
 @flow(name="preprocess", log_prints=True, flow_run_name=parameters_run_name)  # a CLI run names its own
-def preprocess(config: str | dict, dataset: str, output: str = "artifacts", cache_dir: str = ".prepflow-cache",
+def preprocess(config: str | dict, dataset: str | list[str], output: str = "artifacts", cache_dir: str = ".prepflow-cache",
                npartitions: int | None = None, dask_address: str | None = None,
                dataset_fingerprint: str | None = None) -> dict:
     """Preprocess ``dataset`` with ``config`` (a path, or the config as a mapping) into a GPU-ready
     artifact under ``output``. ``dataset_fingerprint``: the dataset's sha256 when the caller has already
     hashed it (``prepflow run`` does, to look for a published artifact), so it is read once."""
-    ctx = RunContext(config_value(config), dataset, StageCache(_shared_path(cache_dir)), npartitions, output,
+    ctx = RunContext(config_value(config), as_dataset(dataset), StageCache(_shared_path(cache_dir)), npartitions, output,
                      dataset_fingerprint)
     # The flow run carries the run's tags (flows/run_labels.py); its task runs none. Prefect asks its API for
     # tag concurrency slots before each tagged task run and releases them after, two requests per task.
@@ -127,7 +128,7 @@ def preprocess(config: str | dict, dataset: str, output: str = "artifacts", cach
         results = run_graph(ctx, _prefect_call, local=not dask_address)
         stages = list(results.values())
         summary = PipelineResult(results["publish"].artifact, stages).summary()
-        if "files" in summary:  # a folder or glob: the run's tags say how many files it read
+        if "files" in summary:  # a folder, glob or list: the run's tags say how many files it read
             _tag_run(f"files:{summary['files']['total']}", f"new-files:{summary['files']['new']}")
         statistics_artifact(stages)
         drift_artifact(summary.get("drift") or {})  # the skew of the validation and test splits
@@ -137,7 +138,7 @@ def preprocess(config: str | dict, dataset: str, output: str = "artifacts", cach
 
 
 @flow(name="apply", log_prints=True)
-def apply_flow(artifact: str, dataset: str, output: str = "artifacts", split: str = "test", config: str | None = None,
+def apply_flow(artifact: str, dataset: str | list[str], output: str = "artifacts", split: str = "test", config: str | None = None,
                cache_dir: str = ".prepflow-cache", npartitions: int | None = None,
                dask_address: str | None = None) -> dict:
     """``prepflow apply``: encode ``dataset`` with the fitted ``artifact`` (nothing refitted) into a one-split

@@ -16,8 +16,11 @@ from storage.hashing import stable_hash
 from tasks.publish.stage import normalized_config
 
 
-def file_name(path_or_url: str) -> str:
-    """The last path component of a path or URL (``s3://b/data/flights.csv`` -> ``flights.csv``)."""
+def file_name(path_or_url) -> str:
+    """The last path component of a path or URL (``s3://b/data/flights.csv`` -> ``flights.csv``); a list of
+    files: the first one's and how many more (``day_0.parquet+8``)."""
+    if isinstance(path_or_url, (list, tuple)):
+        return f"{file_name(sorted(path_or_url)[0])}+{len(path_or_url) - 1}" if path_or_url else "?"
     path = urlparse(path_or_url).path if "://" in path_or_url else path_or_url
     return PurePosixPath(path.replace("\\", "/")).name or path_or_url
 
@@ -26,11 +29,11 @@ def config_hash(config) -> str:
     return stable_hash(normalized_config(config), length=12)
 
 
-def run_name(dataset: str, config_path: str, config) -> str:
+def run_name(dataset, config_path: str, config) -> str:
     return f"{file_name(dataset)} · {file_name(config_path)} · {config_hash(config)[:6]}"
 
 
-def run_tags(dataset: str, config) -> list[str]:
+def run_tags(dataset, config) -> list[str]:
     return ["prepflow", f"dataset:{file_name(dataset)}", f"config:{config_hash(config)}"]
 
 
@@ -44,7 +47,7 @@ def parameters_run_name() -> str:
     from tasks.config.loader import load_config, parse_config
 
     params = flow_run.parameters or {}
-    dataset, config = str(params.get("dataset") or "?"), params.get("config")
+    dataset, config = params.get("dataset") or "?", params.get("config")
     source = config if isinstance(config, str) else "config"
     try:
         parsed = parse_config(config, "config") if isinstance(config, dict) else load_config(config)

@@ -27,7 +27,7 @@ import threading
 from pydantic import ValidationError
 
 from core.errors import ConfigError
-from flows.flow_parameters import add_flow_parameters
+from flows.flow_parameters import add_flow_parameters, dataset_value
 from flows.local_server import configure_prefect, state_dir
 from flows.output_target import check_cache_dir
 
@@ -46,7 +46,10 @@ def setup_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=None, help="at most this many runs at a time (default: no limit)")
 
 
-def _absolute(path: str | None) -> str | None:
+def _absolute(path):
+    """A local path made absolute (each of a list of files); a URL as it is."""
+    if isinstance(path, list):
+        return [_absolute(p) for p in path]
     if path is None or "://" in path:
         return path
     return os.path.abspath(path)
@@ -54,7 +57,7 @@ def _absolute(path: str | None) -> str | None:
 
 def deployment_parameters(args: argparse.Namespace) -> dict:
     """The flow's parameters, as the deployment's defaults (local paths absolute)."""
-    params = {"config": _absolute(args.config), "dataset": _absolute(args.dataset),
+    params = {"config": _absolute(args.config), "dataset": _absolute(dataset_value(args.dataset)),
               "output": _absolute(args.output), "cache_dir": _absolute(args.cache_dir)}
     if args.npartitions is not None:
         params["npartitions"] = args.npartitions

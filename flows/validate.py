@@ -16,7 +16,7 @@ from flows.validation import validate_dataset
 
 
 @flow(name="validate", log_prints=True)
-def validate(dataset: str, configs: list[str] | None = None, suites: list[str] | None = None,
+def validate(dataset: str | list[str], configs: list[str] | None = None, suites: list[str] | None = None,
              cache_dir: str = ".prepflow-cache", npartitions: int | None = None) -> dict:
     """Validate ``dataset`` against the gates of ``configs`` and the expectation ``suites``."""
     report = validate_dataset(dataset, configs or [], suites or [], cache_dir=cache_dir, npartitions=npartitions)

@@ -12,6 +12,8 @@ from expectations.suites import referenced_columns
 from storage.cache import StageCache
 from tasks.config.loader import load_config, parse_config
 from tasks.config.suites import NUMERIC_EXPECTATIONS, load_suite_file
+from tasks.dataset.files import as_dataset
+from tasks.dataset.files import label as dataset_label
 from tasks.dataset.info import dataset_columns
 from tasks.graph import execute, run_graph
 from tasks.runtime.context import RunContext
@@ -27,13 +29,13 @@ def _suite_only_config(dataset: str, named: list[tuple[str, dict]]):
     available = dataset_columns(dataset)
     columns = available if available else list(dict.fromkeys(c for _p, s in named for c in referenced_columns(s)))
     if not columns:
-        raise ConfigError(f"{dataset}: cannot tell the dataset's columns and the suites name none")
+        raise ConfigError(f"{dataset_label(dataset)}: cannot tell the dataset's columns and the suites name none")
     features = [{"name": c, "type": "number" if c in numeric else "category"} for c in columns]
     return parse_config({"input_features": features,
                          "validation": {"raw": [p for p, _s in named], "generated": False}}, "--suite")
 
 
-def validate_dataset(dataset: str, configs: list[str] = (), suites: list[str] = (),
+def validate_dataset(dataset, configs: list[str] = (), suites: list[str] = (),
                      cache_dir: str = ".prepflow-cache", npartitions: int | None = None) -> dict:
     """``prepflow validate``: the raw gate of each config (generated + its user suites) and the
     ``suites`` on the raw table. Returns ``{"dataset", "success", "gates": [...]}``; a gate with
@@ -41,6 +43,7 @@ def validate_dataset(dataset: str, configs: list[str] = (), suites: list[str] = 
 
     if not configs and not suites:
         raise ConfigError("prepflow validate needs --config CONFIG or --suite FILE (either may be repeated)")
+    dataset = as_dataset(dataset)
     named = [(str(p), load_suite_file(p)) for p in suites]  # usage errors before any data is read
     loaded = [(str(c), load_config(c)) for c in configs]
     for _path, config in loaded:

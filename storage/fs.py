@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import posixpath
 from contextlib import contextmanager
 from typing import IO, Iterator
 
@@ -21,6 +22,16 @@ def is_url(path: str) -> bool:
 
 def strip_file_scheme(path: str) -> str:
     return path[len("file://"):] if str(path).startswith("file://") else str(path)
+
+
+def common_folder(paths: list[str]) -> str:
+    """The deepest folder holding every one of ``paths`` (local paths made absolute; URLs of one scheme keep
+    it: ``s3://b/x/1.csv``, ``s3://b/y/2.csv`` -> ``s3://b``)."""
+    if all(is_url(p) and not str(p).startswith("file://") for p in paths):
+        scheme = str(paths[0]).split("://", 1)[0]
+        rests = ["/" + str(p).split("://", 1)[1] for p in paths]
+        return f"{scheme}://{posixpath.commonpath([posixpath.dirname(r) for r in rests]).lstrip('/')}"
+    return os.path.commonpath([os.path.dirname(os.path.abspath(strip_file_scheme(p))) for p in paths])
 
 
 def storage_options() -> dict:

@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterable, Iterator
 import fsspec
 import numpy as np
 
-from storage.fs import storage_options
+from storage.fs import common_folder, storage_options
 from storage.tmpdirs import TempFile, TempFolder, first_time, sweep
 
 CACHE_REF = "media-cache:"
@@ -132,6 +132,8 @@ def _join(base: str, rel: str) -> str:
 def dataset_dir(dataset: Any) -> str:
     """The folder relative media paths resolve against: the dataset file's folder (a URL's parent
     for URLs), the working directory for an in-memory DataFrame."""
+    if isinstance(dataset, (list, tuple)):  # a list of files: the deepest folder holding them all
+        return common_folder([str(p) for p in dataset])
     if not isinstance(dataset, (str, os.PathLike)):
         return os.getcwd()
     text = str(dataset)

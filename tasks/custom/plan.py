@@ -28,10 +28,10 @@ def check(config, dataset) -> StagePlan:
 
 
 def _dataset_columns(dataset, delimiter: str | None) -> list[str] | None:
-    if not isinstance(dataset, (str, os.PathLike)):
+    if not isinstance(dataset, (str, os.PathLike, list)):
         return [str(c) for c in dataset.columns] if hasattr(dataset, "columns") else None
     try:
-        return dataset_columns(str(dataset), delimiter)
+        return dataset_columns(dataset if isinstance(dataset, list) else str(dataset), delimiter)
     except DataError:  # an unknown extension: ingest reports it
         return None
 

@@ -1,5 +1,7 @@
-"""The files of an input dataset: one file, a folder of files (recursively, hidden ones skipped) or a glob
-(``day_*.parquet``), local or behind an fsspec URL, in name order: the order rows are numbered in."""
+"""The files of an input dataset: one file, a folder of files (recursively, hidden ones skipped), a glob
+(``day_*.parquet``) or a list of files, local or behind an fsspec URL, in name order: the order rows are
+numbered in. A list's names are relative to the deepest folder holding all its files, so a list and a glob
+or folder of the same files are the same dataset (same fingerprint, same artifact)."""
 
 from __future__ import annotations
 
@@ -7,23 +9,69 @@ import glob as globlib
 import os
 from pathlib import Path
 
-from core.errors import DataError
-from storage.fs import filesystem, is_url, strip_file_scheme
+from core.errors import ConfigError, DataError
+from storage.fs import common_folder, filesystem, is_url, strip_file_scheme
 
 GLOB_CHARS = "*?["
+
+
+def as_dataset(value):
+    """A dataset as the stages take it: a path or URL as ``str``; a list of files (the CLI's
+    ``--dataset a b``, Python's ``dataset=[...]``) checked and kept as a ``list`` of two or more, one file
+    alone as that file; anything else (a DataFrame) as it is. A bad list is one ConfigError (a usage error) naming the entry."""
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if not isinstance(value, (list, tuple)):
+        return value
+    if not value:
+        raise ConfigError("dataset: the list of files is empty")
+    listed, seen = [], {}
+    for i, entry in enumerate(value):
+        if not isinstance(entry, (str, os.PathLike)) or not str(entry):
+            raise ConfigError(f"dataset: entry {i} of the list is {entry!r}; expected a file path or URL")
+        entry = os.fspath(entry)
+        if is_glob(entry) or is_multi(entry):
+            raise ConfigError(f"{entry}: a list of files names files; give a folder or a pattern as the whole dataset")
+        if readable(entry) in seen:
+            raise ConfigError(f"{entry}: listed twice in the dataset (entries {seen[readable(entry)]} and {i})")
+        seen[readable(entry)] = i
+        listed.append(entry)
+    schemes = {e.split("://", 1)[0] if is_url(e) and not e.startswith("file://") else "local" for e in listed}
+    if len(schemes) > 1:
+        raise ConfigError(f"dataset: the listed files mix {' and '.join(sorted(schemes))} files; list files of "
+                        "one store")
+    return listed[0] if len(listed) == 1 else listed
+
+
+def is_list(dataset) -> bool:
+    """A dataset given as a list of files (``as_dataset``)."""
+    return isinstance(dataset, (list, tuple))
+
+
+def label(dataset) -> str:
+    """How messages name a dataset: its path, or a list's first file and how many more."""
+    if is_list(dataset):
+        first = sorted(dataset, key=readable)[0]
+        return f"{first} (and {len(dataset) - 1} more listed files)"
+    return str(dataset)
 
 
 def is_glob(path: str) -> bool:
     return any(c in str(path) for c in GLOB_CHARS)
 
 
-def is_multi(path: str) -> bool:
-    """A folder of files or a glob pattern (not one file)."""
+def is_multi(path) -> bool:
+    """A folder of files, a glob pattern or a list of files (not one file)."""
+    if is_list(path):
+        return True
     return is_glob(path) or (not is_url(str(path)) and Path(strip_file_scheme(str(path))).is_dir())
 
 
-def dataset_files(path: str) -> list[str]:
-    """The files of a folder (recursively, hidden ones skipped) or a glob, in name order; one file: itself."""
+def dataset_files(path) -> list[str]:
+    """The files of a folder (recursively, hidden ones skipped), a glob or a list, in name order; one file:
+    itself."""
+    if is_list(path):
+        return sorted(path, key=readable)
     path = str(path)
     if is_glob(path):
         if is_url(path) and not path.startswith("file://"):
@@ -51,8 +99,11 @@ def readable(path: str) -> str:
     return path if is_url(path) and not path.startswith("file://") else os.path.abspath(strip_file_scheme(path))
 
 
-def base_of(path: str) -> str:
-    """The folder that names are relative to: the folder itself, or a glob's part before its first wildcard."""
+def base_of(path) -> str:
+    """The folder that names are relative to: the folder itself, a glob's part before its first wildcard, or
+    the deepest folder holding every listed file."""
+    if is_list(path):
+        return common_folder([readable(p) for p in path])
     path = readable(str(path))
     if not is_glob(path):
         return path

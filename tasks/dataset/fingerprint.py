@@ -85,12 +85,12 @@ def combine(digests: list[bytes]) -> str:
     return hashlib.sha256(BLOCK_TAG + b"".join(digests)).hexdigest()
 
 
-def needs_tasks(path: str) -> bool:
+def needs_tasks(path) -> bool:
     """Whether ``fingerprint`` runs Dask tasks: a folder, a glob, or a file larger than one block."""
     return is_multi(path) or size_of(str(path)) > BLOCK
 
 
-def read_by_workers(path: str) -> bool:
+def read_by_workers(path) -> bool:
     """Whether ingest's Dask tasks read the dataset (Parquet, CSV/TSV: ``tasks.ingest.parquet``,
     ``tasks.ingest.csv_ranges``), so that a cluster's workers see its files. The other formats are read by the flow's
     process and may sit on its own disk."""
@@ -100,13 +100,13 @@ def read_by_workers(path: str) -> bool:
         return False
 
 
-def fingerprint(path: str, stamps: FileStamps | None = None) -> str:
+def fingerprint(path, stamps: FileStamps | None = None) -> str:
     """The dataset's fingerprint (module doc). A single file of one block is hashed in this process; anything
     larger by Dask tasks: on the cluster's workers when a distributed Client is active and the workers read
     the dataset (``read_by_workers``), else on this process's threads. ``stamps``: the fingerprints of
     files remembered by earlier runs (``tasks.dataset.file_stamps``)."""
-    path = str(path)
     if not is_multi(path):
+        path = str(path)
         size = size_of(path)
         if size <= BLOCK:
             with open_input(path) as fh:
@@ -115,8 +115,8 @@ def fingerprint(path: str, stamps: FileStamps | None = None) -> str:
     return stable_hash([[name, digest] for name, _f, digest in files(path, stamps)], length=64)
 
 
-def files(path: str, stamps: FileStamps | None = None) -> list[tuple[str, str, str]]:
-    """A folder's or glob's files in name order as ``(name relative to the folder, path, fingerprint)``.
+def files(path, stamps: FileStamps | None = None) -> list[tuple[str, str, str]]:
+    """A folder's, glob's or list's files in name order as ``(name relative to the folder, path, fingerprint)``.
     ``stamps``: the fingerprints remembered by earlier runs (``tasks.dataset.file_stamps``)."""
     found = dataset_files(path)
     base = base_of(path)

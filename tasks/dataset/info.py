@@ -15,15 +15,15 @@ from core.errors import DataError
 from core.lazy import pandas as pd
 from storage.fs import open_input
 from tasks.dataset import csv_dialect
-from tasks.dataset.files import dataset_files, is_multi
+from tasks.dataset.files import dataset_files, is_multi, label
 
 
-def detect_format(path: str) -> str:
-    if is_multi(path):  # a folder or glob: the one format of its files
+def detect_format(path) -> str:
+    if is_multi(path):  # a folder, glob or list: the one format of its files
         formats = {detect_format(f) for f in dataset_files(path)}
         if len(formats) > 1:
-            raise DataError(f"{path}: the files have different formats ({', '.join(sorted(formats))}); "
-                            "a folder or pattern must hold one format")
+            raise DataError(f"{label(path)}: the files have different formats ({', '.join(sorted(formats))}); "
+                            "a folder, pattern or list must hold one format")
         return formats.pop()
     name = str(path).lower().split("?")[0]
     for suffix in (".gz", ".gzip", ".bz2", ".zst", ".zstd", ".xz"):
@@ -38,7 +38,7 @@ def detect_format(path: str) -> str:
     return mapping[ext]
 
 
-def dataset_columns(path: str, delimiter: str | None = None) -> list[str] | None:
+def dataset_columns(path, delimiter: str | None = None) -> list[str] | None:
     """The dataset's column names where the header or schema alone tells them, else None. A CSV's header
     is read in the dialect ingest will use (``tasks.dataset.csv_dialect``: sniffed, or the config's ``delimiter``;
     compressed files decompressed)."""

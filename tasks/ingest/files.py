@@ -30,6 +30,7 @@ from core.errors import DataError
 from storage.cache import cache_key
 from tasks.dataset import fingerprint as dataset_fingerprint
 from tasks.dataset.file_stamps import FileStamps
+from tasks.dataset.files import label
 from tasks.dataset.info import column_types
 from tasks.ingest.common import DICTIONARY
 from tasks.runtime.frame import parts_in, write_ipc
@@ -91,7 +92,7 @@ def ingest_files(ctx, spec, code_version: str, write_file: Callable[[str, object
         listed.append({"name": name, "fingerprint": fp, "key": key, "rows": rows, "offset": offset})
         offset += rows
     if offset == 0:
-        raise DataError(f"{ctx.dataset}: the dataset has no data rows")
+        raise DataError(f"{label(ctx.dataset)}: the dataset has no data rows")
     return listed, {"read": read, "reused": len(files) - read, "schema_drift": drift}
 
 

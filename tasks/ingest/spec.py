@@ -83,7 +83,7 @@ def ingest_spec(ctx) -> IngestSpec:
         columns[split_col] = "string"
     if ctx.config.stages:  # columns custom stages make are not read; the dataset columns they read are
         columns = custom_plan.ingest_columns(ctx.config, columns)
-    in_memory = not isinstance(ctx.dataset, (str, os.PathLike))  # a DataFrame (tasks.ingest.dataframe)
+    in_memory = not isinstance(ctx.dataset, (str, os.PathLike, list))  # a DataFrame (tasks.ingest.dataframe)
     if ctx.config.validation.raw:  # columns only a raw user suite names (tasks.config.suites)
         available = [str(c) for c in ctx.dataset.columns] if in_memory else dataset_columns(
             ctx.dataset, ctx.config.preprocessing.csv.delimiter if ctx.config.preprocessing.csv else None)

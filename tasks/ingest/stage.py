@@ -221,7 +221,7 @@ def run(ctx):
         return _run_frame(ctx)
     spec = ingest_spec(ctx)
     fp = ctx.fingerprint or fingerprint(ctx.dataset, FileStamps.at(ctx.cache.root))
-    if is_multi(ctx.dataset):  # a folder or glob: file by file (tasks.ingest.files)
+    if is_multi(ctx.dataset):  # a folder, glob or list: file by file (tasks.ingest.files)
         return _run_files(ctx, spec, fp)
 
     def compute(out: Path) -> Statistics:

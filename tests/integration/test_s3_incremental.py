@@ -70,3 +70,27 @@ def test_a_file_added_to_an_s3_prefix_is_the_only_one_hashed_and_read(in_env, co
     assert again.artifact["artifact_id"] == cold.artifact["artifact_id"]
     assert without_created_at(artifact_files(again.artifact["artifact_path"])) == \
         without_created_at(artifact_files(cold.artifact["artifact_path"]))
+
+
+def test_a_list_of_s3_objects_is_the_prefix_s_dataset(in_env, counted, tmp_path):  # noqa: F811
+    """A dataset given as a list of S3 URLs (in any order) is the dataset the glob over the same objects is:
+    the same names, the same artifact; a listed object that does not exist is one line naming it."""
+    import prepflow
+    from core.errors import DataError
+    from prepflow import Artifact
+
+    s3 = boto3.client("s3", endpoint_url=in_env["S3_ENDPOINT_URL"], region_name="us-east-1")
+    prefix = f"listed-{uuid.uuid4().hex[:8]}"
+    for i in range(3):
+        s3.upload_fileobj(io.BytesIO(day(i)), BUCKET, f"{prefix}/day_{i}.csv")
+    listed = [f"s3://{BUCKET}/{prefix}/day_{i}.csv" for i in (2, 0, 1)]
+    by_list = prepflow.run(CONFIG, listed, tmp_path / "out-list", cache_dir=tmp_path / "cache-list")
+    assert counted["read"] == ["day_0.csv", "day_1.csv", "day_2.csv"]
+    by_glob = prepflow.run(CONFIG, f"s3://{BUCKET}/{prefix}/*.csv", tmp_path / "out-glob",
+                           cache_dir=tmp_path / "cache-glob")
+    assert by_list["artifact_id"] == by_glob["artifact_id"]
+    names = [f["name"] for f in Artifact.open(by_list["artifact_path"]).manifest["dataset_files"]]
+    assert names == ["day_0.csv", "day_1.csv", "day_2.csv"]
+    with pytest.raises(DataError, match=f"s3://{BUCKET}/{prefix}/day_7.csv: dataset file not found"):
+        prepflow.run(CONFIG, [*listed, f"s3://{BUCKET}/{prefix}/day_7.csv"], tmp_path / "out-gone",
+                     cache_dir=tmp_path / "cache-list")

@@ -93,3 +93,11 @@ def test_a_file_added_between_two_deployment_runs_is_the_only_file_read(tmp_path
                tmp_path / "cold" / "cache", "--json")
     assert cold.returncode == 0, cold.stderr[-3000:]
     assert cold.json()["artifact_id"] == manifest["artifact_id"]
+
+    # the same files as a list (the shell's expansion of day_*.parquet, here in reverse): the Prefect flow takes
+    # it as its dataset parameter, finds every file's entries in the cache and publishes the same artifact
+    listed = cli("run", config, "--dataset", *sorted(folder.iterdir(), reverse=True), "--output",
+                 tmp_path / "listed" / "out", "--cache-dir", tmp_path / "cold" / "cache", "--json")
+    assert listed.returncode == 0, listed.stderr[-3000:]
+    assert listed.json()["artifact_id"] == manifest["artifact_id"]
+    assert listed.json()["files"] == {"total": 4, "new": 0}

@@ -46,6 +46,18 @@ def test_apply_a_dataframe(fitted, tmp_path, kind):
     assert Path(summary["report_path"]).is_file()
 
 
+def test_apply_a_list_of_files(fitted, tmp_path):
+    """A dataset given as a list of files: encoded in name order, row for row as ``transform`` of their rows."""
+    first, second = frame(120, 4, unseen=0.2), frame(90, 5)
+    paths = [str(write_csv(second, tmp_path / "new" / "b.csv")), str(write_csv(first, tmp_path / "new" / "a.csv"))]
+    summary = prepflow.apply(fitted, paths, tmp_path / "applied", cache_dir=tmp_path / "cache")
+    assert summary["rows"]["test"] == 210
+    got = Artifact.open(summary["artifact_path"], verify=True).read_split("test")
+    expected = Preprocessor.load(fitted).transform(pd.concat([first, second], ignore_index=True))
+    for name, want in expected.items():
+        np.testing.assert_array_equal(np.asarray(got[name]), want, err_msg=name)
+
+
 def test_apply_summary_carries_the_warnings_as_run_does(fitted, tmp_path):
     """``prepflow.apply`` returns ``prepflow apply --json``'s summary, whose ``warnings`` hold the drift
     warnings (as ``prepflow.run``'s)."""
