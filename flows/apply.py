@@ -48,19 +48,26 @@ def open_fitted(artifact: str | os.PathLike) -> Artifact:
             raise DataError(f"{path / MANIFEST}: missing; {text} is not a complete prepflow artifact")
     elif remote.is_remote(text):  # the artifact's own URL (an output root through its LATEST), which fitted_from
         text = remote.resolve(text)[0]  # names (the root's LATEST moves on) and --output is compared with
-    try:
-        art = Artifact.open(text)
-    except (OSError, KeyError) as exc:
-        raise DataError(f"{text}: not a complete prepflow artifact ({exc})") from None
+    art = _open(text)
     check_id(art.manifest.get("artifact_id"), str(art.path / MANIFEST))
     if "config" not in art.manifest:
         raise DataError(f"{art.path / MANIFEST}: no 'config'; not a complete prepflow artifact")
     problems = size_problems(art.path, art.manifest)  # one stat per listed file (a download was checked whole)
+    if problems and remote.is_remote(text):  # the artifact cache's copy damaged: downloaded again, checked whole
+        art = _open(text, verify=True)
+        problems = size_problems(art.path, art.manifest)
     if problems:
         raise DataError(f"{art.path}: not a complete prepflow artifact: {len(problems)} file(s) listed in {MANIFEST} "
                         f"missing or not of their listed size: " + "; ".join(problems[:5]))
     read_metadata(art.path)  # a missing or unreadable training_set_metadata.json: one line naming it
     return art
+
+
+def _open(text: str, verify: bool = False) -> Artifact:
+    try:
+        return Artifact.open(text, verify=verify)
+    except (OSError, KeyError) as exc:
+        raise DataError(f"{text}: not a complete prepflow artifact ({exc})") from None
 
 
 def apply_config(art: Artifact, config: str | os.PathLike | dict | None):

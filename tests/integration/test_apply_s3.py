@@ -152,3 +152,18 @@ def test_the_cli_refuses_a_crafted_remote_artifact_with_one_line(cli, fitted, tm
     assert len(errors) == 1 and "training_set_metadata.json: sha256 differs" in errors[0], out.stderr
     assert "Traceback" not in out.stderr
     assert not s3().exists(f"{base}/applied") and cached(tmp_path) == [] and not (tmp_path / "cache").exists()
+
+
+def test_a_damaged_copy_in_the_artifact_cache_is_downloaded_again(fitted, tmp_path):
+    """A remote ARTIFACT whose copy in the artifact cache lost a file's bytes (a full disk, a person's edit) is
+    downloaded again and checked whole, not refused: the store's artifact is intact."""
+    url = upload(fitted, f"s3://{BUCKET}/apply/{tmp_path.name}/fit")
+    data = write_csv(frame(150, 3), tmp_path / "new.csv")
+    first = prepflow.apply(url, data, tmp_path / "a1", cache_dir=tmp_path / "cache")
+    copy_dir = tmp_path / "artifact-cache" / fitted.name
+    damaged = max((p for p in copy_dir.rglob("*") if p.is_file() and p.name != "manifest.json"),
+                  key=lambda p: (p.stat().st_size, p.name))
+    damaged.write_bytes(damaged.read_bytes()[:100])
+    again = prepflow.apply(url, data, tmp_path / "a2", cache_dir=tmp_path / "cache")
+    assert again["artifact_id"] == first["artifact_id"]
+    Artifact.open(copy_dir, verify=True)  # the cache's copy repaired
