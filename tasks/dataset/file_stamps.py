@@ -10,9 +10,11 @@ write within the clock's granularity could keep its times: git's "racily clean" 
 not remembered. A remote object's stamp (``s3://``...): its URL, size, ETag and modification time from the
 store's listing; without an ETag or a time there is none, and the object is hashed on every run.
 
-Stamps live in ``<cache dir>/file_stamps/<xxh3-128 of the stamp>.json`` (the stamp and its fingerprint,
-written to a temporary name and renamed): one small file per dataset file, read before hashing. A record that
-does not parse, or whose stamp is not the one asked for, is ignored (the file is hashed again).
+Stamps live in ``<cache dir>/file_stamps/<xxh3-64 of the path or URL>-<xxh3-128 of the stamp>.json`` (the
+stamp and its fingerprint, written to a temporary name and renamed), read before hashing. Remembering a file's
+new stamp removes the records of its earlier versions, so the folder keeps one small file per path seen, not
+one per version. A record that does not parse, or whose stamp is not the one asked for, is ignored (the file
+is hashed again).
 """
 
 from __future__ import annotations
@@ -46,8 +48,11 @@ class FileStamps:
             return None
         return cls(cache_dir)
 
+    def _prefix(self, stamp: list) -> str:
+        return xxhash.xxh3_64_hexdigest(str(stamp[1]).encode())  # the path or URL (``fingerprint._stamp``)
+
     def _path(self, stamp: list) -> Path:
-        return self.folder / f"{xxhash.xxh3_128_hexdigest(json.dumps(stamp).encode())}.json"
+        return self.folder / f"{self._prefix(stamp)}-{xxhash.xxh3_128_hexdigest(json.dumps(stamp).encode())}.json"
 
     def get(self, stamp: list) -> str | None:
         try:
@@ -60,12 +65,16 @@ class FileStamps:
         return digest if isinstance(digest, str) and len(digest) == 64 else None
 
     def put(self, stamp: list, digest: str) -> None:
-        """Remember ``digest`` for ``stamp``; a folder that cannot be written only costs the next run a hash."""
+        """Remember ``digest`` for ``stamp`` and forget the same path's earlier stamps; a folder that cannot be
+        written only costs the next run a hash."""
         path = self._path(stamp)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             tmp.write_text(json.dumps({"stamp": stamp, "fingerprint": digest}))
             os.replace(tmp, path)
+            for earlier in self.folder.glob(f"{self._prefix(stamp)}-*.json"):
+                if earlier != path:  # a run still reading that version only hashes it again
+                    earlier.unlink(missing_ok=True)
         except OSError:
             tmp.unlink(missing_ok=True)

@@ -1,6 +1,7 @@
 """A folder's file fingerprints remembered across runs (tasks/dataset/file_stamps.py): a run after a file was
 added hashes only that file; a rewrite, even one that restores the size and modification time, is hashed
-again; a file changed in the last seconds and a damaged record are never trusted."""
+again (and its earlier record dropped); a file changed in the last seconds and a damaged record are never
+trusted."""
 
 from __future__ import annotations
 
@@ -70,6 +71,10 @@ def test_a_rewrite_that_keeps_the_size_and_modification_time_is_hashed_again(tmp
     after = fingerprint.fingerprint(str(folder), stamps)
     assert hashed == ["day_0.csv"]  # its change time moved
     assert after != before
+    assert len(list(stamps.folder.glob("*.json"))) == 2  # one record per file: day_0's first version forgotten
+    hashed.clear()
+    new_process(monkeypatch)
+    assert fingerprint.fingerprint(str(folder), stamps) == after and hashed == []  # the new version remembered
 
 
 def test_a_file_changed_in_the_last_seconds_is_hashed_and_not_remembered(tmp_path, hashed, monkeypatch):
