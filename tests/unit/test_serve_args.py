@@ -26,6 +26,15 @@ def test_defaults_nightly_and_absolute_local_paths():
     assert deployment_parameters(args)["dask_address"] == "tcp://h:8786"
 
 
+def test_several_files_are_a_list_of_absolute_paths_and_name_the_run_by_the_first():
+    from flows.run_labels import file_name
+
+    args = build_parser().parse_args(["serve", "c.yaml", "--dataset", "d/day_1.csv", "d/day_0.csv", "--output", "o"])
+    dataset = deployment_parameters(args)["dataset"]
+    assert dataset == [os.path.abspath("d/day_1.csv"), os.path.abspath("d/day_0.csv")]
+    assert file_name(dataset) == "day_0.csv+1"
+
+
 def test_schedule():
     (cron,) = schedules("0 2 * * *", "Europe/Berlin")
     assert (cron.cron, cron.timezone) == ("0 2 * * *", "Europe/Berlin")
