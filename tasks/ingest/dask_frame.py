@@ -19,9 +19,10 @@ its cache entry.
 row is hashed by pandas' own ``hash_pandas_object`` (its values, column by column, not its index) and
 mixed with its 0-based position by splitmix64, in four lanes with different seeds; each lane is summed
 modulo 2**64 over all rows (a sum: any partitioning gives the same total), and the fingerprint is the
-sha256 of the four sums, the row count and the columns' names and Arrow types. A pandas DataFrame keeps
-its own fingerprint (the sha256 of its Arrow stream), so the same data as pandas and as Dask give two
-artifact ids with the same tensors.
+sha256 of the four sums, the row count and the columns' names and Arrow types as stored. A pandas
+DataFrame (or a Dask one computed whole, for a remote stage cache) gets the same fingerprint from its
+converted table (``table_fingerprint``), so the same rows as pandas and as Dask, in any partitioning, give
+one artifact id.
 """
 
 from __future__ import annotations
@@ -102,6 +103,19 @@ def _number(path: str, first_row: int, spec) -> list[int]:
     _write_ipc(dictionary_encoded(table, spec).append_column(ROW, rows), tmp)
     os.replace(tmp, path)
     return sums
+
+
+# rows hashed at a time by ``table_fingerprint`` (its pandas copy of them is what it holds beyond the table)
+FINGERPRINT_CHUNK_ROWS = 1 << 18
+
+
+def table_fingerprint(table: pa.Table, spec) -> str:
+    """A whole converted table's fingerprint, equal to ``stage``'s for any partitioning of the same rows:
+    the lane sums add over chunks (each hashed with its rows' positions), and the schema is the stored
+    one (category columns dictionary-encoded)."""
+    sums = [lane_sums(table.slice(start, FINGERPRINT_CHUNK_ROWS), start)
+            for start in range(0, table.num_rows, FINGERPRINT_CHUNK_ROWS)]
+    return fingerprint(sums, table.num_rows, dictionary_encoded(table.slice(0, 0), spec).schema)
 
 
 def fingerprint(sums: list[list[int]], rows: int, schema: pa.Schema) -> str:

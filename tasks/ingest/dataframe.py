@@ -10,15 +10,14 @@ media cache, ``<cache_dir>/media/<feature>/<hash>.png|wav`` (or the bytes' own f
 hash of its type and content and written only if absent, and replaced by the reference
 ``media-cache:<feature>/<file>``; strings stay paths (relative ones: to the working directory).
 
-The fingerprint is the sha256 of the table's Arrow IPC stream (one record batch per
-``PART_ROWS`` rows, no schema metadata), so equal data gives equal cache keys however the frame
-was partitioned, and the cache folder's location does not enter it. A Dask DataFrame's partitions are
-read on the workers by ``tasks.ingest.dask_frame`` (with ``partition_table``, this module's conversion).
+The fingerprint is a Dask DataFrame's (``tasks.ingest.dask_frame.table_fingerprint``: row hashes summed with
+their positions), so the same rows as pandas or as Dask, in any partitioning, give equal cache keys and one
+artifact id, and the cache folder's location does not enter it. A Dask DataFrame's partitions are read on the
+workers by ``tasks.ingest.dask_frame`` (with ``partition_table``, this module's conversion).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from pathlib import Path
@@ -33,7 +32,6 @@ from storage import media_audio, media_image
 from storage.media import store_batch
 from tasks.features.media import MediaFeature
 from tasks.ingest.common import check_columns
-from tasks.ingest.spec import PART_ROWS
 
 CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 
@@ -161,10 +159,3 @@ def partition_table(df, columns: dict, media: dict, cache_dir: str) -> pa.Table:
             arrays.append(pa.array([_scalar_text(v, i, column) for i, v in enumerate(values.tolist())],
                                    type=pa.string()))
     return pa.Table.from_arrays(arrays, names=list(columns))
-
-
-def fingerprint(table: pa.Table) -> str:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table.combine_chunks(), max_chunksize=PART_ROWS)
-    return hashlib.sha256(sink.getvalue()).hexdigest()

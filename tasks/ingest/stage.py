@@ -272,7 +272,7 @@ def _run_frame(ctx):
     """ingest of a pandas/Dask DataFrame passed in Python (``tasks.ingest.dataframe``)."""
     spec = ingest_spec(ctx)
     table = ingest_frame.frame_table(ctx, spec)
-    fp = ingest_frame.fingerprint(table)
+    fp = dask_frame.table_fingerprint(table, spec)  # a Dask DataFrame's, for the same rows
 
     def compute(out: Path) -> Statistics:
         rows = write_parts(table.to_batches(max_chunksize=PART_ROWS), spec, out / "data", ingest_frame.SOURCE)
