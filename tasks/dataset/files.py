@@ -17,14 +17,17 @@ GLOB_CHARS = "*?["
 
 def as_dataset(value):
     """A dataset as the stages take it: a path or URL as ``str``; a list of files (the CLI's
-    ``--dataset a b``, Python's ``dataset=[...]``) checked and kept as a ``list`` of two or more, one file
-    alone as that file; anything else (a DataFrame) as it is. A bad list is one ConfigError (a usage error) naming the entry."""
+    ``--dataset a b``, Python's ``dataset=[...]``) checked and kept as a ``list`` of two or more files, a
+    list of one entry as what that entry names; anything else (a DataFrame) as it is. A bad list is one
+    ConfigError (a usage error) naming the entry."""
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     if not isinstance(value, (list, tuple)):
         return value
     if not value:
         raise ConfigError("dataset: the list of files is empty")
+    if len(value) == 1 and isinstance(value[0], (str, os.PathLike)) and str(value[0]):
+        return os.fspath(value[0])  # one entry: the dataset it names (a file, folder or glob), as the CLI's
     listed, seen = [], {}
     for i, entry in enumerate(value):
         if not isinstance(entry, (str, os.PathLike)) or not str(entry):
