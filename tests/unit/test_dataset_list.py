@@ -64,6 +64,7 @@ def test_a_list_of_files_in_several_folders_is_named_below_their_common_folder(t
 
 def test_one_listed_file_is_that_file(tmp_path, days):
     assert as_dataset([days[0]]) == str(days[0])
+    assert as_dataset([days[0].parent]) == str(days[0].parent)  # one entry is what it names, as on the CLI
     assert as_dataset((str(days[0]), str(days[1]))) == [str(days[0]), str(days[1])]
 
 
