@@ -20,6 +20,7 @@ from rich.table import Table
 from expectations.report import format_gate, markdown
 from flows import local_server
 from flows.bookkeeping import best_effort
+from tasks.dataset.files import label as dataset_label
 from tasks.report.page import markdown_summary
 from tasks.runtime.statistics import merged, summary_rows
 
@@ -148,7 +149,7 @@ def print_statistics(console, artifact_path: str) -> None:
 def print_validation(report: dict) -> None:
     """``prepflow validate``'s readable report: one line per gate, one per failed expectation."""
 
-    print(f"prepflow validate {report['dataset']}")
+    print(f"prepflow validate {dataset_label(report['dataset'])}")
     for gate in report["gates"]:
         status = "passed" if gate["success"] else "FAILED" if gate["on_failure"] == "fail" else "failed (warn)"
         print(f"  {status}: gate '{gate['gate']}' of {gate['config']}: {gate['evaluated']} expectations, "

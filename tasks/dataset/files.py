@@ -55,7 +55,8 @@ def label(dataset) -> str:
     """How messages name a dataset: its path, or a list's first file and how many more."""
     if is_list(dataset):
         first = sorted(dataset, key=readable)[0]
-        return f"{first} (and {len(dataset) - 1} more listed files)"
+        more = len(dataset) - 1
+        return f"{first} (and {more} more listed file{'s' if more > 1 else ''})"
     return str(dataset)
 
 

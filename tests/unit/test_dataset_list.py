@@ -14,7 +14,7 @@ from core.errors import ConfigError, DataError
 from flows.cli import main as cli_main
 from prepflow import Artifact
 from tasks.dataset import fingerprint as dataset_fingerprint
-from tasks.dataset.files import as_dataset, base_of, dataset_files
+from tasks.dataset.files import as_dataset, base_of, dataset_files, label
 from tests.helpers import artifact_files, names_passed, without_created_at
 from tests.unit.test_incremental_files import CONFIG, write_day
 
@@ -120,3 +120,4 @@ def test_infer_and_validate_take_a_list(tmp_path, days):
     config.write_text(json.dumps(CONFIG))
     report = validate_dataset(listed, [str(config)], cache_dir=str(tmp_path / "cache"))
     assert report["success"] and report["dataset"] == listed
+    assert label(listed) == f"{listed[0]} (and 1 more listed file)"
