@@ -131,12 +131,13 @@ def serve(args: argparse.Namespace, preprocess, params: dict, chosen: list) -> i
     PREFECT_API_URL, when first imported) as the deployment ``preprocess/<name>``."""
     from flows.run_labels import run_tags
     from tasks.config.loader import load_config
+    from tasks.dataset.files import label
 
     api = os.environ.get("PREFECT_API_URL", "")
     runner = _runner_class()(name=args.name, pause_on_shutdown=True, limit=args.limit)
     deployment_id = runner.add_flow(preprocess, name=args.name, schedules=chosen, parameters=params,
                                     tags=run_tags(params["dataset"], load_config(params["config"])),  # as a CLI run's
-                                    description=f"prepflow: {params['config']} on {params['dataset']}")
+                                    description=f"prepflow: {params['config']} on {label(params['dataset'])}")
     when = f"cron '{args.cron}' ({args.timezone})" if chosen else "no schedule (trigger runs from the UI)"
     ui = api.removesuffix("/api")
     print(f"prepflow serve: deployment preprocess/{args.name}, {when}\n"
