@@ -34,9 +34,10 @@ from rich.table import Table
 from core.errors import ConfigError, PrepflowError
 from flows import bookkeeping, console, local_server
 from flows import serve as serve_command
-from flows.flow_parameters import add_flow_parameters, dataset_value
+from flows.flow_parameters import add_flow_parameters
 from flows.local_server import configure_prefect, runs_dir
 from flows.output_target import check_cache_dir, check_output
+from tasks.dataset.files import as_dataset
 
 DEBUG_ENV = "PREPFLOW_DEBUG"
 
@@ -700,7 +701,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(exc.code or 0)
     try:
         if isinstance(getattr(args, "dataset", None), list):  # --dataset PATH [PATH ...]
-            args.dataset = dataset_value(args.dataset)
+            args.dataset = as_dataset(args.dataset)
         return COMMANDS[args.command][1](args)
     except PrepflowError as exc:
         if _debug(args):

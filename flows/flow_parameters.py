@@ -6,17 +6,6 @@ from __future__ import annotations
 import argparse
 
 
-def dataset_value(given):
-    """``--dataset``'s value: one path as it is; several files a checked list (``tasks.dataset.files``)."""
-    if not isinstance(given, list):
-        return given
-    if len(given) == 1:
-        return given[0]
-    from tasks.dataset.files import as_dataset  # several files only: the CLI's start stays light
-
-    return as_dataset(given)
-
-
 def add_flow_parameters(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", help="config YAML")
     p.add_argument("--dataset", required=True, nargs="+", metavar="PATH_OR_URL",

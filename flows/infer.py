@@ -41,16 +41,18 @@ def infer_dataset(dataset, target: str | None = None, npartitions: int | None = 
     if isinstance(config, (str, os.PathLike)):
         config = load_config(config)
     dataset = as_dataset(dataset)
+    first = fmt = None
     if is_frame(dataset):
         columns, where = [str(c) for c in dataset.columns if str(c) != ROW], SOURCE
     else:
         csv_options = config.preprocessing.csv if config is not None else None
         delimiter = csv_options.delimiter if csv_options else None
-        first = dataset_files(dataset)[0]  # a folder's, glob's or list's first file tells the columns
-        columns, where = [c for c in column_names(first, detect_format(dataset), delimiter) if c != ROW], label(dataset)
+        # a folder's, glob's or list's first file tells the columns (and the nested ones)
+        first, fmt = dataset_files(dataset)[0], detect_format(dataset)
+        columns, where = [c for c in column_names(first, fmt, delimiter) if c != ROW], label(dataset)
     if target is not None and target not in columns:
         raise ConfigError(f"--target: column {target!r} is not in {where}{suggest(target, columns)}")
-    nested = {} if is_frame(dataset) else _nested_columns(dataset, columns)
+    nested = {} if first is None else _nested_columns(first, fmt, columns)
     if target in nested:
         raise DataError(f"{label(dataset)}: --target: {nested_why(target, nested[target])}")
     every, columns = columns, [c for c in columns if c not in nested]
@@ -65,10 +67,10 @@ def infer_dataset(dataset, target: str | None = None, npartitions: int | None = 
     return [decided[c] for c in every], rows
 
 
-def _nested_columns(dataset, columns: list[str]) -> dict:
-    """The dataset's nested columns (a struct, a map: ``tasks.ingest.nested``), from its first file's schema:
+def _nested_columns(first: str, fmt: str, columns: list[str]) -> dict:
+    """The dataset's nested columns (a struct, a map: ``tasks.ingest.nested``), from its ``first`` file's schema:
     excluded with the reason, never profiled as the text of their printed form (issue 43, item 10)."""
-    schema = file_schema(dataset_files(dataset)[0], detect_format(dataset))
+    schema = file_schema(first, fmt)
     return nested_fields(schema, columns) if schema is not None else {}
 
 

@@ -27,9 +27,10 @@ import threading
 from pydantic import ValidationError
 
 from core.errors import ConfigError
-from flows.flow_parameters import add_flow_parameters, dataset_value
+from flows.flow_parameters import add_flow_parameters
 from flows.local_server import configure_prefect, state_dir
 from flows.output_target import check_cache_dir
+from tasks.dataset.files import as_dataset
 
 DEFAULT_CRON = "0 2 * * *"
 DEFAULT_NAME = "nightly"
@@ -57,7 +58,7 @@ def _absolute(path):
 
 def deployment_parameters(args: argparse.Namespace) -> dict:
     """The flow's parameters, as the deployment's defaults (local paths absolute)."""
-    params = {"config": _absolute(args.config), "dataset": _absolute(dataset_value(args.dataset)),
+    params = {"config": _absolute(args.config), "dataset": _absolute(as_dataset(args.dataset)),
               "output": _absolute(args.output), "cache_dir": _absolute(args.cache_dir)}
     if args.npartitions is not None:
         params["npartitions"] = args.npartitions

@@ -33,17 +33,18 @@ def as_dataset(value):
         if not isinstance(entry, (str, os.PathLike)) or not str(entry):
             raise ConfigError(f"dataset: entry {i} of the list is {entry!r}; expected a file path or URL")
         entry = os.fspath(entry)
-        if is_glob(entry) or is_multi(entry):
+        if is_multi(entry):
             raise ConfigError(f"{entry}: a list of files names files; give a folder or a pattern as the whole dataset")
-        if readable(entry) in seen:
-            raise ConfigError(f"{entry}: listed twice in the dataset (entries {seen[readable(entry)]} and {i})")
-        seen[readable(entry)] = i
+        where = readable(entry)
+        if where in seen:
+            raise ConfigError(f"{entry}: listed twice in the dataset (entries {seen[where]} and {i})")
+        seen[where] = i
         listed.append(entry)
     schemes = {e.split("://", 1)[0] if is_url(e) and not e.startswith("file://") else "local" for e in listed}
     if len(schemes) > 1:
         raise ConfigError(f"dataset: the listed files mix {' and '.join(sorted(schemes))} files; list files of "
                         "one store")
-    return listed[0] if len(listed) == 1 else listed
+    return listed
 
 
 def is_list(dataset) -> bool:
