@@ -11,10 +11,10 @@ import pytest
 
 import prepflow
 from core.errors import ConfigError, DataError
-from flows.cli import main as cli_main
 from prepflow import Artifact
 from tasks.dataset import fingerprint as dataset_fingerprint
 from tasks.dataset.files import as_dataset, base_of, dataset_files, label
+from tests.cli_inprocess import runner
 from tests.helpers import artifact_files, names_passed, without_created_at
 from tests.unit.test_incremental_files import CONFIG, write_day
 
@@ -24,6 +24,11 @@ def counted_reads(monkeypatch):
     from tasks.ingest import stage as ingest_stage
 
     return names_passed(monkeypatch, ingest_stage, "_write_file")
+
+
+@pytest.fixture
+def prepflow_cli(capfd, monkeypatch):
+    yield from runner(capfd, monkeypatch)
 
 
 @pytest.fixture
@@ -90,22 +95,20 @@ def test_a_missing_listed_file_stops_the_run_naming_it_and_publishes_nothing(tmp
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
-def test_the_command_line_takes_several_files_after_dataset(tmp_path, days, capfd, monkeypatch):
-    monkeypatch.setenv("PREPFLOW_PREFECT", "off")
+def test_the_command_line_takes_several_files_after_dataset(tmp_path, days, prepflow_cli):
     config = tmp_path / "c.json"
     config.write_text(json.dumps(CONFIG))
-    capfd.readouterr()
-    code = cli_main(["run", str(config), "--dataset", str(days[1]), str(days[0]), "--output", str(tmp_path / "out"),
-                     "--cache-dir", str(tmp_path / "cache"), "--json"])
-    out, err = capfd.readouterr()
+    result = prepflow_cli("run", config, "--dataset", days[1], days[0], "--output", tmp_path / "out",
+                          "--cache-dir", tmp_path / "cache", "--json")
+    code, out, err = result.code, result.out, result.err
     assert code == 0, err
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["files"] == {"total": 2, "new": 2}
     names = [f["name"] for f in Artifact.open(summary["artifact_path"]).manifest["dataset_files"]]
     assert names == [days[0].name, days[1].name]
 
-    code = cli_main(["run", str(config), "--dataset", str(days[0]), str(days[0]), "--output", str(tmp_path / "o2")])
-    _out, err = capfd.readouterr()
+    result = prepflow_cli("run", config, "--dataset", days[0], days[0], "--output", tmp_path / "o2")
+    code, err = result.code, result.err
     assert code == 2 and err.count("\n") == 1 and "listed twice in the dataset" in err
 
 
