@@ -21,7 +21,9 @@ import pytest
 
 from flows.cli import main as cli_main
 from storage.artifact import Artifact
+from tasks.report import features as report_features
 from tasks.report import page as report
+from tasks.report import view as report_view
 from tasks.runtime.statistics import LENGTH_BUCKETS, Histogram
 from tests.helpers import run, write_csv
 from tests.html_page import Page, external_references
@@ -172,7 +174,7 @@ def test_the_report_has_every_section_and_plot_and_fetches_nothing(balanced):
     ids = page.ids()
     for section in ("summary", "balance", "features", "quality", "stages", "statistics"):
         assert f"section-{section}" in ids
-    slugs = report.slugs([n for n, _o in report.features_in_order(report.open_view(art_path))])
+    slugs = report_view.slugs([n for n, _o in report_view.features_in_order(report.open_view(art_path))])
     assert slugs["odd name ü"] == "odd_name" and len(set(slugs.values())) == len(slugs)
     for name, kinds in EXPECTED_PLOTS.items():
         assert f"feature-{slugs[name]}" in ids, name
@@ -323,7 +325,7 @@ def test_media_sections_show_samples_from_the_artifact(tmp_path):
         img = next(a for t, a in page.elements if t == "img" and a["src"].startswith("data:image/png;base64,")
                    and "photo" in a.get("alt", ""))
         png = Image.open(io.BytesIO(base64.b64decode(img["src"].split(",", 1)[1])))
-        rows = min(report.SAMPLE_IMAGES, result.artifact["rows"]["train"])
+        rows = min(report_features.SAMPLE_IMAGES, result.artifact["rows"]["train"])
         assert png.size == (min(rows, 8) * (16 * 6 + 2) - 2, -(-rows // 8) * (12 * 6 + 2) - 2)  # 12x16 tiles, x6
         sheets[mode] = img["src"]
         cells = [t.strip() for t in page.text if t.strip()]  # published columns: decoded items, not int64 slots

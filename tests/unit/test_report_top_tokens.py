@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.report import page as report
+from tasks.report import view as report
 
 tokens = st.text(min_size=1, max_size=6)
 counts = st.one_of(st.integers(-3, 10**12), st.floats(-2, 50, allow_nan=False))
