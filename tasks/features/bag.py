@@ -12,7 +12,7 @@ row + 2, as Ludwig stores it (rows are not wrapped); column 3 counts the tokens 
 from __future__ import annotations
 
 from tasks.features.set import SetFeature, SetPreprocessing
-from tasks.features.tokens import LUDWIG_SPECIALS
+from tasks.features.token_ids import LUDWIG_SPECIALS
 
 
 class BagPreprocessing(SetPreprocessing):

@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from core.errors import DataError
 from core.lazy import pandas as pd
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType
-from tasks.features.tokens import as_strings
+from tasks.features.tokenizers import as_strings
 
 CANONICAL = "%Y-%m-%dT%H:%M:%S"
 CANDIDATE_FORMATS = (

@@ -28,19 +28,8 @@ from pydantic import Field
 
 from core.lazy import pandas as pd
 from tasks.features.base import ColumnSpec
-from tasks.features.tokens import (
-    EOS,
-    LUDWIG_SPECIALS,
-    PAD,
-    SOS,
-    START_ID,
-    STOP_ID,
-    UNK,
-    TokenFeature,
-    TokenPreprocessing,
-    length_percentile,
-    pad,
-)
+from tasks.features.token_ids import EOS, LUDWIG_SPECIALS, PAD, SOS, START_ID, STOP_ID, UNK, pad
+from tasks.features.tokens import TokenFeature, TokenPreprocessing, length_percentile
 
 
 def ludwig_symbols(feature: TokenFeature) -> dict:

@@ -23,7 +23,8 @@ import pyarrow as pa
 
 from core.lazy import pandas as pd
 from tasks.features.base import ColumnSpec
-from tasks.features.tokens import UNK, TokenFeature, TokenPreprocessing, bag_matrix, counts_of, lookup
+from tasks.features.token_ids import UNK, bag_matrix, lookup
+from tasks.features.tokens import TokenFeature, TokenPreprocessing, counts_of
 
 LUDWIG_UNK_ID = 3  # ludwig/utils/strings_utils.py SpecialSymbol.UNKNOWN
 LUDWIG_START_STOP = 2  # Ludwig's max_set_size counts a start and a stop symbol

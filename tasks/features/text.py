@@ -16,7 +16,7 @@ gets the mean idf of the kept tokens; ``str2idf`` is stored in the metadata (``<
 Two sets of options choose how text becomes words:
 
 * Ludwig's (the default): ``lowercase`` (default true: Unicode lower case), then ``tokenizer``
-  (default ``space_punct``; see ``tasks.features.tokens``).
+  (default ``space_punct``; see ``tasks.features.tokenizers``).
 * Keras TextVectorization's, used as soon as any of ``standardize``, ``split``, ``max_tokens`` is set
   or ``output_mode`` is ``count``/``binary``/``tfidf``: ``standardize`` (default
   ``lower_and_strip_punctuation``; ``lower``, ``strip_punctuation`` or ``none``; lower-casing is
@@ -47,23 +47,9 @@ from pydantic import Field, field_validator, model_validator
 from core.lazy import pandas as pd
 from tasks.features.base import ColumnSpec
 from tasks.features.sequence import SequenceFeature, SequencePreprocessing, ludwig_readable, ludwig_symbols
-from tasks.features.tokens import (
-    PAD,
-    UNK,
-    Tokens,
-    as_strings,
-    bag_matrix,
-    build_vocab,
-    code_points,
-    counts_of,
-    document_counts,
-    length_histogram,
-    length_percentile,
-    lookup_code_points,
-    ngrams,
-    standardize,
-    tokenize,
-)
+from tasks.features.token_ids import PAD, UNK, bag_matrix, lookup_code_points
+from tasks.features.tokenizers import Tokens, as_strings, code_points, ngrams, standardize, tokenize
+from tasks.features.tokens import build_vocab, counts_of, document_counts, length_histogram, length_percentile
 
 
 class TextPreprocessing(SequencePreprocessing):

@@ -29,14 +29,9 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from core.errors import DataError
 from core.lazy import pandas as pd
 from tasks.features.base import BasePreprocessing, ColumnSpec, FeatureType
-from tasks.features.tokens import (
-    Tokens,
-    as_strings,
-    length_histogram,
-    merge_partials,
-    pad,
-    tokenize,
-)
+from tasks.features.token_ids import pad
+from tasks.features.tokenizers import Tokens, as_strings, tokenize
+from tasks.features.tokens import length_histogram, merge_partials
 
 FLOAT_RE = r"^[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[Nn]a[Nn]|[Ii]nf(inity)?)$"
 

@@ -59,7 +59,7 @@ def decode_ids(row, idx2str: list[str], skip=("<PAD>", "<START>", "<STOP>")) -> 
 
 
 def ref_tokens(text: str | None, tokenizer: str, lowercase: bool = False) -> list[str]:
-    """The Python reference of each tokenizer (see tasks.features.tokens)."""
+    """The Python reference of each tokenizer (see tasks.features.tokenizers)."""
     if text is None:
         return []
     if lowercase:
