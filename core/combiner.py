@@ -12,10 +12,11 @@ and a custom stage's fitted state (``tasks.Stage`` is a combiner). A combiner ha
 * ``extract(acc) -> result``: the fitted result, a JSON object.
 
 The protocol and its in-memory helpers live here (every layer uses them: the feature types, custom
-stages, the serving Preprocessor); ``tasks.runtime.combine`` runs a fit over Dask partitions. The runners fit with ``fit`` (per partition on the workers: ``create`` + ``add``; ``merge`` in a tree
-of tasks on the workers, ``merged``; then here: ``extract``), or with its parts, ``accumulate`` (on a
-worker), ``merged`` and ``merge_extract``, when a partition's task also does other work (the vocab
-stage's category counts, a custom stage's emitted statistics).
+stages, the serving Preprocessor); ``tasks.runtime.combine`` runs a fit over Dask partitions: ``fit``
+(per partition on the workers: ``create`` + ``add``; ``merge`` in a tree of tasks on the workers,
+``merged``; then ``extract`` in the calling process), or its parts, ``accumulate`` (on a worker),
+``merged`` and ``merge_extract``, when a partition's task also does other work (the vocab stage's
+category counts, a custom stage's emitted statistics).
 """
 
 from __future__ import annotations

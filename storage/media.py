@@ -102,10 +102,6 @@ def memmap_dir(artifact_path: str | Path) -> Path:
     return Path(artifact_path).parent / MEDIA_DIR
 
 
-def _expected_bytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
-    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-
-
 def memmap_complete(path: Path, shape: tuple[int, ...], dtype: np.dtype) -> bool:
     """The memmap exists, its ``.done`` sentinel says so and its size matches."""
     done = path.with_name(path.name + DONE)

@@ -28,7 +28,6 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import Field
 
 from core.combiner import Combiner
 from core.errors import DataError, NotFittedError
@@ -273,10 +272,6 @@ def mode_of(counts: dict, feature: str) -> Any:
 def first_bad(mask: np.ndarray, values: pd.Series, rows: np.ndarray) -> tuple[int, Any]:
     i = int(np.flatnonzero(mask)[0])
     return int(rows[i]), values.iloc[i]
-
-
-def options_field(default: Any, **kwargs: Any) -> Any:
-    return Field(default=default, **kwargs)
 
 
 def by_count_then(table: pa.Table, tie: str) -> np.ndarray:

@@ -1,21 +1,5 @@
-"""One fit protocol: mergeable accumulators, in the spirit of Beam's ``CombineFn`` / TF Transform's analyzers.
-
-Everything prepflow fits from data is a ``Combiner``: a feature type's missing-value statistics
-(``FeatureType.missing_combiner()``), its fitted metadata (``FeatureType.fit_combiner(missing_state)``)
-and a custom stage's fitted state (``tasks.Stage`` is a combiner). A combiner has four methods:
-
-* ``create() -> acc``: an empty accumulator (what no rows give);
-* ``add(acc, batch) -> acc``: ``acc`` with one batch of rows added (a Series for a feature type,
-  a DataFrame for a stage);
-* ``merge(a, b) -> acc``: two accumulators as one; associative and commutative, so the result does
-  not depend on how the rows were partitioned or in which order partitions are merged;
-* ``extract(acc) -> result``: the fitted result, a JSON object.
-
-The runners fit with ``fit`` (per partition on the workers: ``create`` + ``add``; ``merge`` in a tree
-of tasks on the workers, ``merged``; then here: ``extract``), or with its parts, ``accumulate`` (on a
-worker), ``merged`` and ``merge_extract``, when a partition's task also does other work (the vocab
-stage's category counts, a custom stage's emitted statistics).
-"""
+"""``core.combiner``'s fit protocol run over Dask partitions: ``fit``, or its parts ``accumulate``, ``merged``
+and ``merge_extract`` (the protocol and when to use which: ``core.combiner``)."""
 
 from __future__ import annotations
 
