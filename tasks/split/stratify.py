@@ -66,7 +66,8 @@ def class_counts(n: int, probabilities: list[float]) -> np.ndarray:
 def _fill_empty_splits(counts: np.ndarray, sizes: np.ndarray, probabilities: list[float]) -> None:
     """Give each empty split with p > 0 one row, moved from the (class, split) where that costs the
     least deviation from ``p * class_rows``; multi-row classes first, a class's last training row last
-    (``check_classes_in_train``). In place."""
+    (``check_classes_in_train``). In place. Called with at least 3 rows, so one of the other two splits
+    holds 2 or more and a row to move always exists."""
     for s in range(3):
         if probabilities[s] <= 0 or counts[:, s].sum() > 0:
             continue
@@ -80,10 +81,9 @@ def _fill_empty_splits(counts: np.ndarray, sizes: np.ndarray, probabilities: lis
                 key = (d == 0 and counts[c, 0] == 1, sizes[c] == 1, dev, -probabilities[s] * sizes[c], c, d)
                 if best is None or key < best[0]:
                     best = (key, c, d)
-        if best is not None:
-            _key, c, d = best
-            counts[c, d] -= 1
-            counts[c, s] += 1
+        _key, c, d = best
+        counts[c, d] -= 1
+        counts[c, s] += 1
 
 
 def check_classes_in_train(counts: np.ndarray, sizes: np.ndarray, uniques, probabilities: list[float],
