@@ -4,10 +4,10 @@ A stage's per-partition work is built as a chain of ``dask.delayed`` calls: read
 (cast, fill), then the stage's own function, which also takes values shared by every partition (the
 features, the split, the fitted states). Dask's own linear fusion (``optimization.fuse.delayed``) skips
 such a chain: it only fuses a task with exactly one dependency, and the shared values are dependencies
-too. So every link was a task of its own, and each task costs the scheduler ~1.4 ms of CPU (measured at 64
-partitions of 2M rows; the workers pay for each too). Fusing them halved a 64-partition run's tasks (1,265 ->
-664), cut the scheduler's CPU by 40 % and the workers' by 10-13 %; the flow process's CPU did not move, as its
-cost is per partition, not per task (benchmarks/RESULTS.md, fifteenth pass; benchmarks/SCALING.md, item 5).
+too. So every link was a task of its own, and every task costs the scheduler CPU (and the workers too).
+Fusing them about halves a run's tasks and cuts the scheduler's and the workers' CPU; the flow process's
+CPU does not move, as its cost is per partition, not per task (figures: benchmarks/RESULTS.md and
+benchmarks/SCALING.md).
 
 ``fuse_private_chains`` fuses a task into its dependent when it is that dependent's only *private*
 dependency (one no other task needs) and is not itself a requested result: the read and the preparation

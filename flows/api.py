@@ -1,5 +1,5 @@
-"""``prepflow.run``: the pipeline from Python (a notebook, a script), with the CLI's options and result
-(issue 43, item 11).
+"""``prepflow.run``: the pipeline from Python (a notebook, a script), with the CLI's options and result,
+so a Python caller gets what the command line gives.
 
     import prepflow
     summary = prepflow.run("config.yaml", "data.csv", "artifacts")          # a path or URL

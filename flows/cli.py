@@ -42,7 +42,7 @@ from tasks.dataset.files import as_dataset
 DEBUG_ENV = "PREPFLOW_DEBUG"
 
 COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
-# What `prepflow --help` lists, in this order: the README's command table in one line each (issue 43, item 7).
+# What `prepflow --help` lists, in this order: the README's command table in one line each, so the two agree.
 SUMMARIES = {
     "run": "preprocess a dataset and publish an artifact (tensors, metadata, FeatureSpec, report)",
     "apply": "encode new data with a published artifact's fitted state (nothing refitted), with drift",
@@ -235,9 +235,8 @@ def _without_prefect(args: argparse.Namespace, without_prefect) -> dict:
 
 def _freeze_imports() -> None:
     """Keep Python's cyclic collector off what the run has imported (Prefect, pydantic's models, the stages,
-    pandas: over a million objects that live until the process exits). Its full passes over them were
-    ~0.4 of the flow's ~3 CPU s in a 2M-row cluster run (benchmarks/RESULTS.md, issue 19 eighth pass);
-    ``gc.freeze`` moves them to the permanent generation, which no collection scans."""
+    pandas: over a million objects that live until the process exits). Its full collections over them
+    are a sizeable share of the flow process's CPU (benchmarks/RESULTS.md); ``gc.freeze`` moves them to the permanent generation, which no collection scans."""
     gc.freeze()
 
 
@@ -727,7 +726,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _disk_full(exc: OSError, args: argparse.Namespace) -> str:
     """A full disk (or quota) in one line, with the file when the error names one, else the folders the
-    command writes in (issue 43, item 10)."""
+    command writes in, instead of a traceback."""
     what = "no space left on device" if exc.errno == errno.ENOSPC else "disk quota exceeded"
     if exc.filename:
         return f"{exc.filename}: {what}; free space there (or pick another folder) and run again"

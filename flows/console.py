@@ -262,7 +262,7 @@ def read_manifest(artifact_path: str) -> dict:
 
 
 def dropped_rows(manifest: dict) -> dict:
-    """Every row a run left out, from the artifact's statistics (issue 43, item 1):
+    """Every row a run left out, from the artifact's statistics, so none is lost silently:
     ``{"rows": total, "of": input rows, "reasons": [{"rows", "reason", "feature"?}, ...]}``. A row missing
     in two ``drop_row`` features is counted once (under the first), so the reasons add up to ``rows``."""
     stats = manifest.get("statistics") or {}

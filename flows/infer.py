@@ -69,7 +69,7 @@ def infer_dataset(dataset, target: str | None = None, npartitions: int | None = 
 
 def _nested_columns(first: str, fmt: str, columns: list[str]) -> dict:
     """The dataset's nested columns (a struct, a map: ``tasks.ingest.nested``), from its ``first`` file's schema:
-    excluded with the reason, never profiled as the text of their printed form (issue 43, item 10)."""
+    excluded with the reason, never profiled as the text of their printed form."""
     schema = file_schema(first, fmt)
     return nested_fields(schema, columns) if schema is not None else {}
 

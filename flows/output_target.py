@@ -1,6 +1,6 @@
-"""``prepflow run --output`` and ``--cache-dir``, checked before any stage runs (issue 21, item 4; issue 43,
-item 3): a local folder must be creatable and writable (it is created when missing, and a probe file is
-written and removed), a URL's bucket must be reachable. Anything else is one ``ConfigError`` naming the
+"""``prepflow run --output`` and ``--cache-dir``, checked before any stage runs: a local folder must be
+creatable and writable (it is created when missing, and a probe file is written and removed), a URL's
+bucket must be reachable. Anything else is one ``ConfigError`` naming the
 option and the reason, so a run never computes every stage to fail at publish, nor fails in its first
 stage with a bare ``PermissionError``."""
 

@@ -37,13 +37,13 @@ def locate(path: str | Path) -> Path:
 
 
 def read_feature_spec(path: Path) -> dict:
-    """The artifact's ``feature_spec.yaml`` as prepflow reads it (with libyaml's loader when present: ~20x
+    """The artifact's ``feature_spec.yaml`` as prepflow reads it (with libyaml's loader when present: much
     faster on wide specs): for a split_binary artifact, the prepflow spec kept in NVIDIA's (``prepflow_view``)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     file = Path(path) / FEATURE_SPEC
     try:
         raw = yaml.load(file.read_text(), Loader=loader)
-    except yaml.YAMLError as exc:  # one line naming the file (issue 43, item 10)
+    except yaml.YAMLError as exc:  # one line naming the file, not a YAML traceback
         raise IntegrityError(f"{file}: not valid YAML ({yaml_problem(exc)}); the artifact is damaged "
                              "(prepflow inspect --verify checks every file against its manifest)") from None
     if not isinstance(raw, dict):

@@ -12,7 +12,8 @@ the commit marker). What a killed run left under the artifact's prefix is never 
 manifest, so it is invisible to ``Artifact.open``, and the next run of the same artifact id
 overwrites it object by object with the same bytes before it writes the manifest. An artifact
 whose manifest is already there is reused, never rewritten, when one listing of its prefix finds every
-listed object at its size; a damaged one loses its manifest first and is published again (issue 40).
+listed object at its size; a damaged one loses its manifest first and is published again (so a reader
+never trusts an artifact with a missing or truncated object).
 
 Reading: ``fetch`` checks every name the manifest gives (and the artifact id) before it downloads anything
 (``storage.safe_paths``), then downloads the artifact into a local cache folder (``$PREPFLOW_ARTIFACT_CACHE``,

@@ -49,7 +49,7 @@ def integer_starts(lo: float, hi: float, buckets: int = HIST_BUCKETS) -> list[fl
     """Buckets of whole-number width centred on the integers when the fitted range runs between two integers
     (a day of the month, a count): one bucket per integer up to ``2 * buckets`` of them, else ``w``
     integers each. Equal buckets over ``[1, 31]`` would put one day in some buckets and two in others (a
-    fake 2x spike) and days 30 and 31 in one (issue 43, item 8). None: not an integer range."""
+    fake spike of twice the rows) and days 30 and 31 in one. None: not an integer range."""
     lo, hi = float(lo), float(hi)
     if not (np.isfinite(lo) and np.isfinite(hi)) or hi <= lo or not (lo.is_integer() and hi.is_integer()):
         return None

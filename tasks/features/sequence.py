@@ -38,7 +38,7 @@ def ludwig_symbols(feature: TokenFeature) -> dict:
 
 
 def ludwig_readable(meta: dict, feature: TokenFeature) -> dict:
-    """``str2idx`` that Ludwig can encode with (issue 43, item 6): Ludwig wraps every row in ``<SOS>`` ...
+    """``str2idx`` that Ludwig can encode with: Ludwig wraps every row in ``<SOS>`` ...
     ``<EOS>`` (its ``build_sequence_matrix`` looks both up in ``str2idx``, so prepflow's own vocabulary
     failed with ``KeyError: '<EOS>'``). With prepflow's symbols they name ids the vocabulary has:
     ``<START>``/``<STOP>`` when ``start_stop`` is on, else ``<PAD>`` (Ludwig's rows are then prepflow's

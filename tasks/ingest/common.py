@@ -103,7 +103,7 @@ NUMBER_TEXT = r"^\s*(?:[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:inf|in
 def reject_text_in_numbers(table: pa.Table, spec, first_row: int, path: str) -> None:
     """A column declared ``number`` that the file stores as strings (Parquet, Feather): the first value
     that is not a number is one ``DataError`` naming the file, the 0-based row and the column, as a
-    CSV's (issue 43, item 2). Vectorized: one RE2 match per column."""
+    CSV's is. Vectorized: one RE2 match per column."""
     for name, kind in spec.columns.items():
         col = table.column(name)
         if kind != "float64" or not _is_string(col.type):

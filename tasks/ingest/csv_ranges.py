@@ -73,7 +73,7 @@ def straddles(exc: Exception) -> bool:
 
 def read_csv_whole(source, size: int, read_options: pacsv.ReadOptions | None = None, **kwargs) -> pa.Table:
     """``pyarrow.csv.read_csv`` of ``source``; a row longer than the default block (a multi-megabyte text
-    cell) is read again with one block as large as the data (issue 43, item 10): only such files pay
+    cell) is read again with one block as large as the data, rather than failing: only such files pay
     for the single-block parse. ``source()`` opens a fresh input for each try (a failed read may have
     read ahead in the one it had)."""
     options = read_options or pacsv.ReadOptions()

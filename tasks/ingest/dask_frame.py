@@ -1,5 +1,5 @@
-"""ingest from a Dask DataFrame passed in Python: its partitions read on the Dask workers, as files are
-(issue 43, item 11). ``tasks.ingest.dataframe`` computed a Dask DataFrame whole into the flow process.
+"""ingest from a Dask DataFrame passed in Python: its partitions read on the Dask workers, as files are,
+so the flow process never holds the whole frame (``tasks.ingest.dataframe`` would compute it there).
 
 Two passes of one task per partition, on the active scheduler (a cluster's workers when a Client is set):
 

@@ -1,7 +1,7 @@
-"""Nested columns (Parquet/Feather structs and maps, lists of them): prepflow reads flat columns (issue 43,
-item 10). A struct typed ``category`` failed deep in the vocab stage (``KeyError: b'nested'``) and an
-untyped one was inferred as ``text`` of its printed form; now ingest refuses such a column named in the
-config with one line saying how to flatten it, and ``prepflow infer`` excludes it with that reason."""
+"""Nested columns (Parquet/Feather structs and maps, lists of them): prepflow reads flat columns. Left
+alone, a struct typed ``category`` would fail deep in the vocab stage (``KeyError: b'nested'``) and an
+untyped one would be inferred as ``text`` of its printed form; so ingest refuses such a column named in
+the config with one line saying how to flatten it, and ``prepflow infer`` excludes it with that reason."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Category vocabularies that scale (issue 11): no worker, and no Python dict, holds every distinct value.
+"""Category vocabularies that scale: no worker, and no Python dict, holds every distinct value.
 
 The vocab stage hands this module the prepared (delayed) partitions and the category features that
 need a vocabulary (``hash_buckets`` features need none). The fit is one Dask graph, computed with
