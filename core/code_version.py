@@ -20,7 +20,7 @@ further dispatchers), so the stages that read prepared partitions follow the cod
 
 The files are parsed, never imported, so computing a version costs no heavy import (a rerun of a
 published artifact computes the artifact id from these versions before deciding to do anything).
-Parsing every stage's modules costs ~0.4 CPU s, in the flow process and again in every Dask worker
+Parsing every stage's modules costs noticeable CPU, in the flow process and again in every Dask worker
 process (the stage modules compute their version when imported), so what a parse finds is kept in a
 small file per source content under ``~/.cache/prepflow/code-versions/`` (``$XDG_CACHE_HOME`` is
 honoured): named by the sha256 of the Python version, the module's name and its bytes, so an edited

@@ -2,10 +2,11 @@
 
 Why: the flow process of a cluster run imports every stage and feature module (to plan), but the
 pandas code in them runs on the Dask workers. Importing pandas is a measurable share of the flow
-process's CPU and memory on every run (`python -X importtime`; figures in benchmarks/RESULTS.md). This is what Python 3.15's ``lazy import pandas as pd`` (PEP 810) will do; until then
-an attribute of the object below imports pandas (once, under Python's import lock, so threads are safe)
-and returns pandas' attribute. ``tests/integration/test_dask_cluster.py`` checks that a cluster run's flow
-process never imports pandas.
+process's CPU and memory on every run (`python -X importtime`; figures in benchmarks/RESULTS.md). This
+is what Python 3.15's ``lazy import pandas as pd`` (PEP 810) will do; until then an attribute of the
+object below imports pandas (once, under Python's import lock, so threads are safe) and returns
+pandas' attribute. ``tests/integration/test_dask_cluster.py`` checks that a cluster run's flow process
+never imports pandas.
 """
 
 from __future__ import annotations

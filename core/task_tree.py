@@ -10,7 +10,7 @@ def tree(tasks: list, merge, *args, fan_in: int = 8):
     """The results of delayed ``tasks`` combined into one delayed result on the workers: ``merge(*args,
     *results)`` over consecutive groups of ``fan_in``, level by level, so that this process receives one
     result whatever the number of partitions (encode's statistics, received and merged here one partition at
-    a time, cost 0.66 ms each: ~11 CPU s at Criteo 1TB's 16,800 partitions, benchmarks/RESULTS.md).
+    a time, would cost this process CPU in proportion to the partitions: seconds at Criteo 1TB's).
     ``merge`` must be associative (it is applied to groups in task order, never reordered). None for no
     tasks."""
     level = list(tasks)

@@ -19,7 +19,7 @@ public ``to_json_dict()`` of the results. What runs where:
   once on the partitions concatenated, only the columns they name (all of them with a
   ``row_condition``), as one Dask task: on a worker when Dask is distributed.
 
-GX is imported on first use: ~3 s per process, paid only by runs with a user suite.
+GX is imported on first use (it is slow to import), paid only by runs with a user suite.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ _PRELOAD: list[threading.Thread] = []
 
 
 def gx():
-    """``import great_expectations`` (slow: ~3 s), with its usage statistics off."""
+    """``import great_expectations`` (slow), with its usage statistics off."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     import great_expectations  # optional heavy dependency: only runs with a user suite import it
 

@@ -28,12 +28,12 @@ class ValuesToBeUnique(Kernel):
     ``BITMAP_SPAN_PER_ROW`` x its rows, as ``__row__`` of the encoded gate, which covers a range of
     input rows per partition) go as a bitmap of their range. The bitmaps are combined on the workers
     (``combines``: ``BitBlocks``, blocks of the key range; a block every key of which is present is kept as
-    a mark, not bits), and this process receives their row counts and the keys found twice: before, the
-    encoded gate's bitmaps came here, ~3 bits per input row (a validation chunk's rows span 10x as many
-    input rows); the flow's peak RSS grew by 346 MB at 400M rows (``benchmarks/encoded_gate_memory.py``),
-    now by 7 MB. Blocks that do not overlap are the exact result (nothing repeats). Keys the blocks find
-    twice (up to ``BitBlocks.MAX_REPEATED``) come here as a ``Flag``, and each partition flags its rows that
-    hold one, on the workers (``flag``): a failing check costs this process the repeated keys, not every key.
+    a mark, not bits), and this process receives their row counts and the keys found twice, not the
+    bitmaps, whose bits grow with the input rows (a validation chunk's rows span many more input rows) and
+    would grow the flow's peak memory with them (``benchmarks/encoded_gate_memory.py``). Blocks that do not
+    overlap are the exact result (nothing repeats). Keys the blocks find twice (up to
+    ``BitBlocks.MAX_REPEATED``) come here as a ``Flag``, and each partition flags its rows that hold one,
+    on the workers (``flag``): a failing check costs this process the repeated keys, not every key.
     Past that many, or with a mix of blocks and other partials, the merge asks for a rescan (``RESCAN``) with
     ``exact`` set, whose partials are:
     Arrow strings: each partition keeps its non-null values as an Arrow array; the merge

@@ -114,7 +114,7 @@ class RunRecord:
 
 
 def add_tag(flow_run_id: str, tag: str) -> None:
-    # heavy (Prefect's client, ~1 s to import): only when a run is tagged
+    # heavy (Prefect's client, slow to import): only when a run is tagged
     from prefect.client.orchestration import get_client
 
     with get_client(sync_client=True) as client:

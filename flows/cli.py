@@ -7,7 +7,7 @@ a traceback only with ``--debug`` (or ``PREPFLOW_DEBUG=1``). What ``run`` shows 
 lines, progress, the warnings block) is flows/console.py's.
 
 Each command imports what it runs inside its function: the stages, storage, Great Expectations and
-Prefect cost 1-5 s to import, and `prepflow --help`, `schema` or `server status` need none of them. The
+Prefect take seconds to import, and `prepflow --help`, `schema` or `server status` need none of them. The
 imports at module level are the light ones every command uses.
 """
 
@@ -166,7 +166,7 @@ def _run_settings(mode: str):
 def _run_flow(args: argparse.Namespace, config, fingerprint: str | None = None) -> dict:
     """The preprocess flow, named and tagged for the UI (flows/run_labels.py). Bookkeeping never fails the
     run: a Prefect API that cannot be reached, or fails the flow, leaves the run to finish without it."""
-    from flows import without_prefect  # the in-process runner: the stages (~1.5 s to import)
+    from flows import without_prefect  # the in-process runner: the stages (slow to import)
 
     if os.environ.get("PREPFLOW_PREFECT") == "off":  # the in-process runner, no Prefect API at all
         return _without_prefect(args, without_prefect)
@@ -236,7 +236,8 @@ def _without_prefect(args: argparse.Namespace, without_prefect) -> dict:
 def _freeze_imports() -> None:
     """Keep Python's cyclic collector off what the run has imported (Prefect, pydantic's models, the stages,
     pandas: over a million objects that live until the process exits). Its full collections over them
-    are a sizeable share of the flow process's CPU (benchmarks/RESULTS.md); ``gc.freeze`` moves them to the permanent generation, which no collection scans."""
+    are a sizeable share of the flow process's CPU (benchmarks/RESULTS.md); ``gc.freeze`` moves them to the
+    permanent generation, which no collection scans."""
     gc.freeze()
 
 

@@ -242,7 +242,7 @@ def quiet_prefect_console() -> None:
 
     Prefect sets its logging up once, when ``prefect.main`` is first imported (``from prefect import
     flow``), and reads the variable then; only a process where that already happened is set up again
-    (a second setup costs ~0.15 s of CPU)."""
+    (a second setup costs CPU for nothing)."""
     os.environ.setdefault(CONSOLE_LEVEL_ENV, "CRITICAL")
     configuration = sys.modules.get("prefect.logging.configuration")
     if configuration is not None and configuration.PROCESS_LOGGING_CONFIG:

@@ -1,7 +1,7 @@
 """One Prefect server per prepflow installation, kept alive between ``prepflow run`` calls.
 
-Why: Prefect's temporary server costs 5-17 s per process (README "Start-up"), more than the whole job
-on a 336k-row table. The first run starts a local server, later runs reuse it, and it exits by itself
+Why: Prefect's temporary server costs seconds per process (README "Start-up"), more than the whole job
+on a mid-sized table. The first run starts a local server, later runs reuse it, and it exits by itself
 after ``PREPFLOW_SERVER_IDLE_SECONDS`` (default 1800) without a run; it never exits while a run that it
 records is alive (``flows/run_registry.py``).
 
@@ -19,8 +19,8 @@ start --background``: besides Prefect's API and UI, it serves the reports folder
 Crashed, stays alive while a run is in progress and exits when idle. Prefect's background server can do
 none of these (it runs until ``prefect server stop``).
 
-It runs at the normal CPU priority: at nice 10 (an earlier design, to yield ~0.07 s of stage time to a
-run) it starved on a loaded machine, where bookkeeping then timed out or answered 503.
+It runs at the normal CPU priority: at a lower priority (which would yield a little stage time to a run)
+it starves on a loaded machine, where bookkeeping then times out or answers 503.
 
 The UI is told where its API is (``PREFECT_UI_API_URL``, read by the UI from ``/ui-settings``): the
 server's own address, port 4200 when it is free (``PREPFLOW_SERVER_PORT`` chooses another; 0: any free

@@ -36,7 +36,7 @@ def statistics_table(stats: dict) -> list[dict]:
 
 def statistics_artifact(stages: list) -> None:
     """The statistics of every stage, merged, as a table artifact."""
-    # Prefect (~1 s) only where an artifact is made: the CLI imports this module for its tables
+    # Prefect (slow to import) only where an artifact is made: the CLI imports this module for its tables
     from prefect.artifacts import create_table_artifact
 
 

@@ -1,6 +1,6 @@
 """Flow runs of ``prepflow run`` processes, so that a run whose process died shows as Crashed.
 
-A CLI run on the local server turns Prefect's flow heartbeat off (~0.7 s of wall per run). Prefect's server
+A CLI run on the local server turns Prefect's flow heartbeat off (it adds wall time to every run). Prefect's server
 does not detect a killed run by itself either way: heartbeats only feed an automation that a user must create,
 which marks the run ~90 s after its process died (``benchmarks/results/mechanisms.md``); without one the run
 stays "Running" for ever. Instead, the run's process

@@ -264,7 +264,7 @@ class Artifact:
 
     def torch_dataset(self, split: str, channels: list[str] | None = None, prefer: str = "npy"):
         """A map-style ``torch.utils.data.Dataset`` over ``split`` (see ``storage.torch_dataset``)."""
-        from storage.torch_dataset import ArtifactDataset  # imports torch (heavy, ~3 s): only when asked for
+        from storage.torch_dataset import ArtifactDataset  # imports torch (slow): only when asked for
 
         return ArtifactDataset(self.split_columns(split, prefer), self.feature_spec, channels=channels,
                                artifact_id=self.artifact_id, shard_rows=self.shard_rows)

@@ -61,12 +61,12 @@ def list_files(root: Path) -> list[str]:
 
 
 # Below this many bytes in all, files are hashed on the calling thread: starting a pool's threads costs
-# more than hashing a few small files (a gate's entry: 0.1 s in a `prepflow run`, where Prefect's
-# threads hold the GIL now and then, against 1 ms).
+# more than hashing a few small files (a gate's entry), the more so in a `prepflow run`, where Prefect's
+# threads hold the GIL now and then.
 PARALLEL_HASH_BYTES = 8 << 20
 # On a cluster, one hashing task per this many bytes of consecutive files, not one per file: the flow process
-# spends ~0.5 ms of CPU per Dask task, and an encode entry holds 6 files per partition (386 tasks at 64
-# partitions of 2M rows; 100,000 at Criteo 1TB's 16,800). 64 MB hash in ~0.05 s.
+# spends CPU on every Dask task, and an encode entry holds several files per partition (a hundred thousand
+# tasks at Criteo 1TB's partitions), while hashing this many bytes takes a fraction of a task's cost.
 HASH_TASK_BYTES = 64 << 20
 
 
@@ -74,8 +74,7 @@ def file_digests(paths: list[str], algorithm: str) -> list[str]:
     """``file_digest`` of each file, in order; several large files are hashed on parallel threads (hashlib,
     xxhash and file reads release the GIL), so an entry of many parts costs about its largest file per
     core. When a distributed Client is the scheduler (``prepflow run --dask-address``), the workers that
-    wrote the files hash them: the flow process reads none of an entry's or an artifact's bytes (~1 GB at
-    2M Criteo-like rows)."""
+    wrote the files hash them: the flow process reads none of an entry's or an artifact's bytes."""
     if len(paths) < 2 or sum(os.path.getsize(p) for p in paths) < PARALLEL_HASH_BYTES:
         return [file_digest(p, algorithm) for p in paths]
     if _on_cluster():

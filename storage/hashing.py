@@ -7,8 +7,8 @@ Two kinds of hashing live here:
   ``"1"`` and ``True`` all hash differently, and dict key order does not matter.
 
 A third, ``file_digest``, checks files: sha256 where the digest is published (the artifact's manifest),
-XXH3-128 where it only guards prepflow's own stage cache against a file changed on disk (about 7x
-sha256's speed here: a 2M-row run writes ~1.1 GB of cache entries).
+XXH3-128 where it only guards prepflow's own stage cache against a file changed on disk (several times
+sha256's speed, and a run writes far more cache bytes than artifact bytes).
 
 Golden values for both are pinned in ``tests/unit/test_hashing.py``: changing this module
 changes every cache key and artifact id, which must be a deliberate, versioned decision.

@@ -3,7 +3,7 @@
 ``BatchLoader`` (``Artifact.batches``) yields ``dict[channel -> torch.Tensor]``;
 ``storage.torch_dataset.ArtifactDataset`` (``Artifact.torch_dataset``) is a map-style
 ``torch.utils.data.Dataset`` over the same files. torch is imported where a tensor is first made
-(importing this module, or ``storage.artifact``, does not import it: ~3 s).
+(importing this module, or ``storage.artifact``, does not import it: it is slow to import).
 
 Reading. A split's columns come from its per-feature ``.npy`` files, memory-mapped
 (``npy.load(mmap_mode="r")``), or, when the artifact has no ``.npy`` files, from its Parquet shards,
@@ -223,7 +223,7 @@ def plan_channels(feature_spec: dict, channels: list[str] | None = None) -> list
 
 
 def _pin_available() -> bool:
-    import torch  # heavy (~3 s): imported when the first tensor is made
+    import torch  # slow to import: imported when the first tensor is made
 
     return torch.cuda.is_available()
 
@@ -232,10 +232,10 @@ def _empty(shape: tuple[int, ...], dtype: np.dtype, pin: bool):
     """A torch tensor and its numpy view: gathers write straight into the tensor's memory.
 
     Unpinned buffers come from numpy, which asks for transparent huge pages on large allocations:
-    a fresh 10 MB batch then costs a handful of page faults instead of thousands (torch's CPU
+    a fresh large batch then costs a handful of page faults instead of thousands (torch's CPU
     allocator does not, and pinned memory comes from torch's caching host allocator anyway).
     """
-    import torch  # heavy (~3 s): imported when the first tensor is made
+    import torch  # slow to import: imported when the first tensor is made
 
     if pin:
         tensor = torch.from_numpy(np.empty(0, dtype=dtype)).new_empty(shape, pin_memory=True)
@@ -505,7 +505,7 @@ class BatchLoader:
     def __iter__(self) -> Iterator[dict]:
         device = self.device
         if device is not None:
-            import torch  # heavy (~3 s): imported when the first tensor is made
+            import torch  # slow to import: imported when the first tensor is made
 
             device = torch.device(device)
             if device.type == "cpu":

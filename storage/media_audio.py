@@ -38,7 +38,7 @@ from storage.media_io import MediaError, store_file, typed_digest
 
 
 def _soundfile():
-    """soundfile (libsndfile through cffi, ~0.17 s to import): loaded when audio is read or written, not by
+    """soundfile (libsndfile through cffi, not free to import): loaded when audio is read or written, not by
     every process that imports the feature types."""
     import soundfile
 

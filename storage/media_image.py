@@ -17,8 +17,8 @@ store (``_plain_jpeg``, ``_plain_png``: checked as strictly as the plugin checks
 to Pillow's own decoder (``jpeg``, ``zip``) through the public ``Image.frombytes(mode, size, data,
 decoder_name, args)`` with the arguments ``Image.open`` would give it, so the pixels are the same;
 the per-image Python of the plugins (marker walk, chunk reads, ``load``'s read loop), which holds the
-GIL and limits the decode threads, is skipped (without it: +65% CPU per 24-40 px picture, +5-18% at
-224-288 px; ``benchmarks/RESULTS.md``). Anything else, and a plain file whose decoder does not
+GIL and limits the decode threads, is skipped (it costs the most on small pictures; figures in
+``benchmarks/RESULTS.md``). Anything else, and a plain file whose decoder does not
 finish cleanly, takes the general path, whose result or error is then the answer. Only Pillow's
 public API is used.
 

@@ -23,9 +23,8 @@ Each is locked by its writer while it exists (``storage.tmpdirs``), so the next 
 folder removes exactly the dead writers' (``sweep_temps``; ``TEMP_NAME``, which also matches the
 memmap temporaries of ``storage.media``), never a live writer's and never a finished file (whose name
 never starts with a dot). ``store_file`` writes many small files (one per in-memory value), for which
-a lock file each costs about as much as decoding them (+40 us a file on tmpfs, +0.2 ms on ext4,
-against ~35 us to decode a 32x32 PNG), so inside ``store_batch()`` (ingest of a DataFrame: +0.0-0.6 us
-a file) its temporary files of a folder share one locked ``TempFolder`` ``.tmp-<hex>/`` for the whole
+a lock file each costs about as much as decoding a small picture, so inside ``store_batch()`` (ingest
+of a DataFrame) its temporary files of a folder share one locked ``TempFolder`` ``.tmp-<hex>/`` for the whole
 batch; outside one each is a ``TempFile``. The first write of this process into a feature folder
 sweeps it (one listing).
 """

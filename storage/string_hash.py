@@ -13,8 +13,8 @@ serving system in another language can give the same ids. Artifacts written befo
 with a message to rebuild them (``check_hash_name``). Changing anything here changes published
 ids: give it a new ``HASH_NAME``.
 
-Cost: one C call per value (``map`` over the values as bytes, no Python bytecode per value), about
-0.13 us a value plus the conversion to bytes; callers hash each *distinct* value once
+Cost: one C call per value (``map`` over the values as bytes, no Python bytecode per value) plus the
+conversion to bytes; callers hash each *distinct* value once
 (``pc.dictionary_encode``, ``hash_column``) and take.
 """
 

@@ -46,8 +46,8 @@ from storage.safe_paths import under
 ROW_GROUP_ROWS = 1 << 20
 SCAN_RATIO = 2  # a query of fewer than half the vocabulary's values is looked up by hash (VocabLookup)
 # ... unless the process makes at most this many lookups and no stored index is there to map: building the index
-# costs about 6 scans (1.14M 8-character values: 0.21 CPU s to build, 0.034 per scan of a 120k-value query, 0.02
-# per indexed query), so an apply of one day's file (4 partitions) scans
+# costs about as much as several scans (``benchmarks/lookup_paths.py``), so an apply of one day's file (a few
+# partitions) scans
 SCAN_QUERIES = 8
 
 
@@ -180,7 +180,7 @@ class _HashIndex:
             query = query.cast(values.type)
         out = np.full(len(query), -1, dtype=np.int64)
         qh = string_hash.hash_strings(query)
-        order = np.argsort(qh)  # sorted keys: searchsorted walks the table in order (~3x fewer cache misses)
+        order = np.argsort(qh)  # sorted keys: searchsorted walks the table in order (far fewer cache misses)
         at = np.empty(len(qh), dtype=np.int64)
         at[order] = np.minimum(np.searchsorted(self.hashes, qh[order]), len(self.hashes) - 1)
         hit = np.flatnonzero(self.hashes[at] == qh)
@@ -229,8 +229,8 @@ def index_pays(counts: np.ndarray, first: int, partition_rows: int) -> bool:
 
 def write_index(path: str | Path, values: pa.Array, first: int) -> Path:
     """Store the hash index of ``values[first:]`` (the rows of the vocabulary file at ``path``) beside it, so
-    that every process that looks values up in it maps the index instead of building it (0.36 CPU s per
-    million values in each worker process; ~14 s per worker for one of Criteo 1TB's ~4e7-value columns).
+    that every process that looks values up in it maps the index instead of building it (each worker process would
+    otherwise build it again, which costs seconds per worker for one of Criteo 1TB's largest columns).
     16 bytes per value. Not part of an artifact: ``files`` lists only the vocabulary files."""
     out = index_path(path, first)
     _HashIndex.build(values.slice(first)).save(out)  # (hash_strings combines a chunked array's chunks)

@@ -8,7 +8,7 @@ where it was computed.
 * A larger file: the sha256 of ``BLOCK_TAG`` followed by the sha256 digests of its consecutive
   ``BLOCK``-byte blocks (the last one shorter). Each block is hashed by its own Dask task, so a large
   file is hashed by the workers of a cluster in parallel, not by the flow's process (one sequential
-  sha256 runs at ~1.4 GB/s: ~700 CPU s in the flow's process for a 1 TB file).
+  sha256 of a terabyte file would keep the flow's process busy for many minutes).
 * A folder or glob: the hash of ``[relative name, file fingerprint]`` for every file, in name order
   (``files``: each file's own fingerprint, the root of its per-file cache entries, ``tasks.ingest.files``).
   Within one process a file's fingerprint is kept by its stamp (a local file's path, size, times and inode; a

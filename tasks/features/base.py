@@ -166,8 +166,8 @@ class MissingStatistics(Combiner):
     ``computed_fill_value`` (None for bfill/ffill/drop_row).
 
     A batch is the fit rows' values (a Series) or, when ``needs_values()`` is false, a ``NullCount``:
-    fill_missing then copies no column it only counts the nulls of (a Criteo-like string column's fit rows
-    cost ~4 ms per 262k rows to gather)."""
+    fill_missing then copies no column it only counts the nulls of (gathering a string column's fit rows is
+    not free)."""
 
     def __init__(self, feature: FeatureType):
         self.feature = feature
@@ -279,8 +279,8 @@ def by_count_then(table: pa.Table, tie: str) -> np.ndarray:
     descending, equal counts by ``tie`` ascending (distinct per row): a stable sort by count of the rows
     sorted by ``tie``, the same order as Arrow's two-key ``sort_indices`` (which compares strings inside every
     group of equal counts). Values of at most 8 bytes each (Criteo's) are sorted as integers
-    (``short_string_order``), others by Arrow's string sort. 2.2M Criteo-like values: 0.30 CPU s, against
-    0.81 with Arrow's string sort and 0.96 with its two-key sort (``benchmarks/vocab_order.py``)."""
+    (``short_string_order``), which is faster than Arrow's string sort and its two-key sort; others by Arrow's
+    string sort (``benchmarks/vocab_order.py``)."""
     column = table.column(tie)
     by_tie = short_string_order(column)
     if by_tie is None:
@@ -295,9 +295,9 @@ SHORT_STRING_BYTES = 8
 def short_string_order(values) -> np.ndarray | None:
     """The ascending order of strings (UTF-8 bytes compared as unsigned, as Arrow's ``sort_indices`` compares
     them; a value before its extensions; ties in row order) for a string array (32-bit offsets) in which no
-    value is null or longer than 8 bytes; else None. Each value's bytes zero-padded to 8 and read big-endian are an integer whose order is the
-    bytes' order, except that a value and the same value followed by zero bytes tie: the length breaks it.
-    2.2M 8-character values: 0.20-0.21 against 0.58-0.63 CPU s for Arrow's string sort."""
+    value is null or longer than 8 bytes; else None. Each value's bytes zero-padded to 8 and read big-endian
+    are an integer whose order is the bytes' order, except that a value and the same value followed by zero
+    bytes tie: the length breaks it. Sorting integers is faster than Arrow's string sort."""
     arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     n = len(arr)
     if not pa.types.is_string(arr.type) or arr.null_count:  # (ints, large strings: the caller's sort)

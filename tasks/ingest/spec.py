@@ -57,8 +57,8 @@ def write_parts(batches, spec: IngestSpec, out_dir: Path, path: str) -> int:
             yield table
 
     total = 0
-    # The parts keep the reader's chunks (as IPC record batches): copying them into one chunk each touched
-    # another 55 MB of fresh memory at 336k flights rows. Every later read concatenates the batches anyway.
+    # The parts keep the reader's chunks (as IPC record batches): copying them into one chunk each would touch
+    # as much fresh memory again, and every later read concatenates the batches anyway.
     for part, table in enumerate(fixed_blocks(checked_tables(), PART_ROWS, combine=False)):
         table = dictionary_encoded(table, spec).append_column(
             ROW, pa.array(np.arange(total, total + table.num_rows, dtype=np.int64)))

@@ -102,9 +102,8 @@ COPY_CHUNK = 1 << 20  # read and write size of ``copy_file``
 def dictionary_columns(columns: dict[str, dict]) -> list[str]:
     """The published columns (``tasks.publish.stage.column_specs``) written with Parquet's dictionary encoding: all
     but ``__row__`` (a distinct value per row) and the ids whose ``cardinality`` times their width exceeds
-    ``DICTIONARY_PAGE_BYTES``, which are written plain from the start. On one 2^20-row group of a Criteo-shaped
-    encoded table this cut the write 1.43 -> 1.07 CPU s and the bytes 61.1 -> 58.1 MiB
-    (``benchmarks/parquet_dictionary.py``, benchmarks/RESULTS.md)."""
+    ``DICTIONARY_PAGE_BYTES``, which are written plain from the start: the writer would build their dictionary
+    only to drop it, so skipping it saves CPU and bytes (``benchmarks/parquet_dictionary.py``)."""
 
     def wide(name: str, spec: dict) -> bool:
         if name == ROW:

@@ -77,8 +77,8 @@ details summary{cursor:pointer;color:#0969da}
 
 
 def plots_module():
-    """tasks.report.plots, imported when a report draws (matplotlib, a heavy optional dependency: ~0.45 CPU s
-    to import, which a flow process whose report is built on a Dask worker never pays)."""
+    """tasks.report.plots, imported when a report draws (matplotlib, a heavy optional dependency, slow to
+    import, which a flow process whose report is built on a Dask worker never pays)."""
     from tasks.report import plots as report_plots
 
     return report_plots

@@ -1,5 +1,5 @@
 """The plots of the data report (``tasks/report/page.py``). Plain bar charts (number histograms, token
-and stage bars: most of a tabular report) are hand-written SVG (``tasks/report/svg.py``, ~1 ms each);
+and stage bars: most of a tabular report) are hand-written SVG (``tasks/report/svg.py``, much faster);
 the others are drawn with matplotlib.
 
 matplotlib is imported only here, when a report is built (it is slow to import). Figures are plain

@@ -1,9 +1,9 @@
 """Bar charts for the data report written directly as SVG text.
 
-matplotlib's SVG canvas takes ~0.15 s per plot (and ~0.6 s to import): the report of a 20-column
-table took 3.4 s, more than every stage of a 336k-row run together. The report's most common plots
-are plain bar charts (number histograms, token and stage bars), so they are drawn here with a few
-``<rect>``, ``<line>`` and ``<text>`` elements, ~1 ms each. Same inputs, same bytes: coordinates are
+matplotlib's SVG canvas is slow per plot (and slow to import): drawn with it, the report of a wide table
+took longer than every stage of a mid-sized run together. The report's most common plots are plain bar
+charts (number histograms, token and stage bars), so they are drawn here with a few ``<rect>``,
+``<line>`` and ``<text>`` elements, a small fraction of the cost. Same inputs, same bytes: coordinates are
 rounded to 0.1 px and numbers printed with ``:g`` formats. Text is escaped; the page's font applies.
 """
 

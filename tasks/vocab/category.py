@@ -118,8 +118,7 @@ def merge_counts(parts: list[pa.Table]) -> pa.Table:
     """Counts of several partitions as one table: per distinct ``(feature, value)`` the exact sum of its
     counts and the min of its first rows, the features in ascending order (the values in any order: a
     reducer's ``Candidates`` order them). Grouped feature by feature on the value alone (``_merge_feature``):
-    Arrow's hash ``group_by`` on the two keys (it encodes each row's composite key) cost 1.6x the CPU: 0.93
-    against 0.57 CPU s (medians) for 8 partitions' counts of 262,144 Criteo-shaped rows
+    Arrow's hash ``group_by`` on the two keys (it encodes each row's composite key) costs more CPU
     (``benchmarks/count_merge.py``)."""
     pieces = []
     for feature, batches in sorted(_feature_runs(parts).items()):
@@ -127,16 +126,17 @@ def merge_counts(parts: list[pa.Table]) -> pa.Table:
         pieces.append(pa.table({FEATURE: pa.array(np.full(len(values), feature, np.int32)), VALUE: values,
                                 COUNT: counts, FIRST: first}))
     # one chunk per column: group_by's chunks are slices of shared buffers, which Dask's sizeof counts once per
-    # chunk (48 chunks of 1.5M rows: 2.4 GB estimated for 50 MB, and a tree's last merge refused as too large)
+    # chunk (a table of many chunks is estimated at many times its size, and a tree's last merge refused as too
+    # large)
     return pa.concat_tables(pieces).combine_chunks() if pieces else _empty_counts()
 
 
 def _merge_feature(rows: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
     """One feature's ``(value, count, first)`` rows merged per distinct value: the values dictionary-encoded
     (one hash of each row's value), the counts summed by ``bincount`` of the codes (float64 weights: exact below
-    2^53 rows) and the first rows' min by ``minimum.at``. 1.95 against 2.96 CPU s for Arrow's hash ``group_by``
-    on 9 Criteo-shaped daily files' counts (14.2M rows into 7.5M values); the group_by, which reads chunk by
-    chunk, for a feature of more than ``DICTIONARY_MERGE_BYTES`` of text."""
+    2^53 rows) and the first rows' min by ``minimum.at``: less CPU than Arrow's hash ``group_by``
+    (``benchmarks/count_merge.py``); the group_by, which reads chunk by chunk, for a feature of more than
+    ``DICTIONARY_MERGE_BYTES`` of text."""
     column = rows.column(VALUE)
     if column.nbytes > DICTIONARY_MERGE_BYTES:
         merged = rows.group_by(VALUE, use_threads=False).aggregate([(COUNT, "sum"), (FIRST, "min")])
@@ -191,8 +191,8 @@ MERGE_FAN_IN = 8
 # about as much again); Dask's own reductions make the same choice (a tree, ``split_out=1``, for small results).
 TREE_MEMORY_SHARE = 1 / 8
 # Otherwise each reducer of the exchange gets at most this share of it: a reducer holds its counts several times
-# over (estimated ~5x: the mapped batches, group_by's keys and output, the feature order's copy, the candidates),
-# so 1/32 keeps it near 1/6 of the worker (tests/integration/test_category_scale.py: 500 MB workers died with 1/8).
+# over (the mapped batches, group_by's keys and output, the feature order's copy, the candidates), so 1/32 keeps
+# it well inside the worker (tests/integration/test_category_scale.py runs small workers that a larger share kills).
 REDUCER_MEMORY_SHARE = 1 / 32
 
 
@@ -269,7 +269,7 @@ def write_buckets(counts: pa.Table, folder: str, index: int, reducers: int) -> s
     partial one (a retried task writes the same bytes)."""
 
     bucket = bucket_of(counts.column(VALUE).combine_chunks(), reducers)
-    # NumPy's stable sort of 16-bit integers is a radix sort: 2.7 against 26 ms for 700k rows of int64
+    # NumPy's stable sort of 16-bit integers is a radix sort, much faster than sorting int64
     order = np.argsort(bucket.astype(np.uint16) if reducers <= 1 << 16 else bucket, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(np.bincount(bucket, minlength=reducers))])
     grouped = counts.take(pa.array(order))  # one batch to slice per reducer (an empty table has no chunk)
@@ -286,9 +286,8 @@ def write_buckets(counts: pa.Table, folder: str, index: int, reducers: int) -> s
 
 def read_bucket(paths: list[str | Path], bucket: int) -> pa.Table:
     """The exchange's reduce side: record batch ``bucket`` of every partition's file (memory-mapped), in
-    partition order. One batch per reducer: reading each file whole to slice it cost 2x the CPU at 6 reducers
-    and 5.6x at 100 (``benchmarks/count_exchange.py``: 874 against 447 µs a read, 675 against 120), as every
-    read parsed all of the file's batches."""
+    partition order. One batch per reducer: reading each file whole to slice it costs more CPU the more reducers
+    there are (``benchmarks/count_exchange.py``), as every read parses all of the file's batches."""
     batches = [pa.ipc.open_file(pa.memory_map(str(p))).get_batch(bucket) for p in paths]
     batches = [b for b in batches if b.num_rows]
     return pa.Table.from_batches(batches) if batches else _empty_counts()
@@ -322,7 +321,7 @@ def fit_tasks(prepared: list, features: list[CategoryFeature], fit_on: str, fold
     if not features or not prepared:
         return [delayed(partial)(p, *partial_args) for p in prepared] if partial is not None else [], []
     f = dask_run.shared(features)
-    # partial_args positionally: a tuple holding a delayed value is rebuilt as a task in every call (~0.5 ms)
+    # partial_args positionally: a tuple holding a delayed value is rebuilt as a task in every call
     both = [delayed(_partition, nout=2)(p, f, fit_on, partial, *partial_args) for p in prepared]
     partials = [b[0] for b in both] if partial is not None else []
     counts = [b[1] for b in both]
