@@ -1,12 +1,16 @@
 """The code's structure, checked in the fast lane (``make lint`` runs import-linter's contracts too):
 no import cycle and a short longest import chain, counting imports inside functions and imports of a
 package's name (``from storage import npy`` depends on ``storage`` itself); no production module over
-800 lines; the stage graph declared once, its stages never importing one another."""
+800 lines; the stage graph declared once, its stages never importing one another; no comment or
+docstring naming an issue number or a pass (history lives in git, figures in benchmarks/RESULTS.md)."""
 
 from __future__ import annotations
 
 import ast
 import functools
+import io
+import re
+import tokenize
 from pathlib import Path
 
 from tasks import graph
@@ -101,3 +105,42 @@ def test_every_node_reads_only_outputs_declared_before_it():
         assert set(node.inputs) <= seen, node.name
         seen.add(node.name)
     assert set(nodes[-1].inputs) == seen - {"publish"}  # publish merges every stage's statistics
+
+
+# A comment states why the code is as it is; which issue asked for it, and in which pass, is history (git).
+# Matched: "issue 43", "issues 11 and 19", "#43" (not "#1f2328" or "row #"), "fourteenth pass", "8th pass"
+# (not "a first pass over the data" or "Pass 1 on a worker": passes over data are algorithms, not history).
+HISTORY = re.compile(
+    r"\bissues?\s+#?\d+"
+    r"|(?<![\w&#/])#\d{1,4}\b(?![\w-])"
+    r"|\b(?:third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|thirteenth|fourteenth|fifteenth"
+    r"|sixteenth|seventeenth|eighteenth|nineteenth|twentieth|\d+(?:st|nd|rd|th))[- ](?:review\s+)?pass\b",
+    re.IGNORECASE)
+
+
+def comments(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every comment and docstring line of a module."""
+    text = path.read_text(encoding="utf-8")
+    found = [(t.start[0], t.string) for t in tokenize.generate_tokens(io.StringIO(text).readline)
+             if t.type == tokenize.COMMENT]
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                found += [(first.lineno + i, line) for i, line in enumerate(first.value.value.splitlines())]
+    return found
+
+
+def test_history_pattern_matches_issue_and_pass_numbers_only():
+    named = ["(issue 43, item 7)", "issues 11 and 19", "see #43", "fourteenth pass", "issue 19 eighth pass",
+             "the 15th pass", "Issue #40"]
+    legit = ["a first pass over the data", "No second pass over the data", "Pass 1 on a worker", "color #1f2328",
+             "the row's issue", "passes the gate", "item 3 of the list", "&#43;", "a/#12", "tissue 4"]
+    assert [t for t in named if not HISTORY.search(t)] == []
+    assert [t for t in legit if HISTORY.search(t)] == []
+
+
+def test_no_comment_names_an_issue_or_a_pass():
+    found = [f"{path.relative_to(ROOT)}:{line}: {text.strip()}" for path in modules().values()
+             for line, text in comments(path) if HISTORY.search(text)]
+    assert not found, "\n".join(found)
