@@ -4,7 +4,7 @@ The artifact is built in a private staging folder next to its final place and re
 ``<output>/<artifact_id>`` only when complete (manifest.json last); then ``<output>/LATEST`` is
 replaced atomically. An artifact that already exists with a valid manifest and every listed file at its
 listed size is reused, so a rerun never rewrites it; a damaged one (a file deleted or cut short) is set
-aside and published again (``find_existing``; issue 40). The staging folder, the ``.LATEST.*`` rewrite and the report's temporary file are
+aside and published again (``find_existing``): a rerun repairs a damaged artifact rather than trusting or refusing it. The staging folder, the ``.LATEST.*`` rewrite and the report's temporary file are
 locked for their writer's life (``storage.tmpdirs``), so a publish first removes the ones that killed
 runs left in the same output (``sweep_output``). A remote output (``s3://...``) has its row files
 written straight to the store by the Dask tasks that make them; only the small rest is staged

@@ -6,8 +6,8 @@
   copies it into the artifact as it is;
 - ``metadata_summary.json``: the same without those vocabularies (``VOCABULARY_KEYS``); a feature that had
   some lists their names under ``"inline_vocabulary"``. This is what the flow process reads (the encoded
-  gate, the feature spec, publish), so it never parses or holds every kept value (issue 19: at 2M rows the
-  parses, dumps and the garbage collections over their ~5M objects were ~1.2 of the flow's ~7 CPU s).
+  gate, the feature spec, publish), so it never parses or holds every kept value (parsing, dumping and collecting that many objects
+  would be a large share of the flow process's CPU).
 
 The workers that build category vocabularies hand them over already serialized (``pack``: ``Raw`` JSON
 text), so the flow process writes the full file without building their lists and dicts (``dumps``).
