@@ -55,12 +55,31 @@ def test_apply_equals_preprocessor_transform(fitted, tmp_path):
     rows = frame(300, 2, unseen=0.2)  # unseen categories too
     summary = apply(fitted, rows, tmp_path)
     art = Artifact.open(summary["artifact_path"], verify=True)
-    assert summary["rows"] == {"train": 0, "validation": 0, "test": 300}
+    assert summary["rows"] == {"test": 300}
     expected = Preprocessor.load(fitted).transform(pd.read_csv(tmp_path / "new.csv"))
     got = art.read_split("test")
     for name, want in expected.items():
         np.testing.assert_array_equal(np.asarray(got[name]), want, err_msg=name)
     assert set(expected) >= {"price", "color", "tags", "note", "label"}
+
+
+@pytest.mark.parametrize("split", ["test", "validation"])
+def test_apply_publishes_the_applied_split_alone(fitted, tmp_path, split):
+    summary = apply(fitted, frame(120, 21), tmp_path, split=split)
+    path = Path(summary["artifact_path"])
+    art = Artifact.open(path, verify=True)
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert manifest["rows"] == {split: 120} == summary["rows"]
+    assert art.splits == [split] and list(art.feature_spec["source_spec"]) == [split]
+    assert art.feature_spec["metadata"]["rows"] == {split: 120}
+    assert {rel.split("/", 1)[0] for rel in manifest["files"] if "/" in rel} <= {split, "vocab"}
+    assert art.describe()["rows"] == {split: 120}
+    batch = next(iter(art.batches(split, batch_size=200, shuffle=False)))
+    assert len(next(iter(batch.values()))) == 120
+    with pytest.raises(DataError, match="no split 'train'"):
+        art.read_split("train")
+    assert len(Preprocessor.load(path).transform(pd.read_csv(tmp_path / "new.csv"))["price"]) == 120
+    assert "Drift and skew" in Path(summary["report_path"]).read_text()
 
 
 def test_manifest_names_the_fitted_artifact(fitted, tmp_path):
