@@ -189,3 +189,38 @@ def horizontal_bars(plot_id: str, labels: list[str], values: list[float], colors
         if value_labels:
             chart.text(box.x(value) + 4, y + row / 2 + 4, value_labels[i], anchor="start", size=FONT - 3)
     return chart.svg()
+
+
+def paired_columns(plot_id: str, labels: list[str], series: list[tuple[str, list[float], str]], title: str,
+                   ylabel: str) -> str:
+    """Grouped bars: one group per label, one bar per ``(name, values, color)`` of ``series`` side by side,
+    every label written under its group (slanted when long), the series named in a legend row."""
+    n = max(len(labels), 1)
+    longest = max((len(s) for s in labels), default=1)
+    slanted = longest * 6.5 > 560 / n
+    bottom = 24 + (min(longest, 24) * 4.6 if slanted else 0)
+    chart = Chart(6.5, (40 + 170 + bottom) / PX, plot_id)
+    top, left = 40, 56
+    box = Box(chart, left, top, chart.width - left - 16, 170, (-0.5, n - 0.5),
+              (0.0, max([v for _name, values, _c in series for v in values] + [0.0]) * 1.1 or 1.0))
+    box.frame(title, ylabel=ylabel, x_ticks=False, title_top=top - LEGEND_ROW)
+    width = 0.8 / max(len(series), 1)
+    for k, (_name, values, color) in enumerate(series):
+        for i, v in enumerate(values):
+            x = i - 0.4 + k * width
+            chart.rect(box.x(x), box.y(v), box.x(x + width) - box.x(x), box.y(0) - box.y(v), color)
+    for i, label in enumerate(labels):
+        text = label if len(label) <= 24 else label[:23] + "…"
+        if slanted:
+            x, y = box.x(i), top + 170 + 12
+            chart.text(x, y, text, anchor="end", size=FONT - 3, transform=f"rotate(-40 {_n(x)} {_n(y)})")
+        else:
+            chart.text(box.x(i), top + 170 + 14, text, size=FONT - 3)
+    chart.parts.append('<g class="legend">')
+    x = left + 6
+    for name, _values, color in series:
+        chart.rect(x, top - LEGEND_ROW + 3, 12, 10, color)
+        chart.text(x + 16, top - LEGEND_ROW + 12, name, anchor="start", size=FONT - 2)
+        x += 16 + LEGEND_CHAR * len(name) + 14
+    chart.parts.append("</g>")
+    return chart.svg()

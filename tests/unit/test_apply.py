@@ -14,6 +14,7 @@ from core.errors import ConfigError, DataError
 from storage.artifact import Artifact
 from tasks.serving.preprocessor import Preprocessor
 from tests.helpers import artifact_files, run, without_created_at, write_csv
+from tests.html_page import Page
 
 CONFIG = {
     "input_features": [
@@ -187,17 +188,34 @@ def test_report_shows_fitted_and_new_distributions_of_drifted_features(fitted, t
     assert "Drift and skew" in page and "fitted from" in page
     row = page[page.index('<tr class="drift-fail"><td>price</td>'):]
     row = row[:row.index("</tr>")]
-    assert "psi" in row and row.count('class="mono"') == 2  # the fitted and the new fractions side by side
+    entry = summary["drift"]["price"]
+    assert "psi" in row and f'<td class="num">{entry["noise"]:.4g}</td>' in row
+    # the fitted and the new distributions drawn side by side: two bars per decile bin, named by raw values
+    elements = Page(page).elements
+    at = elements.index(("figure", next(a for t, a in elements if a.get("id") == "plot-drift-price")))
+    end = next(i for i, (t, _a) in enumerate(elements[at + 1:], at + 1) if t == "figure")
+    drawn = elements[at:end]
+    bins = len(entry["fitted"])
+    assert bins == len(entry["bins"]) >= 5 and len(entry["new"]) == bins
+    heights = [float(a["height"]) for t, a in drawn if t == "rect" and a.get("fill") != "white"]
+    assert len(heights) == 2 * bins + 2  # the bars, and the legend's two swatches
+    bars = heights[:2 * bins]
+    fitted, new = bars[:bins], bars[bins:]
+    assert max(new) / max(fitted) == pytest.approx(max(entry["new"]) / max(entry["fitted"]), rel=0.05)
+    assert entry["bins"][0].startswith("< ") and entry["bins"][-1].startswith(">= ")
+    labels = "".join(Page(page[page.index('id="plot-drift-price"'):]).text[:200])
+    assert entry["bins"][1] in labels
+    assert 'id="plot-drift-color"' not in page or summary["drift"]["color"]["status"] != "ok"
 
 
 def test_drift_table_rows_for_the_prefect_ui():
     from flows.reporting import drift_table
 
-    entry = {"statistic": "psi", "value": 0.3, "threshold": 0.25, "status": "fail", "checks": [],
+    entry = {"statistic": "psi", "value": 0.3, "noise": 0.02, "threshold": 0.25, "status": "fail", "checks": [],
              "fitted": [0.5, 0.5], "new": [0.9, 0.1]}
     rows = drift_table({"price": entry})
-    assert rows == [{"feature": "price", "statistic": "psi", "value": 0.3, "threshold": 0.25, "status": "fail",
-                     "fitted": [0.5, 0.5], "new": [0.9, 0.1]}]
+    assert rows == [{"feature": "price", "statistic": "psi", "value": 0.3, "noise": 0.02, "threshold": 0.25,
+                     "status": "fail", "fitted": [0.5, 0.5], "new": [0.9, 0.1]}]
     assert drift_table({"price": {**entry, "split": "test"}})[0]["feature"] == "price"
 
 
