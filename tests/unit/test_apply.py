@@ -193,7 +193,7 @@ def test_report_shows_fitted_and_new_distributions_of_drifted_features(fitted, t
     # the fitted and the new distributions drawn side by side: two bars per decile bin, named by raw values
     elements = Page(page).elements
     at = elements.index(("figure", next(a for t, a in elements if a.get("id") == "plot-drift-price")))
-    end = next(i for i, (t, _a) in enumerate(elements[at + 1:], at + 1) if t == "figure")
+    end = next(i for i, (t, _a) in enumerate(elements[at + 1:], at + 1) if t == "figcaption")
     drawn = elements[at:end]
     bins = len(entry["fitted"])
     assert bins == len(entry["bins"]) >= 5 and len(entry["new"]) == bins
