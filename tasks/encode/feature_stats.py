@@ -8,7 +8,8 @@ publishes (every split; oversampled training rows counted as published):
   and ``encode.encoded.<f>``, one of the published values (normalized, or bin ids). Bucket starts
   come from the fitted metadata only (``HIST_BUCKETS`` equal buckets from the fitted min to max,
   and for the published values from the encoded min to max; integer-aligned buckets when the fitted
-  min and max are integers: ``integer_starts``), never from the partition, so the
+  min and max are integers: ``integer_starts``; logarithmic buckets for a heavy-tailed column:
+  ``log_starts``), never from the partition, so the
   partials merge to the same counts for any partitioning; values outside the fitted range (other
   splits) fall in the two outer buckets.
 * sequence, text (int mode): ``encode.length.<f>`` (row lengths before truncation, counting
