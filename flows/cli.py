@@ -532,9 +532,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def _print_id_map(art, parent, as_json: bool) -> int:
     from storage import id_map
 
-    mine = id_map.vocabularies(art.metadata, art.path)
-    theirs = id_map.vocabularies(parent.metadata, parent.path)
-    moves = {name: id_map.moves(values, mine[name]).as_json() for name, values in theirs.items() if name in mine}
+    moves = id_map.moves_between(art, parent)
     if as_json:
         print(json.dumps({"artifact_id": art.artifact_id, "parent": parent.artifact_id, "features": moves}))
         return 0

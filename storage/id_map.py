@@ -90,3 +90,10 @@ def moves(parent: pa.Array, new: pa.Array) -> Moves:
     added = int(np.count_nonzero(~pc.is_in(new, value_set=parent).to_numpy(zero_copy_only=False))) if len(new) else 0
     return Moves(len(parent), len(new), kept, int(np.count_nonzero(found)) - kept,
                  int(np.count_nonzero(~found)), added)
+
+
+def moves_between(new, parent) -> dict[str, dict]:
+    """``Moves.as_json`` of every vocabulary feature the two artifacts (``storage.artifact.Artifact``) share."""
+    mine = vocabularies(new.metadata, new.path)
+    theirs = vocabularies(parent.metadata, parent.path)
+    return {name: moves(values, mine[name]).as_json() for name, values in theirs.items() if name in mine}
