@@ -11,7 +11,8 @@ they map to their own ids. A parent value that the new vocabulary lacks maps to 
 the new vocabulary has none: a binary feature, or Ludwig's symbols without a cut). The map is one hash join of
 the two vocabularies (pyarrow's ``index_in``), never a loop over values.
 
-Character vocabularies (a text feature's ``char_idx2str``) are not mapped.
+A text feature's character vocabulary (``char_idx2str``) is mapped too, under its ids' column name
+``<feature>_char``.
 """
 
 from __future__ import annotations
@@ -46,12 +47,15 @@ def vocabulary(meta: dict, folder: str | Path) -> pa.Array | None:
 
 
 def vocabularies(metadata: dict, folder: str | Path) -> dict[str, pa.Array]:
-    """Every vocabulary feature's vocabulary (``vocabulary``), by feature name."""
+    """Every vocabulary feature's vocabulary (``vocabulary``), by feature name; a text feature's character
+    vocabulary (``char_idx2str``) by the name of the column that holds its ids, ``<feature>_char``."""
     out = {}
     for name, meta in metadata.items():
         values = vocabulary(meta, folder)
         if values is not None:
             out[name] = values
+        if isinstance(meta, dict) and isinstance(meta.get("char_idx2str"), list):
+            out[f"{name}_char"] = pa.array(meta["char_idx2str"], type=pa.string())
     return out
 
 

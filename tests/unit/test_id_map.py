@@ -67,7 +67,8 @@ def pair(tmp_path_factory):
 def test_every_parent_token_round_trips(pair):
     parent, new, _ = pair
     maps = new.id_map(parent.path)
-    assert set(maps) == {"color", "big", "pet", "tags", "words", "steps", "note"}
+    assert set(maps) == {"color", "big", "pet", "tags", "words", "steps", "note", "note_char"}
+    assert "note_char" in new.feature_spec["feature_spec"]  # keyed by the column that holds those ids
     assert "vocab_file" in new.metadata["big"] and "vocab_file" in parent.metadata["big"]
     olds = id_map.vocabularies(parent.metadata, parent.path)
     news = id_map.vocabularies(new.metadata, new.path)
