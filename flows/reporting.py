@@ -67,7 +67,8 @@ def drift_table(drift: dict) -> list[dict]:
         entries = value.items() if "status" not in value else [(None, value)]
         for feature, entry in sorted(entries, key=lambda kv: str(kv[0])):
             rows.append({**({"split": key, "feature": feature} if feature is not None else {"feature": key}),
-                         "statistic": entry["statistic"], "value": entry["value"], "threshold": entry["threshold"],
+                         "statistic": entry["statistic"], "value": entry["value"], "noise": entry.get("noise"),
+                         "threshold": entry["threshold"],
                          "status": entry["status"], **({"fitted": entry["fitted"], "new": entry["new"]}
                                                        if "fitted" in entry else {})})
     return rows

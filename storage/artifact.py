@@ -144,6 +144,16 @@ class Artifact:
     def _metadata_file(self) -> dict:
         return json.loads((self.path / "training_set_metadata.json").read_text())
 
+    def id_map(self, parent: "str | Path | Artifact") -> dict[str, np.ndarray]:
+        """Per vocabulary feature both artifacts have: an int32 array of the parent's vocabulary size, each parent
+        id's id here (the ``<UNK>`` id where its value left), from the two vocabularies (``storage.id_map``)."""
+        from storage import id_map
+
+        parent = parent if isinstance(parent, Artifact) else Artifact.open(parent)
+        mine = id_map.vocabularies(self.metadata, self.path)
+        theirs = id_map.vocabularies(parent.metadata, parent.path)
+        return {name: id_map.map_ids(values, mine[name]) for name, values in theirs.items() if name in mine}
+
     @cached_property
     def feature_spec(self) -> dict:
         return read_feature_spec(self.path)

@@ -150,3 +150,34 @@ def status(value: float, warn: float | None, fail: float | None) -> tuple[str, f
     if warn is not None and value > warn:
         return "warn", warn
     return "ok", warn if warn is not None else fail
+
+
+def raw_value(encoded: float, meta: dict) -> float:
+    """A number's encoded value as the raw value it encodes (the normalizations are monotone and invertible;
+    a bin id stays a bin id)."""
+    norm = meta.get("normalization", "none")
+    if norm == "zscore":
+        return encoded * (meta.get("std") or 1.0) + meta.get("mean", 0.0)
+    if norm == "minmax":
+        return encoded * ((meta.get("max", 1.0) - meta.get("min", 0.0)) or 1.0) + meta.get("min", 0.0)
+    if norm == "iq":
+        return encoded * ((meta.get("q3", 1.0) - meta.get("q1", 0.0)) or 1.0) + meta.get("q2", 0.0)
+    if norm == "log1p":
+        return float(np.expm1(encoded))
+    return encoded
+
+
+def bin_labels(reference: Histogram, feature_type: str, meta: dict, top: int) -> list[str]:
+    """Names of the first ``top`` buckets of a reference, for the report: a number's raw value ranges
+    (``< a``, ``a to b``, ``>= z``), a category's values (its inline ``idx2str``, a binary's labels) or ids."""
+    if kind(feature_type) == "number":
+        edges = [f"{raw_value(float(e), meta):.4g}" for e in reference.starts]
+        if not edges:
+            return ["all"]
+        inner = [f"{a} to {b}" for a, b in zip(edges[:-1], edges[1:], strict=True)]
+        return [f"< {edges[0]}", *inner, f">= {edges[-1]}"][:top]
+    kept = len(reference.counts) - 1
+    names = meta.get("idx2str") if isinstance(meta.get("idx2str"), list) else \
+        meta.get("bool2str") or (["false", "true"] if feature_type == "binary" else [])
+    labels = [str(names[i]) if i < len(names) else f"id {i}" for i in range(min(kept, top))]
+    return labels + (["other ids"] if kept < top else [])

@@ -8,7 +8,8 @@ publishes (every split; oversampled training rows counted as published):
   and ``encode.encoded.<f>``, one of the published values (normalized, or bin ids). Bucket starts
   come from the fitted metadata only (``HIST_BUCKETS`` equal buckets from the fitted min to max,
   and for the published values from the encoded min to max; integer-aligned buckets when the fitted
-  min and max are integers: ``integer_starts``), never from the partition, so the
+  min and max are integers: ``integer_starts``; logarithmic buckets for a heavy-tailed column:
+  ``log_starts``), never from the partition, so the
   partials merge to the same counts for any partitioning; values outside the fitted range (other
   splits) fall in the two outer buckets.
 * sequence, text (int mode): ``encode.length.<f>`` (row lengths before truncation, counting
@@ -64,14 +65,47 @@ def id_starts(n: int) -> list[float]:
     return [float(i) for i in range(n + 1)]
 
 
+def heavy_tailed(metadata: dict) -> bool:
+    """Whether equal buckets over the fitted range would put most values in the first two: the fitted mean
+    sits within the first ``2 / HIST_BUCKETS`` of ``[min, max]`` (a lognormal or a count with a few huge
+    values). Such a column gets logarithmic buckets (``log_starts``)."""
+    lo, hi, mean = metadata.get("min"), metadata.get("max"), metadata.get("mean")
+    if lo is None or hi is None or mean is None or not np.isfinite([lo, hi, mean]).all() or hi <= lo:
+        return False
+    return (float(mean) - float(lo)) / (float(hi) - float(lo)) < 2 / HIST_BUCKETS
+
+
+def log_starts(lo: float, hi: float, mean: float, buckets: int = HIST_BUCKETS) -> list[float]:
+    """Buckets equal on a logarithmic axis over ``[lo, hi]``: geometric when ``lo > 0``, else over ``lo + x``
+    with ``x`` on ``log1p(x / s)``, ``s`` a thirtieth of the mean's distance from ``lo`` (the range where
+    a linear axis turns logarithmic). The last start is the float just above ``hi``."""
+    lo, hi = float(lo), float(hi)
+    if lo > 0:
+        starts = np.geomspace(lo, hi, buckets + 1)
+    else:
+        scale = max((float(mean) - lo) / buckets, np.finfo(np.float64).tiny)
+        starts = lo + scale * np.expm1(np.linspace(0.0, np.log1p((hi - lo) / scale), buckets + 1))
+    starts[0], starts[-1] = lo, np.nextafter(hi, np.inf)
+    return np.maximum.accumulate(starts).tolist()
+
+
 def number_starts(feature, metadata: dict) -> tuple[list[float], list[float]] | None:
-    """Bucket starts (as read, as published) of a number feature, from its fitted metadata only."""
+    """Bucket starts (as read, as published) of a number feature, from its fitted metadata only. A heavy-tailed
+    column's buckets are logarithmic, and its published buckets are the encoded images of the raw ones (every
+    normalization but bins is increasing), so the two histograms show the same buckets."""
     lo, hi = metadata.get("min"), metadata.get("max")
     if lo is None or hi is None:
         return None
-    raw = integer_starts(lo, hi) or range_starts(lo, hi)
+    heavy = heavy_tailed(metadata) and metadata.get("normalization") != "bins"
+    raw = log_starts(lo, hi, metadata["mean"]) if heavy else integer_starts(lo, hi) or range_starts(lo, hi)
     if metadata.get("normalization") == "bins":
         return raw, id_starts(int(metadata["num_bins"]))
+    if heavy:
+        images = feature.encode(pd.Series([*raw[:-1], float(hi)], dtype="float64"), metadata)[feature.name]
+        images = np.asarray(images, dtype=np.float32)
+        if np.all(np.diff(images) > 0):  # distinct float32 images: the raw buckets, as published
+            top = np.nextafter(images[-1], np.float32(np.inf))  # the largest published value counts inside
+            return raw, [*images[:-1].astype(np.float64).tolist(), float(top)]
     ends = feature.encode(pd.Series([float(lo), float(hi)], dtype="float64"), metadata)[feature.name]
     lo_out, hi_out = float(np.min(ends)), float(np.max(ends))
     return raw, integer_starts(lo_out, hi_out) or range_starts(lo_out, hi_out)

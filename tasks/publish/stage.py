@@ -85,6 +85,15 @@ def reusable(output: str, fingerprint: str, config, code_versions: dict[str, str
     return {"artifact_path": str(path), "artifact_id": art_id, "rows": rows, "reused": True}
 
 
+def published_splits(ctx, layout=None) -> list[str]:
+    """The splits an artifact lists: all three for a run; for ``prepflow apply`` the applied split alone, plus
+    the train and test mappings that NVIDIA's split_binary spec always names when that layout is published."""
+    if not ctx.fitted_from:
+        return list(SPLIT_NAMES)
+    wanted = {ctx.fitted_from["split"]} | ({"train", "test"} if layout is not None else set())
+    return [name for name in SPLIT_NAMES if name in wanted]
+
+
 def normalized_config(config) -> dict:
     return config.model_dump(mode="json", exclude_none=True)
 
@@ -333,17 +342,17 @@ def _publish(ctx, output: Path, code_versions: dict[str, str], fingerprint: str,
     sweep_output(output)  # leftovers of killed runs (a live run's are locked, so kept)
     config_json = normalized_config(ctx.config)
     art_id = artifact_id(fingerprint, config_json, code_versions)
-    rows = encoded.row_counts()
+    metadata = fitted.metadata()
+    columns = column_specs(ctx, metadata)
+    pub = ctx.config.publish
+    layout = split_binary.plan(columns, channel_spec(ctx, columns)) if "split_binary" in pub.formats else None
+    splits = published_splits(ctx, layout)
+    rows = {name: count for name, count in encoded.row_counts().items() if name in splits}
     existing = find_existing(output, art_id)
     if existing is not None:
         write_latest(output, art_id)
         return {"artifact_path": str(existing), "artifact_id": art_id, "rows": rows, "reused": True}
 
-    metadata = fitted.metadata()
-    columns = column_specs(ctx, metadata)
-    pub = ctx.config.publish
-
-    layout = split_binary.plan(columns, channel_spec(ctx, columns)) if "split_binary" in pub.formats else None
     staging_folder = TempFolder(output, f".tmp-{art_id}-")  # locked beside it until close()
     staging = staging_folder.path
     try:
@@ -351,7 +360,7 @@ def _publish(ctx, output: Path, code_versions: dict[str, str], fingerprint: str,
         # part by one task: the flow process plans row ranges and gathers the files' descriptions.
         source_spec: dict[str, list] = {}
         tasks: list = []
-        for split_name in SPLIT_NAMES:
+        for split_name in splits:
             (staging / split_name).mkdir()
             chunks, split_tasks = _split_tasks(split_name, encoded.split_parts(split_name),
                                                staging.absolute() / split_name,  # workers have their own cwd
@@ -366,7 +375,7 @@ def _publish(ctx, output: Path, code_versions: dict[str, str], fingerprint: str,
         described: dict[str, dict] = {}
         for files in dask_run.compute(tasks):
             described.update(files)
-        for split_name in SPLIT_NAMES:
+        for split_name in splits:
             source_spec[split_name].extend(publish_media_tables(encoded, split_name, staging / split_name))
         fitted.copy_metadata(staging)  # the same bytes as json.dumps(metadata, sort_keys=True, ...)
         published_rows.add_to_metadata(staging / METADATA_FILE)  # + the __row__ column's entry

@@ -87,9 +87,10 @@ def number_histograms(plot_id: str, before: dict, after: dict, meta: dict) -> st
         marks.append(("fill value", float(fill), "2,2"))
     norm = meta.get("normalization", "none")
     edges = [float(e) for e in meta.get("bin_edges", [])[1:-1]] if norm == "bins" else []
+    log_before, log_after = log_spaced(before["starts"]), log_spaced(after["starts"])
     report_svg.histogram(chart, 60, top, panel_w, height, before["starts"], before["counts"][1:-1], BEFORE_COLOR,
-                         f"as read, after fill ({sum(before['counts'])} rows)", ylabel="rows", marks=marks,
-                         thin_lines=edges)
+                         f"as read, after fill ({sum(before['counts'])} rows)" + (", log axis" if log_before else ""),
+                         ylabel="rows", marks=marks, thin_lines=edges, log_axis=log_before)
     right = 60 + panel_w + 80
     row = report_svg.LEGEND_ROW if marks and len(before["starts"]) >= 2 else 0  # plotting areas level
     if norm == "bins":
@@ -99,8 +100,16 @@ def number_histograms(plot_id: str, before: dict, after: dict, meta: dict) -> st
                            title_top=top)
     else:
         report_svg.histogram(chart, right, top + row, panel_w, height - row, after["starts"], after["counts"][1:-1],
-                             SPLIT_COLORS["train"], f"published: {norm}", title_top=top)
+                             SPLIT_COLORS["train"], f"published: {norm}" + (", log axis" if log_after else ""),
+                             title_top=top, log_axis=log_after)
     return chart.svg()
+
+
+def log_spaced(starts: list[float]) -> bool:
+    """Whether histogram buckets widen along the axis (``tasks.encode.feature_stats.log_starts``, for a
+    heavy-tailed column) rather than being equal: drawn then on a logarithmic axis, every bucket equally wide."""
+    widths = np.diff(np.asarray(starts[:-1], dtype=np.float64))  # the last start is nudged above the max
+    return len(widths) >= 2 and widths[0] > 0 and widths[-1] > 4 * widths[0]
 
 
 def token_bars(plot_id: str, tokens: list[tuple[str, int]], title: str) -> str:

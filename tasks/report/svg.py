@@ -9,6 +9,7 @@ rounded to 0.1 px and numbers printed with ``:g`` formats. Text is escaped; the 
 
 from __future__ import annotations
 
+import bisect
 import math
 from html import escape
 
@@ -81,14 +82,26 @@ class Box:
     """A panel's plotting area (pixels) with linear x and y scales."""
 
     def __init__(self, chart: Chart, left: float, top: float, width: float, height: float,
-                 x_range: tuple[float, float], y_range: tuple[float, float]):
+                 x_range: tuple[float, float], y_range: tuple[float, float], x_starts: list[float] | None = None):
+        """``x_starts``: bucket starts drawn equally wide (a logarithmic axis for logarithmic buckets); x maps
+        linearly within each bucket and the x ticks are some of the starts."""
         self.c, self.left, self.top, self.w, self.h = chart, left, top, width, height
         self.x0, self.x1 = x_range
         self.y0, self.y1 = y_range
+        self.x_starts = x_starts if x_starts is not None and len(x_starts) >= 2 else None
 
     def x(self, v: float) -> float:
+        if self.x_starts is not None:
+            return self.left + self._position(v) / (len(self.x_starts) - 1) * self.w
         span = (self.x1 - self.x0) or 1.0
         return self.left + (v - self.x0) / span * self.w
+
+    def _position(self, v: float) -> float:
+        """``v``'s position in bucket units (0 at the first start), clamped to the buckets."""
+        s = self.x_starts
+        i = min(max(bisect.bisect_right(s, v) - 1, 0), len(s) - 2)
+        width = s[i + 1] - s[i]
+        return min(max(i + ((v - s[i]) / width if width > 0 else 0.0), 0.0), len(s) - 1.0)
 
     def y(self, v: float) -> float:
         span = (self.y1 - self.y0) or 1.0
@@ -104,11 +117,15 @@ class Box:
         for t in ticks_y:
             c.line(self.left, self.y(t), self.left + self.w, self.y(t), GRID)
             c.text(self.left - 4, self.y(t) + 4, _label(t), anchor="end", size=FONT - 2)
-        ticks_x = nice_ticks(self.x0, self.x1) if x_ticks else []
+        ticks_x = nice_ticks(self.x0, self.x1) if x_ticks and self.x_starts is None else []
         for t in ticks_x:
             if grid == "x":
                 c.line(self.x(t), self.top, self.x(t), self.top + self.h, GRID)
             c.text(self.x(t), self.top + self.h + 14, _label(t), size=FONT - 2)
+        if x_ticks and self.x_starts is not None:  # some bucket starts, evenly placed on the bucket axis
+            last = len(self.x_starts) - 1
+            for i in sorted({round(k * last / 5) for k in range(6)}):
+                c.text(self.x(self.x_starts[i]), self.top + self.h + 14, f"{self.x_starts[i]:.3g}", size=FONT - 2)
         c.line(self.left, self.top + self.h, self.left + self.w, self.top + self.h)
         c.line(self.left, self.top, self.left, self.top + self.h)
         c.text(self.left + self.w / 2, (self.top if title_top is None else title_top) - 8, title, size=FONT + 1)
@@ -122,17 +139,18 @@ class Box:
 def histogram(chart: Chart, left: float, top: float, width: float, height: float, starts: list[float],
               counts: list[int], color: str, title: str, ylabel: str | None = None,
               marks: list[tuple[str, float, str]] = (), thin_lines: list[float] = (),
-              title_top: float | None = None) -> None:
+              title_top: float | None = None, log_axis: bool = False) -> None:
     """Bars over ``[starts[i], starts[i + 1])`` of height ``counts[i]``; ``marks``: labelled vertical
     lines ``(label, x, dash)``, named in a legend row above the plotting area (no bar reaches it);
-    ``thin_lines``: unlabelled vertical lines; ``title_top``: see ``Box.frame``."""
+    ``thin_lines``: unlabelled vertical lines; ``title_top``: see ``Box.frame``; ``log_axis``: every bucket
+    drawn equally wide (``Box``'s ``x_starts``: logarithmic buckets on a logarithmic axis)."""
     if len(starts) < 2:
         Box(chart, left, top, width, height, (0.0, 1.0), (0.0, 1.0)).frame(title, ylabel=ylabel, title_top=title_top)
         return
     row = LEGEND_ROW if marks else 0.0
     xs = [*starts, *(x for _label, x, _dash in marks), *thin_lines]
     box = Box(chart, left, top + row, width, height - row, (min(xs), max(xs)),
-              (0.0, max(max(counts, default=0), 1) * 1.05))
+              (0.0, max(max(counts, default=0), 1) * 1.05), x_starts=list(starts) if log_axis else None)
     box.frame(title, ylabel=ylabel, title_top=top if title_top is None else title_top)
     for lo, hi, n in zip(starts[:-1], starts[1:], counts, strict=False):
         box.c.rect(box.x(lo), box.y(n), box.x(hi) - box.x(lo), box.y(0) - box.y(n), color)
@@ -188,4 +206,39 @@ def horizontal_bars(plot_id: str, labels: list[str], values: list[float], colors
         chart.text(text_w - 6, y + row / 2 + 4, label, anchor="end", size=FONT - 1)
         if value_labels:
             chart.text(box.x(value) + 4, y + row / 2 + 4, value_labels[i], anchor="start", size=FONT - 3)
+    return chart.svg()
+
+
+def paired_columns(plot_id: str, labels: list[str], series: list[tuple[str, list[float], str]], title: str,
+                   ylabel: str) -> str:
+    """Grouped bars: one group per label, one bar per ``(name, values, color)`` of ``series`` side by side,
+    every label written under its group (slanted when long), the series named in a legend row."""
+    n = max(len(labels), 1)
+    longest = max((len(s) for s in labels), default=1)
+    slanted = longest * 6.5 > 560 / n
+    bottom = 24 + (min(longest, 24) * 4.6 if slanted else 0)
+    chart = Chart(6.5, (40 + 170 + bottom) / PX, plot_id)
+    top, left = 40, 56
+    box = Box(chart, left, top, chart.width - left - 16, 170, (-0.5, n - 0.5),
+              (0.0, max([v for _name, values, _c in series for v in values] + [0.0]) * 1.1 or 1.0))
+    box.frame(title, ylabel=ylabel, x_ticks=False, title_top=top - LEGEND_ROW)
+    width = 0.8 / max(len(series), 1)
+    for k, (_name, values, color) in enumerate(series):
+        for i, v in enumerate(values):
+            x = i - 0.4 + k * width
+            chart.rect(box.x(x), box.y(v), box.x(x + width) - box.x(x), box.y(0) - box.y(v), color)
+    for i, label in enumerate(labels):
+        text = label if len(label) <= 24 else label[:23] + "…"
+        if slanted:
+            x, y = box.x(i), top + 170 + 12
+            chart.text(x, y, text, anchor="end", size=FONT - 3, transform=f"rotate(-40 {_n(x)} {_n(y)})")
+        else:
+            chart.text(box.x(i), top + 170 + 14, text, size=FONT - 3)
+    chart.parts.append('<g class="legend">')
+    x = left + 6
+    for name, _values, color in series:
+        chart.rect(x, top - LEGEND_ROW + 3, 12, 10, color)
+        chart.text(x + 16, top - LEGEND_ROW + 12, name, anchor="start", size=FONT - 2)
+        x += 16 + LEGEND_CHAR * len(name) + 14
+    chart.parts.append("</g>")
     return chart.svg()

@@ -14,6 +14,7 @@ from core.errors import ConfigError, DataError
 from storage.artifact import Artifact
 from tasks.serving.preprocessor import Preprocessor
 from tests.helpers import artifact_files, run, without_created_at, write_csv
+from tests.html_page import Page
 
 CONFIG = {
     "input_features": [
@@ -55,12 +56,31 @@ def test_apply_equals_preprocessor_transform(fitted, tmp_path):
     rows = frame(300, 2, unseen=0.2)  # unseen categories too
     summary = apply(fitted, rows, tmp_path)
     art = Artifact.open(summary["artifact_path"], verify=True)
-    assert summary["rows"] == {"train": 0, "validation": 0, "test": 300}
+    assert summary["rows"] == {"test": 300}
     expected = Preprocessor.load(fitted).transform(pd.read_csv(tmp_path / "new.csv"))
     got = art.read_split("test")
     for name, want in expected.items():
         np.testing.assert_array_equal(np.asarray(got[name]), want, err_msg=name)
     assert set(expected) >= {"price", "color", "tags", "note", "label"}
+
+
+@pytest.mark.parametrize("split", ["test", "validation"])
+def test_apply_publishes_the_applied_split_alone(fitted, tmp_path, split):
+    summary = apply(fitted, frame(120, 21), tmp_path, split=split)
+    path = Path(summary["artifact_path"])
+    art = Artifact.open(path, verify=True)
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert manifest["rows"] == {split: 120} == summary["rows"]
+    assert art.splits == [split] and list(art.feature_spec["source_spec"]) == [split]
+    assert art.feature_spec["metadata"]["rows"] == {split: 120}
+    assert {rel.split("/", 1)[0] for rel in manifest["files"] if "/" in rel} <= {split, "vocab"}
+    assert art.describe()["rows"] == {split: 120}
+    batch = next(iter(art.batches(split, batch_size=200, shuffle=False)))
+    assert len(next(iter(batch.values()))) == 120
+    with pytest.raises(DataError, match="no split 'train'"):
+        art.read_split("train")
+    assert len(Preprocessor.load(path).transform(pd.read_csv(tmp_path / "new.csv"))["price"]) == 120
+    assert "Drift and skew" in Path(summary["report_path"]).read_text()
 
 
 def test_manifest_names_the_fitted_artifact(fitted, tmp_path):
@@ -168,17 +188,34 @@ def test_report_shows_fitted_and_new_distributions_of_drifted_features(fitted, t
     assert "Drift and skew" in page and "fitted from" in page
     row = page[page.index('<tr class="drift-fail"><td>price</td>'):]
     row = row[:row.index("</tr>")]
-    assert "psi" in row and row.count('class="mono"') == 2  # the fitted and the new fractions side by side
+    entry = summary["drift"]["price"]
+    assert "psi" in row and f'<td class="num">{entry["noise"]:.4g}</td>' in row
+    # the fitted and the new distributions drawn side by side: two bars per decile bin, named by raw values
+    elements = Page(page).elements
+    at = elements.index(("figure", next(a for t, a in elements if a.get("id") == "plot-drift-price")))
+    end = next(i for i, (t, _a) in enumerate(elements[at + 1:], at + 1) if t == "figcaption")
+    drawn = elements[at:end]
+    bins = len(entry["fitted"])
+    assert bins == len(entry["bins"]) >= 5 and len(entry["new"]) == bins
+    heights = [float(a["height"]) for t, a in drawn if t == "rect" and a.get("fill") != "white"]
+    assert len(heights) == 2 * bins + 2  # the bars, and the legend's two swatches
+    bars = heights[:2 * bins]
+    fitted, new = bars[:bins], bars[bins:]
+    assert max(new) / max(fitted) == pytest.approx(max(entry["new"]) / max(entry["fitted"]), rel=0.05)
+    assert entry["bins"][0].startswith("< ") and entry["bins"][-1].startswith(">= ")
+    labels = "".join(Page(page[page.index('id="plot-drift-price"'):]).text[:200])
+    assert entry["bins"][1] in labels
+    assert 'id="plot-drift-color"' not in page or summary["drift"]["color"]["status"] != "ok"
 
 
 def test_drift_table_rows_for_the_prefect_ui():
     from flows.reporting import drift_table
 
-    entry = {"statistic": "psi", "value": 0.3, "threshold": 0.25, "status": "fail", "checks": [],
+    entry = {"statistic": "psi", "value": 0.3, "noise": 0.02, "threshold": 0.25, "status": "fail", "checks": [],
              "fitted": [0.5, 0.5], "new": [0.9, 0.1]}
     rows = drift_table({"price": entry})
-    assert rows == [{"feature": "price", "statistic": "psi", "value": 0.3, "threshold": 0.25, "status": "fail",
-                     "fitted": [0.5, 0.5], "new": [0.9, 0.1]}]
+    assert rows == [{"feature": "price", "statistic": "psi", "value": 0.3, "noise": 0.02, "threshold": 0.25,
+                     "status": "fail", "fitted": [0.5, 0.5], "new": [0.9, 0.1]}]
     assert drift_table({"price": {**entry, "split": "test"}})[0]["feature"] == "price"
 
 
