@@ -185,3 +185,32 @@ def test_every_error_line_is_escaped_whatever_raised_it(prepflow, monkeypatch):
     monkeypatch.setitem(cli.COMMANDS, "boom", (lambda p: None, boom))
     result = prepflow("boom")
     assert result.code == 1 and not terminal_controls(result.err), result.err
+
+
+# ---- what the data gives: gate failures and warnings ------------------------------------------------------
+
+def test_a_gate_failure_quotes_the_datas_names_and_values_cut_and_escaped(capsys):
+    from expectations.report import describe_failure
+    from flows.reporting import print_validation
+
+    huge = "\x1b[2J" + "v" * 1_000_000
+    result = {"expectation_type": "expect_column_values_to_be_in_set", "success": False,
+              "kwargs": {"column": "col\x1b[31m" + BIDI},
+              "result": {"unexpected_count": 1, "element_count": 3, "partial_unexpected_list": [huge],
+                         "partial_unexpected_index_list": [2]}}
+    line = describe_failure(result, "raw")
+    assert not terminal_controls(line) and len(line) < 1000, line[:1000]
+    assert "'col\\x1b[31m\\u202e'" in line and "more characters" in line
+    gate = {"gate": "raw", "success": False, "on_failure": "fail", "config": "c.yaml", "evaluated": 1, "failed": 1,
+            "rows": 3, "suites": [{"source": "generated", "results": [result]}]}
+    print_validation({"dataset": "d.csv", "gates": [gate], "success": False})
+    out = capsys.readouterr().out
+    assert not terminal_controls(out) and len(out) < 2000, out[:2000]
+
+
+def test_warnings_are_printed_escaped(capsys):
+    from flows.console import print_warnings
+
+    print_warnings(["drift: col\x1b[2K\r" + FAKE_LINE + "\x9b" + BIDI])
+    out = capsys.readouterr().out
+    assert not terminal_controls(out) and len(out.splitlines()) == 2, out
