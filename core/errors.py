@@ -37,15 +37,21 @@ def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
 
 
 def bounded(message: str, limit: int = MESSAGE_LIMIT) -> str:
-    """A whole message cut to ``limit`` characters (its lines kept; ``shown`` escapes each line where printed).
-    A message cut once is not cut again (an error rebuilt from its message after pickling)."""
+    """A whole message cut to ``limit`` characters, every character a terminal acts on but the line breaks
+    between its lines escaped (``shown``). A message cut once is not cut again (an error rebuilt from its
+    message after pickling)."""
     more = len(message) - limit
-    return f"{message[:limit]}... ({more} more characters)" if more > 64 else message
+    if more > 64:
+        message = f"{message[:limit]}... ({more} more characters)"
+    if message.replace("\n", "").isprintable():
+        return message
+    return "\n".join(shown(line, len(line)) for line in message.split("\n"))
 
 
 class PrepflowError(Exception):
     """Base class of the errors prepflow reports to users (never a bare traceback). Its message is bounded
-    (``MESSAGE_LIMIT``): no error carries a file's content at its full length, whatever a message quotes."""
+    (``MESSAGE_LIMIT``) and escaped (``bounded``): no error carries a file's content at its full length, nor
+    a control character a name brought in, whatever a message quotes and however it quotes it."""
 
     exit_code = 1
 

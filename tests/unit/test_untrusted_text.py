@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.errors import MESSAGE_LIMIT, QUOTE_LIMIT, IntegrityError, quoted, shown
+from core.errors import MESSAGE_LIMIT, QUOTE_LIMIT, DataError, IntegrityError, quoted, shown
 from prepflow import Artifact
 from tests.artifact_crafting import copy, edit_json, publish, sign
 from tests.cli_inprocess import ERROR, runner
@@ -76,6 +76,14 @@ def test_an_error_message_is_bounded_and_survives_pickling():
     error = IntegrityError("x" * (50 * MESSAGE_LIMIT))
     assert len(str(error)) < MESSAGE_LIMIT + 100
     assert str(pickle.loads(pickle.dumps(error))) == str(error)
+
+
+@given(st.text(max_size=200), st.text(max_size=200))
+def test_an_error_message_keeps_its_lines_and_escapes_everything_else(name, other):
+    message = str(DataError(f"feature '{name}': bad\n  second line '{other}'"))
+    assert all(line.isprintable() for line in message.split("\n")), message
+    # a line break is the message's own (a name quoted raw keeps its own: quoted() escapes those too)
+    assert message.count("\n") == 1 + name.count("\n") + other.count("\n")
 
 
 # ---- inspect -------------------------------------------------------------------------------------------
