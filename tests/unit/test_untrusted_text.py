@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.errors import MESSAGE_LIMIT, QUOTE_LIMIT, DataError, IntegrityError, quoted, shown
+from core.errors import MESSAGE_LIMIT, QUOTE_LIMIT, DataError, IntegrityError, PrepflowError, quoted, shown
 from prepflow import Artifact
 from tests.artifact_crafting import copy, edit_json, publish, sign
 from tests.cli_inprocess import ERROR, runner
@@ -154,7 +154,7 @@ def test_latest_holding_a_huge_file_never_prints_its_content(made, tmp_path, pre
     result = prepflow("inspect", root)
     assert result.code == 1 and len(result.error_lines()) == 1, result.text[:2000]
     assert len(result.err) < 2000 and not terminal_controls(result.err), result.err[:2000]
-    with pytest.raises(IntegrityError) as info:
+    with pytest.raises(PrepflowError) as info:
         Artifact.open(root)
     assert len(str(info.value)) < 2000
 
