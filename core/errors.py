@@ -7,11 +7,56 @@ file, row, column or config key and what was expected. The CLI maps them to exit
 
 from __future__ import annotations
 
+QUOTE_LIMIT = 160  # characters of an untrusted value a message shows
+MESSAGE_LIMIT = 16_384  # characters of a whole message: a long gate report fits, a file's content does not
+
+
+def shown(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """``value`` as a message or a listing may show text prepflow did not write (a name from a manifest,
+    metadata, config, file name or listing; a line of a file): cut to ``limit`` characters, saying how many
+    more there were, and every character a terminal acts on or reorders (C0 and C1 controls such as ESC, CR
+    and LF, DEL, bidi overrides and other format characters) written as its Python escape, so it can neither
+    move the cursor, recolour the screen nor start a line of its own."""
+    if isinstance(value, (bytes, bytearray)):
+        value = bytes(value[: limit * 4]).decode("utf-8", "backslashreplace")
+    text = value if isinstance(value, str) else str(value)
+    cut = text[:limit]
+    if not cut.isprintable():
+        cut = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in cut)
+    more = len(text) - limit
+    return f"{cut}... ({more} more characters)" if more > 0 else cut
+
+
+def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """``value`` as ``!r`` writes it, cut to ``limit`` characters (``shown``): the form every message uses for
+    a name or value it did not make itself."""
+    if not isinstance(value, str):
+        return shown(repr(value), limit)
+    more = len(value) - limit
+    return f"{value[:limit]!r}... ({more} more characters)" if more > 0 else repr(value)
+
+
+def bounded(message: str, limit: int = MESSAGE_LIMIT) -> str:
+    """A whole message cut to ``limit`` characters, every character a terminal acts on but the line breaks
+    between its lines escaped (``shown``). A message cut once is not cut again (an error rebuilt from its
+    message after pickling)."""
+    more = len(message) - limit
+    if more > 64:
+        message = f"{message[:limit]}... ({more} more characters)"
+    if message.replace("\n", "").isprintable():
+        return message
+    return "\n".join(shown(line, len(line)) for line in message.split("\n"))
+
 
 class PrepflowError(Exception):
-    """Base class of the errors prepflow reports to users (never a bare traceback)."""
+    """Base class of the errors prepflow reports to users (never a bare traceback). Its message is bounded
+    (``MESSAGE_LIMIT``) and escaped (``bounded``): no error carries a file's content at its full length, nor
+    a control character a name brought in, whatever a message quotes and however it quotes it."""
 
     exit_code = 1
+
+    def __init__(self, message: object = "", *args):
+        super().__init__(bounded(message) if isinstance(message, str) else message, *args)
 
 
 class ConfigError(PrepflowError):

@@ -14,9 +14,13 @@ Before a module a ref names is imported, its origin is checked without running i
 standard-library or built-in module (``os:system``, ``this:X``) is refused, and so is one that is neither
 part of an installed distribution (site-packages, or a distribution's top-level names) nor under the
 folder of a config that was loaded (``allow_root``), the current folder (the project), prepflow's own
-packages, or a folder of ``$PREPFLOW_PLUGIN_PATH``. A config that names plugins runs their code: so does
-an artifact's metadata that names them, which readers load only when the caller trusts it
-(``trusted_module``; docs/security.md).
+packages, or a folder of ``$PREPFLOW_PLUGIN_PATH``. A module found nowhere on ``sys.path`` is looked for
+in those folders (``plugin_folders``, then the current folder) and imported from there under its own name
+(``import_plugin``): only the modules a config names, never anything else the process imports (the folders
+are not put on ``sys.path``, where a stray file would answer every optional import). The Dask scheduler and
+workers import the same modules before they run a task (``tasks.runtime.dask_run``). A config that names
+plugins runs their code: so does an artifact's metadata that names them, which readers load only when the
+caller trusts it (``trusted_module``; docs/security.md).
 
 This module imports nothing else of prepflow, so the schema, the feature types and the stage DAG
 can all use it; ``tasks.config.plugins`` (what a config's plugins are) sits above them.
@@ -27,6 +31,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import os
@@ -49,6 +54,7 @@ PLUGIN_PATH_ENV = "PREPFLOW_PLUGIN_PATH"  # more folders a plugin module may com
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _ROOTS: list[str] = []  # folders of the configs loaded in this process (``allow_root``)
 _CHECKED: set[str] = set()  # top-level packages whose origin passed ``check_module``
+_FROM_FOLDERS: dict[str, str] = {}  # top-level module -> the plugin folder it was imported from
 
 
 def allow_root(folder: str | os.PathLike) -> None:
@@ -60,6 +66,50 @@ def allow_root(folder: str | os.PathLike) -> None:
         paths = [p for p in os.environ.get(PLUGIN_PATH_ENV, "").split(os.pathsep) if p]
         if real not in paths:
             os.environ[PLUGIN_PATH_ENV] = os.pathsep.join([*paths, real])
+
+
+def plugin_folders() -> list[str]:
+    """The folders a plugin module may come from besides installed distributions and the current folder: the
+    loaded configs' folders (``allow_root``) and those of ``$PREPFLOW_PLUGIN_PATH``."""
+    env = (os.path.realpath(p) for p in os.environ.get(PLUGIN_PATH_ENV, "").split(os.pathsep) if p)
+    return list(dict.fromkeys([*_ROOTS, *env]))
+
+
+def _find_spec(top: str):
+    """``top``'s spec from ``sys.path``, else from the plugin folders or the current folder (None: in none)."""
+    spec = importlib.util.find_spec(top)
+    if spec is None:
+        spec = importlib.machinery.PathFinder.find_spec(top, [*plugin_folders(), os.path.realpath(os.getcwd())])
+    return spec
+
+
+def import_plugin(top: str) -> None:
+    """Import the top-level module ``top`` (a ``.py`` file or a package) from the first plugin folder (then the
+    current folder) that holds it, when nothing on ``sys.path`` provides it, and register it under its name in ``sys.modules`` (so its
+    submodules, and pickles of its classes, import as usual). Nothing happens for a module already imported
+    or importable."""
+    if top in sys.modules or importlib.util.find_spec(top) is not None:
+        return
+    for folder in dict.fromkeys([*plugin_folders(), os.path.realpath(os.getcwd())]):
+        spec = importlib.machinery.PathFinder.find_spec(top, [folder])
+        if spec is not None and spec.loader is not None:
+            break
+    else:
+        return  # importlib.import_module says "No module named ..."
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[top] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(top, None)
+        raise
+    _FROM_FOLDERS[top] = folder
+
+
+def folder_plugins() -> dict[str, str]:
+    """``{top-level module: its folder}`` of the plugins this process imported from plugin folders
+    (``import_plugin``); a Dask worker imports the same (``tasks.runtime.dask_run``)."""
+    return dict(_FROM_FOLDERS)
 
 
 @functools.lru_cache(maxsize=None)
@@ -89,7 +139,7 @@ def check_module(module_name: str) -> None:
         raise PluginNotFound(f"module {module_name!r} is part of Python's standard library, not a plugin; refused "
                              f"before it is imported")
     try:
-        spec = importlib.util.find_spec(top)
+        spec = _find_spec(top)
     except (ImportError, ValueError) as exc:
         raise PluginNotFound(f"cannot find module {top!r} ({exc})") from None
     if spec is None:
@@ -146,6 +196,7 @@ def load_object(ref: str, group: str) -> object:
         module_name, _, attr = ref.partition(":")
         check_module(module_name)
         try:
+            import_plugin(module_name.split(".")[0])
             obj = importlib.import_module(module_name)
         except ImportError as exc:
             raise PluginNotFound(f"cannot import module {module_name!r} ({exc})") from None

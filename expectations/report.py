@@ -4,10 +4,13 @@ One line per failed expectation: the expectation, its column(s), how many values
 out of how many non-missing values (GX's ``unexpected_percent`` is a share of those), and up to
 ``EXAMPLES`` example values with their rows (0-based input rows, ``__row__``, for the raw gate, as
 everywhere in prepflow's messages; 0-based positions in the encoded output for the encoded gate).
-Aggregates show the observed value instead.
+Aggregates show the observed value instead. Column names and values come from the data: each is quoted cut
+and escaped (``core.errors.quoted``).
 """
 
 from __future__ import annotations
+
+from core.errors import quoted, shown
 
 EXAMPLES = 5
 
@@ -16,16 +19,16 @@ def _columns(kwargs: dict) -> str:
     for key in ("column", "column_A"):
         if key in kwargs:
             cols = [kwargs[key]] + ([kwargs["column_B"]] if "column_B" in kwargs else [])
-            return ", ".join(f"'{c}'" for c in cols)
+            return ", ".join(quoted(c) for c in cols)
     if "column_list" in kwargs:
-        return ", ".join(f"'{c}'" for c in kwargs["column_list"])
+        return ", ".join(quoted(c) for c in kwargs["column_list"])
     return "(table)"
 
 
 def _bounds(kwargs: dict) -> str:
-    shown = {k: v for k, v in kwargs.items()
-             if k not in ("column", "column_A", "column_B", "column_list", "result_format", "catch_exceptions")}
-    return ", ".join(f"{k}={v!r}" for k, v in shown.items())
+    rest = {k: v for k, v in kwargs.items()
+            if k not in ("column", "column_A", "column_B", "column_list", "result_format", "catch_exceptions")}
+    return ", ".join(f"{k}={v!r}" for k, v in rest.items())
 
 
 def describe_failure(result: dict, gate: str) -> str:
@@ -35,7 +38,7 @@ def describe_failure(result: dict, gate: str) -> str:
     if args:
         head += f" ({args})"
     if "exception" in result:
-        return f"{head}: error: {result['exception']}"
+        return f"{head}: error: {shown(result['exception'])}"
     res = result.get("result", {})
     if "unexpected_count" in res:
         total = res.get("element_count")
@@ -52,12 +55,12 @@ def describe_failure(result: dict, gate: str) -> str:
         index = res.get("partial_unexpected_index_list") or []
         if values:
             where = "row" if gate == "raw" else "encoded row"
-            examples = [f"{v!r} ({where} {i})" if isinstance(i, int) else repr(v)
+            examples = [f"{quoted(v)} ({where} {i})" if isinstance(i, int) else quoted(v)
                         for v, i in zip(values[:EXAMPLES], (index + [None] * EXAMPLES)[:EXAMPLES], strict=False)]
             line += "; e.g. " + ", ".join(examples)
         return line
     if "observed_value" in res:
-        return f"{head}: observed {res['observed_value']!r}"
+        return f"{head}: observed {quoted(res['observed_value'])}"
     details = {k: v for k, v in res.items() if k != "details"}
     return f"{head}: {details}" if details else head
 

@@ -31,7 +31,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from core.errors import ConfigError, PrepflowError
+from core.errors import MESSAGE_LIMIT, QUOTE_LIMIT, ConfigError, PrepflowError, bounded, quoted, shown
 from flows import bookkeeping, console, local_server
 from flows import serve as serve_command
 from flows.flow_parameters import add_flow_parameters
@@ -486,6 +486,7 @@ def _setup_inspect(p: argparse.ArgumentParser) -> None:
 
 @command("inspect", _setup_inspect)
 def cmd_inspect(args: argparse.Namespace) -> int:
+    from flows.inspect_text import inspect_lines
     from storage.artifact import Artifact
 
     art = Artifact.open(args.artifact, verify=args.verify)
@@ -495,37 +496,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info))
         return 0
-    where = art.path if info["url"] == str(art.path) else f"{info['url']}, cached at {art.path}"
-    print(f"artifact {info['artifact_id']}  ({where})")
-    print(f"created {info['created_at']}, prepflow {info['prepflow_version']}, fingerprint "
-          f"{info['dataset_fingerprint'][:16]}")
-    if info["fitted_from"]:  # an artifact of `prepflow apply`: the artifact whose fitted state encoded it
-        print(f"fitted from {info['fitted_from']['artifact_id']}  ({info['fitted_from']['path']})")
-    if info["dataset_files"]:  # a folder's or glob's files, in name order: what the artifact covers
-        print(f"files ({len(info['dataset_files'])}):")
-        for f in info["dataset_files"]:
-            print(f"  {f['name']:<32} {f['rows']:>10} rows  fingerprint {f['fingerprint'][:16]}")
-    print("splits:")
-    for split_name, n in info["rows"].items():
-        print(f"  {split_name:<11} {n:>10} rows  ({', '.join(info['formats'].get(split_name, []))})")
-    print("features:")
-    for name, feature in info["features"].items():
-        role = "output" if feature["output"] else "input"
-        print(f"  {name:<24} {feature['type'] or '?':<14} {role:<6} column '{feature['column']}'")
-    print("columns:")
-    for name, spec in info["columns"].items():
-        extra = f", cardinality {spec['cardinality']}" if "cardinality" in spec else ""
-        extra += f", {spec['media']}" if "media" in spec else ""  # e.g. image (lazy): decoded items, not slots
-        print(f"  {name:<24} {spec['dtype']:<14} shape {tuple(spec['shape'])}{extra}")
-    print("channels:")
-    for channel, names in info["channels"].items():
-        print(f"  {channel:<12} {', '.join(names)}")
-    if info["statistics"]:
-        print("statistics:")
-        for name, value in info["statistics"].items():
-            print(f"  {name}: {value}")
-    if args.verify:
-        print(f"verified: {len(art.manifest['files'])} files match manifest.json")
+    for line in inspect_lines(info, art.path, len(art.manifest["files"]) if args.verify else None):
+        print(line)
     return 0
 
 
@@ -703,11 +675,12 @@ def _debug(args: argparse.Namespace | None) -> bool:
 
 def _print_error(message: str) -> None:
     """One ``prepflow: error:`` line; a message of several lines (a failed gate's report) keeps its other
-    lines below it, indented."""
-    first, *rest = (message.strip() or "(no message)").splitlines()
-    print(f"prepflow: error: {first}", file=sys.stderr)
+    lines below it, indented. The message is bounded and every line escaped (``core.errors.shown``): whatever
+    untrusted text an error quotes, it reaches the terminal as inert characters of bounded length."""
+    first, *rest = (bounded(message).strip() or "(no message)").splitlines()
+    print(f"prepflow: error: {shown(first, MESSAGE_LIMIT)}", file=sys.stderr)
     for line in rest:
-        print(f"  {line}", file=sys.stderr)
+        print(f"  {shown(line, MESSAGE_LIMIT)}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -733,11 +706,11 @@ def main(argv: list[str] | None = None) -> int:
         print("prepflow: interrupted", file=sys.stderr)
         return 130
     except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG):
             return _internal_error(args, exc)
         if _debug(args):
             traceback.print_exc()
-        _print_error(_disk_full(exc, args))
+        _print_error(_name_too_long(exc) if exc.errno == errno.ENAMETOOLONG else _disk_full(exc, args))
         return 1
     except Exception as exc:  # not the user's to fix: a bug of prepflow or of a library it calls
         return _internal_error(args, exc)
@@ -755,10 +728,19 @@ def _disk_full(exc: OSError, args: argparse.Namespace) -> str:
     return f"{what}{where}; free space there (or pick other folders) and run again"
 
 
+def _name_too_long(exc: OSError) -> str:
+    """A path the file system refuses for its length, in one line: which one, and how long its longest name
+    and the whole path are."""
+    name = os.fsdecode(exc.filename or "")
+    longest = max((len(os.fsencode(part)) for part in Path(name).parts), default=0)
+    return (f"{quoted(name)}: file name too long (its longest name is {longest} bytes, the whole path "
+            f"{len(os.fsencode(name))}; file systems allow about 255 bytes per name and 4096 per path)")
+
+
 def _internal_error(args: argparse.Namespace | None, exc: BaseException) -> int:
     if _debug(args):
         traceback.print_exc()
-    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    detail = shown(str(exc).strip().splitlines()[0], 4 * QUOTE_LIMIT) if str(exc).strip() else ""
     hint = "" if _debug(args) else f" (--debug or {DEBUG_ENV}=1 prints the traceback)"
     print(f"prepflow: error: internal error: {type(exc).__name__}: {detail}{hint}", file=sys.stderr)
     return 1

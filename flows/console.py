@@ -35,7 +35,7 @@ from typing import Callable, Iterator
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from core.errors import ConfigError
+from core.errors import MESSAGE_LIMIT, ConfigError, shown
 from tasks.runtime import progress
 
 PROGRESS_SECONDS_ENV = "PREPFLOW_PROGRESS_SECONDS"
@@ -226,7 +226,8 @@ def print_warnings(lines, file=None) -> None:
     if not lines:
         return
     out = file or sys.stdout
-    out.write(f"warnings ({len(lines)}):\n" + "".join(f"  {line}\n" for line in lines))
+    # a warning may quote the data (a column name, a value): escaped and bounded as an error line is
+    out.write(f"warnings ({len(lines)}):\n" + "".join(f"  {shown(line, MESSAGE_LIMIT)}\n" for line in lines))
     out.flush()
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from core.errors import MESSAGE_LIMIT, shown
 from expectations.report import format_gate, markdown
 from flows import local_server
 from flows.bookkeeping import best_effort
@@ -156,6 +157,6 @@ def print_validation(report: dict) -> None:
         print(f"  {status}: gate '{gate['gate']}' of {gate['config']}: {gate['evaluated']} expectations, "
               f"{gate['failed']} failed, {gate['rows']} rows")
         if not gate["success"]:
-            for line in format_gate(gate).splitlines()[1:]:
-                print(f"  {line}")
+            for line in format_gate(gate).splitlines()[1:]:  # values from the data: quoted and escaped
+                print(f"  {shown(line, MESSAGE_LIMIT)}")
     print("data gate passed" if report["success"] else "data gate FAILED")

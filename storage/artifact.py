@@ -29,9 +29,17 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from core.errors import DataError, IntegrityError
+from core.errors import DataError, IntegrityError, quoted
 from storage import npy, remote, shard_stream
-from storage.artifact_files import MANIFEST, ROW_COLUMN, arrow_to_numpy, locate, read_feature_spec, read_shard
+from storage.artifact_files import (
+    MANIFEST,
+    ROW_COLUMN,
+    arrow_to_numpy,
+    json_object,
+    locate,
+    read_feature_spec,
+    read_shard,
+)
 from storage.cache import verify_files
 from storage.fs import strip_file_scheme
 from storage.loader import BatchLoader, SplitColumns
@@ -56,7 +64,7 @@ def check_manifest(manifest: object, where: str) -> dict:
     check_names(manifest["files"], where)
     for split, rows in manifest.get("rows", {}).items():
         if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
-            raise IntegrityError(f"{where}: rows of split {split!r} is {rows!r}, expected a count >= 0")
+            raise IntegrityError(f"{where}: rows of split {quoted(split)} is {quoted(rows)}, expected a count >= 0")
     return manifest
 
 
@@ -142,7 +150,8 @@ class Artifact:
         return self._metadata_file().get(ROW_COLUMN)
 
     def _metadata_file(self) -> dict:
-        return json.loads((self.path / "training_set_metadata.json").read_text())
+        file = self.path / "training_set_metadata.json"
+        return json_object(file.read_bytes(), str(file), "every feature's fitted metadata")
 
     def id_map(self, parent: "str | Path | Artifact") -> dict[str, np.ndarray]:
         """Per vocabulary feature both artifacts have: an int32 array of the parent's vocabulary size, each parent

@@ -18,14 +18,14 @@ import os
 import re
 from pathlib import Path
 
-from core.errors import IntegrityError
+from core.errors import IntegrityError, quoted
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
 
 
 def _refuse(where: str, name: object, why: str) -> IntegrityError:
-    return IntegrityError(f"{where}: file name {name!r} {why}; an artifact names only files inside its own folder "
+    return IntegrityError(f"{where}: file name {quoted(name)} {why}; an artifact names only files inside its own folder "
                           f"(docs/security.md)")
 
 
@@ -53,7 +53,7 @@ def check_names(names, where: str) -> None:
 def check_id(art_id: object, where: str) -> str:
     """An artifact id: one plain folder name (letters, digits, ``.``, ``_``, ``-``; not ``.`` or ``..``)."""
     if not isinstance(art_id, str) or not _ID.match(art_id) or art_id in (".", ".."):
-        raise IntegrityError(f"{where}: artifact id {art_id!r} is not one plain folder name (letters, digits, "
+        raise IntegrityError(f"{where}: artifact id {quoted(art_id)} is not one plain folder name (letters, digits, "
                              f"'.', '_', '-'); refused before anything is read or written (docs/security.md)")
     return art_id
 

@@ -8,6 +8,11 @@ stack and a port that service listens on; credentials agree on both ends; the UI
 a browser can reach; the stage cache is one volume at the deployment's ``cache_dir`` everywhere; and the
 stack agrees with what ``tests/integration/test_native_stack.py`` starts natively (pool, deployment,
 S3 settings). The services themselves run in that integration test.
+
+It is a development stack (issue 48): every published port is bound to 127.0.0.1, and every credential
+comes from ``.env`` through compose's ``${VAR:?message}``, so the stack refuses to start without it;
+``.env.example`` documents each and holds none. The file is read with compose's interpolation, the
+environment being what ``.env.example`` asks for (``STACK_ENV``).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ SCHEMA_FILE = ROOT / "tests" / "data" / "compose-spec.json"
 DOCKERFILE = ROOT / "infra" / "Dockerfile"
 PREFECT_YAML = ROOT / "infra" / "prefect.yaml"
 DATA_GATE = ROOT / "infra" / "ci" / "github-data-gate.yml"
+ENV_EXAMPLE = ROOT / ".env.example"
 BIN = Path(sys.executable).parent
 
 SHELL_OPERATORS = {"|", "||", "&&", ";", ">", ">>", "2>&1"}
@@ -40,9 +46,70 @@ SHELL_OPERATORS = {"|", "||", "&&", ";", ">", ">>", "2>&1"}
 LISTENS = {"postgres": {5432}, "prefect-server": {4200}, "dask-scheduler": {8786, 8787}, "minio": {9000, 9001}}
 
 
+# Compose's interpolation: ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?error}, ${VAR?error}; $$ is a $.
+VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}")
+# An environment key that holds a credential.
+CREDENTIAL_KEY = re.compile(r"PASSWORD|SECRET|ACCESS_KEY")
+LOOPBACK = "127.0.0.1"
+
+
+class MissingVariable(Exception):
+    """A ``${VAR:?...}`` (or ``${VAR?...}``) whose variable is not set: ``docker compose`` refuses to start."""
+
+
+def env_example() -> dict[str, str]:
+    """``.env.example`` as compose reads a ``.env``: ``KEY=VALUE`` lines, ``#`` comments."""
+    pairs = (line.split("=", 1) for line in ENV_EXAMPLE.read_text().splitlines()
+             if line.strip() and not line.lstrip().startswith("#"))
+    return {key.strip(): value.strip() for key, value in pairs}
+
+
+# What a user's .env gives once every value .env.example asks for is filled in.
+STACK_ENV = {key: f"test-{key.lower().replace('_', '-')}" for key in env_example()}
+
+
+def interpolate(value: str, env: dict[str, str]) -> str:
+    def one(match: re.Match) -> str:
+        name, op, arg = match.groups()
+        got = env.get(name)
+        unset = got is None or (got == "" and op and op.startswith(":"))
+        if op in (":?", "?"):
+            if unset:
+                raise MissingVariable(f"{name}: {arg}")
+            return got
+        if op in (":-", "-"):
+            return arg if unset else got
+        return got or ""
+
+    return VARIABLE.sub(one, value.replace("$$", "\0")).replace("\0", "$")
+
+
+def interpolated(node, env: dict[str, str]):
+    """Every string of the parsed file interpolated, as compose does (its comments are not)."""
+    if isinstance(node, dict):
+        return {key: interpolated(value, env) for key, value in node.items()}
+    if isinstance(node, list):
+        return [interpolated(value, env) for value in node]
+    return interpolate(node, env) if isinstance(node, str) else node
+
+
+def strings(node) -> list[str]:
+    if isinstance(node, dict):
+        return [s for value in node.values() for s in strings(value)]
+    if isinstance(node, list):
+        return [s for value in node for s in strings(value)]
+    return [node] if isinstance(node, str) else []
+
+
 @pytest.fixture(scope="module")
-def compose() -> dict:
+def raw() -> dict:
+    """The file as written, before interpolation."""
     return yaml.safe_load(COMPOSE_FILE.read_text())
+
+
+@pytest.fixture(scope="module")
+def compose(raw) -> dict:
+    return interpolated(raw, STACK_ENV)
 
 
 @pytest.fixture(scope="module")
@@ -68,12 +135,7 @@ def _env(service: dict) -> dict:
     env = service.get("environment") or {}
     if isinstance(env, list):
         env = dict(item.split("=", 1) if "=" in item else (item, None) for item in env)
-    return {k: _interpolate(str(v)) for k, v in env.items()}
-
-
-def _interpolate(value: str) -> str:
-    """Compose's ``${VAR:-default}`` with no .env file: the default."""
-    return re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", value)
+    return {k: str(v) for k, v in env.items()}
 
 
 def _command(service: dict) -> list[str]:
@@ -241,6 +303,84 @@ def test_s3_credentials_match_minio(services):
         env = _env(services[name])
         assert (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]) == (
             minio["MINIO_ROOT_USER"], minio["MINIO_ROOT_PASSWORD"]), name
+
+
+# --- a development stack: loopback only, no credential without .env -----------------------------------
+
+def _host_ips(service: dict) -> list[str | None]:
+    """The host address each published port is bound to (None: every interface)."""
+    out = []
+    for port in service.get("ports", []):
+        if isinstance(port, dict):  # long syntax
+            out.append(port.get("host_ip"))
+        else:
+            parts = str(port).split("/")[0].split(":")
+            out.append(":".join(parts[:-2]) or None if len(parts) > 2 else None)
+    return out
+
+
+def test_every_published_port_is_bound_to_loopback(services):
+    published = {name: _host_ips(svc) for name, svc in services.items() if svc.get("ports")}
+    assert published
+    for name, ips in published.items():
+        assert ips and all(ip == LOOPBACK for ip in ips), f"{name}: ports {services[name]['ports']} not on {LOOPBACK}"
+
+
+def test_services_listen_on_every_interface_only_inside_the_stack(services):
+    """A server in a container must listen on 0.0.0.0 to be reached from the other containers and through its
+    published port; the host sees it on loopback only."""
+    for name, svc in services.items():
+        cmd, env = _command(svc), _env(svc)
+        if "0.0.0.0" in cmd or "0.0.0.0" in env.values():
+            assert _published(svc) and set(_host_ips(svc)) == {LOOPBACK}, name
+
+
+def _variables(raw: dict) -> list[tuple[str, str, str]]:
+    return [found for value in strings(raw) for found in VARIABLE.findall(value)]
+
+
+def _required(raw: dict) -> set[str]:
+    return {name for name, op, _arg in _variables(raw) if op in (":?", "?")}
+
+
+def test_the_stack_refuses_to_start_without_its_credentials(raw):
+    assert _required(raw) == set(STACK_ENV)
+    for name in STACK_ENV:  # each one missing, or empty, stops compose before any container starts
+        for env in ({k: v for k, v in STACK_ENV.items() if k != name}, {**STACK_ENV, name: ""}):
+            with pytest.raises(MissingVariable, match=name):
+                interpolated(raw, env)
+    used = {name for name, _op, _arg in _variables(raw)}
+    defaults = {name for name, op, _arg in _variables(raw) if op in (":-", "-")}
+    assert not defaults & set(STACK_ENV), f"a credential with a working default: {defaults & set(STACK_ENV)}"
+    assert used == set(STACK_ENV), used - set(STACK_ENV)
+
+
+def test_no_credential_is_written_in_the_compose_file(raw):
+    secret = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*:\?[^}]*\}")
+    found = 0
+    for name, svc in raw["services"].items():
+        for key, value in _env(svc).items():
+            if CREDENTIAL_KEY.search(key):
+                found += 1
+                assert secret.fullmatch(value), f"{name}: {key} is {value!r}, expected ${{VAR:?...}} from .env"
+            if "://" in value and "@" in value:  # a URL with a user and password
+                userinfo = value.split("://", 1)[1].rsplit("@", 1)[0]
+                assert ":" in userinfo and secret.fullmatch(userinfo.split(":", 1)[1]), f"{name}: {key}: {value!r}"
+                found += 1
+    assert found >= 4  # postgres, the server's database URL, MinIO's user and password
+
+
+def test_env_example_documents_every_credential_and_holds_none(raw):
+    example = env_example()
+    assert example and set(example) == _required(raw)
+    assert all(value == "" for value in example.values()), example  # nothing that would start the stack
+    for key in example:
+        # a comment above it (or above the group of variables it belongs to)
+        assert re.search(rf"#[^\n]*\n(?:(?:#[^\n]*|[A-Z_]+=)\n)*{key}=", ENV_EXAMPLE.read_text()), key
+    assert not (ROOT / ".env").exists() or subprocess.run(
+        ["git", "-C", str(ROOT), "check-ignore", "-q", ".env"]).returncode == 0
+    assert ".env" in (ROOT / ".gitignore").read_text().split()
+    assert ".env" in (ROOT / "infra" / "Dockerfile.dockerignore").read_text().split()  # never in the image
 
 
 def test_depends_on_targets_exist_and_are_healthy_when_waited_for(services):

@@ -9,7 +9,7 @@ import difflib
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.errors import DataError
+from core.errors import DataError, quoted
 from tasks.config.constants import RESERVED_COLUMNS, RESERVED_PREFIXES, reserved_column
 
 
@@ -111,8 +111,8 @@ def reject_text_in_numbers(table: pa.Table, spec, first_row: int, path: str) -> 
         ok = pc.match_substring_regex(col, NUMBER_TEXT)
         if pc.all(ok).as_py() is False:
             i = pc.index(ok, False).as_py()
-            raise DataError(f"{path}: row {first_row + i}, column '{name}': expected a number, got "
-                            f"{col[i].as_py()!r} (the file stores the column as text)")
+            raise DataError(f"{path}: row {first_row + i}, column {quoted(name)}: expected a number, got "
+                            f"{quoted(col[i].as_py())} (the file stores the column as text)")
 
 
 def reject_infinities(table: pa.Table, spec, first_row: int, path: str) -> None:

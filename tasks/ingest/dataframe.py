@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from core.code_version import module_version
-from core.errors import DataError
+from core.errors import DataError, quoted
 from core.lazy import pandas as pd
 from storage import media_audio, media_image
 from storage.media import store_batch
@@ -78,7 +78,7 @@ def _numbers(values, column: str) -> pa.Array:
     bad = numeric.isna().to_numpy() & ~values.isna().to_numpy()
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise PartitionProblem(i, f"column '{column}': expected a number, got {values.iloc[i]!r}")
+        raise PartitionProblem(i, f"column {quoted(column)}: expected a number, got {quoted(values.iloc[i])}")
     return pa.array(numeric.to_numpy(), type=pa.float64(), from_pandas=True)
 
 

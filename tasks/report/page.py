@@ -34,9 +34,10 @@ from pathlib import Path
 
 import yaml
 
-from core.errors import DataError
+from core.errors import DataError, PrepflowError
 from storage import remote
 from storage.artifact import Artifact
+from storage.artifact_files import json_object
 from storage.fs import filesystem
 from storage.split_binary import prepflow_view
 from storage.tmpdirs import TempFile, sweep
@@ -61,10 +62,13 @@ def open_view(location: str | Path) -> ArtifactView:
         url, manifest_bytes = remote.resolve(str(location))
         fs = filesystem(url)
         try:
-            metadata = json.loads(fs.cat_file(remote.join(url, "training_set_metadata.json")))
+            meta_url = remote.join(url, "training_set_metadata.json")
+            metadata = json_object(fs.cat_file(meta_url), meta_url, "every feature's fitted metadata")
             metadata.pop(ROW_COLUMN, None)  # the row id column's entry, no feature (as Artifact.metadata)
             # a split_binary artifact's file is NVIDIA's spec; prepflow's own is kept inside it
             spec = prepflow_view(yaml.safe_load(fs.cat_file(remote.join(url, "feature_spec.yaml"))))
+        except PrepflowError:  # a damaged file, named by its own error
+            raise
         except Exception as exc:  # network/credentials: name the artifact
             raise DataError(f"{url}: cannot read the artifact's metadata ({type(exc).__name__}: {exc})") from exc
         return ArtifactView(url, json.loads(manifest_bytes), metadata, spec)

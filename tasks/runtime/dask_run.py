@@ -13,6 +13,7 @@ import numpy as np
 from dask import delayed
 
 from core.errors import ConfigError
+from core.plugins import folder_plugins
 from core.task_fusion import fused
 from core.task_tree import tree
 from tasks.runtime.progress import tracking
@@ -36,15 +37,23 @@ def on_cluster() -> bool:
 def client(address: str | None):
     """A distributed Client of the scheduler at ``address``, as a context: while it is open it is the default
     scheduler, so every ``compute`` runs on its workers. Without an address: Dask's local scheduler. An
-    address that cannot be reached is a ConfigError naming it."""
+    address that cannot be reached is a ConfigError naming it. The plugins this process imported from a
+    config's folder are imported on every worker (``tasks.runtime.worker_plugins``)."""
     if not address:
         return contextlib.nullcontext()
     from distributed import Client  # heavy (~0.4 s to import): only with --dask-address
 
     try:
-        return Client(address, timeout=os.environ.get("PREPFLOW_DASK_CONNECT_TIMEOUT", "30s"))
+        dask_client = Client(address, timeout=os.environ.get("PREPFLOW_DASK_CONNECT_TIMEOUT", "30s"))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"--dask-address {address}: cannot reach the Dask scheduler ({exc})") from None
+    modules = folder_plugins()
+    if modules:  # plugins beside the config: the scheduler and every worker import them as this process did
+        from tasks.runtime.worker_plugins import PluginFolders, import_plugins
+
+        dask_client.run_on_scheduler(import_plugins, modules)
+        dask_client.register_plugin(PluginFolders(modules))
+    return dask_client
 
 
 def compute(tasks: list, here: bool = False) -> list:

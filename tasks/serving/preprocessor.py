@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.errors import DataError
+from core.errors import DataError, quoted
 from core.lazy import pandas as pd
 from storage.artifact import Artifact
 from storage.vocab_store import resolve
@@ -75,7 +75,7 @@ class Preprocessor:
         self.features_ = []
         check_stages(metadata, trust_plugins)
         for name, meta in metadata.items():
-            where = f"{METADATA_FILE}: feature '{name}'"
+            where = f"{METADATA_FILE}: feature {quoted(name)}"
             if not isinstance(meta, dict) or "type" not in meta or "column" not in meta:
                 raise DataError(f"{where}: no 'type'/'column'; the artifact predates serving support")
             cls = feature_class(name, meta, trust_plugins)
@@ -151,7 +151,7 @@ class Preprocessor:
             hints = []
             for c in missing_inputs:
                 close = difflib.get_close_matches(c, [str(p) for p in df.columns], n=1)
-                hints.append(f"'{c}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+                hints.append(quoted(c) + (f" (did you mean {quoted(close[0])}?)" if close else ""))
             raise DataError(f"raw rows: column(s) {', '.join(hints)} missing; the artifact's features need "
                             f"{self.input_columns}")
         out_features = [f for f in self.features_ if f.is_output]
@@ -213,8 +213,8 @@ def _check_scalars(values: pd.Series, column: str) -> None:
         return
     for i, v in enumerate(values.tolist()):
         if not isinstance(v, SCALARS) and v is not pd.NA:
-            raise DataError(f"row {i}, column '{column}': expected a number, string or boolean, got "
-                            f"{type(v).__name__} {v!r}")
+            raise DataError(f"row {i}, column {quoted(column)}: expected a number, string or boolean, got "
+                            f"{type(v).__name__} {quoted(v)}")
 
 
 def _as_ingested(values: pd.Series, kind: str, column: str) -> pd.Series:
@@ -243,4 +243,4 @@ def _no_missing(values: pd.Series, feature, why: str) -> None:
     missing = values.isna().to_numpy()
     if missing.any():
         row = int(np.flatnonzero(missing)[0])
-        raise DataError(f"row {row}, column '{feature.column}': {feature.describe()} is missing a value; {why}")
+        raise DataError(f"row {row}, column {quoted(feature.column)}: {feature.describe()} is missing a value; {why}")

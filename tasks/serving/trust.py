@@ -14,7 +14,7 @@ one ``IntegrityError`` naming the file and the feature, before any array is allo
 
 from __future__ import annotations
 
-from core.errors import DataError, IntegrityError
+from core.errors import DataError, IntegrityError, quoted
 from core.plugins import FEATURES_GROUP, STAGES_GROUP, ref_module, trusted_module
 from tasks.features import REGISTRY, load_feature_class
 
@@ -24,18 +24,18 @@ PREPFLOW_PACKAGES = ("core.", "storage.", "tasks.", "expectations.", "flows.", "
 
 
 def _untrusted(where: str, what: str, ref: str, module: str | None) -> DataError:
-    trust = f"trust_plugins=[{module!r}]" if module else "trust_plugins=True"
-    return DataError(f"{where}: {what} {ref!r} is not one of prepflow's own and would import "
-                     f"{'module ' + repr(module) if module else 'plugin code'}; load the artifact with "
+    trust = f"trust_plugins=[{quoted(module)}]" if module else "trust_plugins=True"
+    return DataError(f"{where}: {what} {quoted(ref)} is not one of prepflow's own and would import "
+                     f"{'module ' + quoted(module) if module else 'plugin code'}; load the artifact with "
                      f"trust_plugins=True (or {trust}) only if you trust who made it (docs/security.md)")
 
 
 def feature_class(name: str, meta: dict, trust) -> type:
     """The feature type class of one metadata entry (``meta["type"]``), a plugin only when trusted."""
-    where = f"{METADATA_FILE}: feature '{name}'"
+    where = f"{METADATA_FILE}: feature {quoted(name)}"
     type_name = meta.get("type")
     if not isinstance(type_name, str):
-        raise DataError(f"{where}: 'type' is {type_name!r}, expected a feature type name")
+        raise DataError(f"{where}: 'type' is {quoted(type_name)}, expected a feature type name")
     if type_name not in REGISTRY:
         module = ref_module(type_name, FEATURES_GROUP)
         if not trusted_module(module, trust) and not (module or "").startswith(PREPFLOW_PACKAGES):
@@ -49,10 +49,10 @@ def check_stages(metadata: dict, trust) -> None:
         for item in meta.get(PLAN_KEY) or [] if isinstance(meta, dict) else []:
             uses = item.get("uses") if isinstance(item, dict) else None
             if not isinstance(uses, str):
-                raise DataError(f"{METADATA_FILE}: feature '{name}': custom stage without 'uses'")
+                raise DataError(f"{METADATA_FILE}: feature {quoted(name)}: custom stage without 'uses'")
             module = ref_module(uses, STAGES_GROUP)
             if not trusted_module(module, trust) and not (module or "").startswith(PREPFLOW_PACKAGES):
-                raise _untrusted(f"{METADATA_FILE}: feature '{name}'", "custom stage", uses, module)
+                raise _untrusted(f"{METADATA_FILE}: feature {quoted(name)}", "custom stage", uses, module)
 
 
 def _count(value) -> bool:
@@ -62,7 +62,7 @@ def _count(value) -> bool:
 def check_sizes(name: str, meta: dict) -> None:
     """``vocab_size`` (and ``char_vocab_size``) agree with the stored vocabulary (``meta`` resolved by
     ``storage.vocab_store.resolve``: a ``vocab_file`` carries its ``vocab_path``)."""
-    where = f"{METADATA_FILE}: feature '{name}'"
+    where = f"{METADATA_FILE}: feature {quoted(name)}"
     for prefix in ("", "char_"):
         key = f"{prefix}vocab_size"
         if key not in meta:
@@ -80,7 +80,7 @@ def check_sizes(name: str, meta: dict) -> None:
             try:
                 rows = pq.ParquetFile(meta["vocab_path"]).metadata.num_rows
             except Exception as exc:  # noqa: BLE001  (any unreadable footer: one line naming the file)
-                raise IntegrityError(f"{meta['vocab_path']}: feature '{name}': unreadable vocabulary ({exc})") from None
+                raise IntegrityError(f"{meta['vocab_path']}: feature {quoted(name)}: unreadable vocabulary ({exc})") from None
             if size > rows:
                 raise IntegrityError(f"{where}: vocab_size is {size}, its vocabulary file {meta['vocab_file']['path']} "
                                      f"holds {rows} rows; the artifact is damaged or was edited")
@@ -103,6 +103,6 @@ def check_shapes(features: list, metadata: dict, spec: dict, spec_file: str) -> 
             if not isinstance(info, dict) or "shape" not in info:
                 continue
             if list(info["shape"] or []) != list(column.shape):
-                raise IntegrityError(f"{spec_file}: feature '{f.name}': column '{column.name}' has row shape "
+                raise IntegrityError(f"{spec_file}: feature {quoted(f.name)}: column {quoted(column.name)} has row shape "
                                      f"{list(info['shape'] or [])}, its metadata gives {list(column.shape)}; the "
                                      f"artifact is damaged or was edited")
