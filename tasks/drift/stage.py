@@ -8,8 +8,7 @@
   train split of the fitted artifact when it predates them), plus the change in the missing rate (the
   share of values fill_missing filled, against the fitted artifact's).
 
-Each feature's entry is its worst check: ``{statistic, value, noise, threshold, status}`` (``ok | warn | fail``;
-the value is judged by how far it passes its sampling noise, ``tasks.drift.noise``)
+Each feature's entry is its worst check: ``{statistic, value, threshold, status}`` (``ok | warn | fail``)
 with ``checks`` (every statistic measured) and ``fitted``/``new`` (the bin or top-id fractions, for the
 report). Thresholds are ``validation.drift`` (``tasks.config.schema.DriftConfig``); with ``action: fail``
 a ``fail`` status stops the run here, before publish: nothing is published.
@@ -32,7 +31,7 @@ from core.task_tree import tree
 from storage.artifact_files import arrow_to_numpy
 from tasks.config.constants import SPLIT_NAMES
 from tasks.config.schema import DriftConfig, DriftThreshold
-from tasks.drift import measures, noise
+from tasks.drift import measures
 from tasks.runtime import dask_run
 from tasks.runtime.context import run_cached
 from tasks.runtime.frame import ipc_num_rows
@@ -253,8 +252,7 @@ def _fractions(counts, top: int = 10) -> list[float]:
 def compare(ctx, metadata: dict, reference: Statistics, counted: dict[str, np.ndarray],
             missing: dict[str, tuple[float, float]] | None = None) -> dict[str, dict]:
     """Each measured feature's entry (its worst check first); ``counted``: the new data's counts per feature
-    (``_split_counts``); ``missing``: feature -> (fitted, new) rate, optionally followed by the two row counts
-    (their noise is 0 without them). Each check is judged past its sampling noise (``tasks.drift.noise``)."""
+    (``_split_counts``); ``missing``: feature -> (fitted, new) rate."""
     cfg = drift_config(ctx)
     measured = [(n, t) for n, t in _measured(ctx, metadata) if reference.items.get(measures.REFERENCE + n) is not None]
     entries = {}
@@ -264,39 +262,31 @@ def compare(ctx, metadata: dict, reference: Statistics, counted: dict[str, np.nd
             continue
         kind = measures.kind(ftype)
         new = counted[name]
-        values: dict[str, tuple[float, float]] = {}  # statistic -> (value, its noise at these sizes)
-        unk = measures.unk_id(ftype)
+        values: dict[str, float] = {}
         if kind == "number":
-            values["psi"] = (measures.psi(ref.counts, new), noise.psi(ref.counts, new))
+            values["psi"] = measures.psi(ref.counts, new)
         else:
             tail = reference.items.get(measures.TAIL_IDS + name)
-            values["linf"] = (measures.linf(ref, tail.count if tail is not None else 0, new, unk),
-                              noise.linf(ref.counts, new, unk))
-            oov = measures.oov_rate(ref, unk, new)
+            values["linf"] = measures.linf(ref, tail.count if tail is not None else 0, new, measures.unk_id(ftype))
+            oov = measures.oov_rate(ref, measures.unk_id(ftype), new)
             if oov is not None:
-                values["oov_rate"] = (oov, noise.oov(ref.counts, unk, new))
+                values["oov_rate"] = oov
         if missing and name in missing:
-            before, after, *sizes = missing[name]
-            n1, n2 = sizes or (0, 0)
-            values["missing_rate"] = (after - before, noise.proportion(before * n1, n1, after * n2, n2))
+            values["missing_rate"] = missing[name][1] - missing[name][0]
         checks = []
-        for statistic, (value, level) in values.items():
+        for statistic, value in values.items():
             warn, fail = thresholds(cfg, statistic, name)
-            state, threshold = measures.status(noise.judged(value, level), warn, fail)
-            checks.append({"statistic": statistic, "value": round(value, 6), "noise": round(level, 6),
-                           "threshold": threshold, "status": state})
+            state, threshold = measures.status(value, warn, fail)
+            checks.append({"statistic": statistic, "value": round(value, 6), "threshold": threshold,
+                           "status": state})
         worst = max(checks, key=lambda c: RANK[c["status"]])  # the first (main) one among equals
         new_counts = new if kind == "number" else np.append(new[:len(ref.counts) - 1], new[len(ref.counts) - 1:].sum())
         entries[name] = {**worst, "checks": checks, "fitted": _fractions(ref.counts), "new": _fractions(new_counts)}
     return entries
 
 
-def _rows_in(stats: dict) -> int:
-    return stats.get("encode.rows_in", {}).get("count", 0)
-
-
 def _missing_rates(stats: dict) -> dict[str, float]:
-    rows = _rows_in(stats)
+    rows = stats.get("encode.rows_in", {}).get("count", 0)
     prefix = "fill_missing.filled."
     return {k[len(prefix):]: v["count"] / rows for k, v in stats.items() if k.startswith(prefix) and rows}
 
@@ -345,8 +335,7 @@ def run(ctx, encoded: Encoded, fitted: Fitted) -> Drifted:
             fitted_manifest = json.loads((Path(ctx.fitted_from["local"]) / "manifest.json").read_text())
             before = _missing_rates(fitted_manifest.get("statistics") or {})
             after = _missing_rates(encoded.statistics)
-            sizes = (_rows_in(fitted_manifest.get("statistics") or {}), _rows_in(encoded.statistics))
-            missing = {n: (before.get(n, 0.0), after.get(n, 0.0), *sizes) for n in names if n in before or n in after}
+            missing = {n: (before.get(n, 0.0), after.get(n, 0.0)) for n in names if n in before or n in after}
             counted = _split_counts(_spec(ctx, metadata), reference, encoded.split_parts(split))
             result = {"mode": "apply", "split": split, "drift": compare(ctx, metadata, reference, counted, missing)}
             stats = Statistics(reference.items.values())  # the applied artifact keeps the references
@@ -370,8 +359,7 @@ def enforce(ctx, result: Drifted) -> None:
     flagged = [(f, e) for f, e in result.entries().items() if e["status"] != "ok"]
     if not flagged:
         return
-    text = "; ".join(f"{f}: {e['statistic']} {e['value']:.4g} > {e['threshold']} + noise {e.get('noise', 0):.3g} "
-                     f"({e['status']}"
+    text = "; ".join(f"{f}: {e['statistic']} {e['value']:.4g} > {e['threshold']} ({e['status']}"
                      + (f", {e['split']} split" if "split" in e else "") + ")" for f, e in flagged)
     if drift_config(ctx).action == "fail" and any(e["status"] == "fail" for _f, e in flagged):
         raise ValidationFailed(f"drift gate failed (validation.drift.action: fail); nothing was published: {text}",

@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
-import yaml
 
 from core.errors import DataError, PrepflowError
+from core.yaml_load import load_yaml
 from expectations.report import describe_failure
 from storage import npy, remote
 from storage.artifact import Artifact
@@ -94,7 +94,7 @@ def open_view(location: str | Path) -> ArtifactView:
             metadata = json.loads(fs.cat_file(remote.join(url, "training_set_metadata.json")))
             metadata.pop(ROW_COLUMN, None)  # the row id column's entry, no feature (as Artifact.metadata)
             # a split_binary artifact's file is NVIDIA's spec; prepflow's own is kept inside it
-            spec = prepflow_view(yaml.safe_load(fs.cat_file(remote.join(url, "feature_spec.yaml"))))
+            spec = prepflow_view(load_yaml(fs.cat_file(remote.join(url, "feature_spec.yaml"))))
         except Exception as exc:  # network/credentials: name the artifact
             raise DataError(f"{url}: cannot read the artifact's metadata ({type(exc).__name__}: {exc})") from exc
         return ArtifactView(url, json.loads(manifest_bytes), metadata, spec)
