@@ -3,9 +3,9 @@
 * ``PREPFLOW_CSV_MAX_HEADER_BYTES`` (default 1 MiB): the header line. The header is found in the file's
   first bytes; a first line longer than this (a file with no line break, a binary file) is one error
   naming the limit, before any column name is taken from it.
-* ``PREPFLOW_CSV_MAX_LINE_BYTES`` (default 64 MiB, the size of a byte range of the range reader): any
-  line of the file (the bytes between two row ends). A line longer than this is refused before it is
-  read whole; finding which line it is reads at most this many bytes at a time.
+* ``PREPFLOW_CSV_MAX_LINE_BYTES`` (default 64 MiB, the size of a byte range of the range reader; at least
+  1 MiB, pyarrow's first block): any line of the file (the bytes between two row ends). A line longer than
+  this is refused before it is read whole; finding which line it is reads at most this many bytes at a time.
 
 Both are read in the process that plans the ingest (``tasks.ingest.spec.IngestSpec`` carries them to the
 Dask workers). They bound what a row costs, not what the artifact holds: neither is in a cache key.
@@ -21,9 +21,10 @@ HEADER_BYTES_ENV = "PREPFLOW_CSV_MAX_HEADER_BYTES"
 LINE_BYTES_ENV = "PREPFLOW_CSV_MAX_LINE_BYTES"
 DEFAULT_HEADER_BYTES = 1 << 20
 DEFAULT_LINE_BYTES = 64 << 20
+LEAST_LINE_BYTES = 1 << 20  # pyarrow's first block: shorter lines are never looked at on their own
 
 
-def _limit(name: str, default: int) -> int:
+def _limit(name: str, default: int, least: int = 1) -> int:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -31,8 +32,8 @@ def _limit(name: str, default: int) -> int:
         value = int(raw)
     except ValueError:
         value = 0
-    if value <= 0:
-        raise ConfigError(f"{name}: expected a positive number of bytes, got {raw[:40]!r}")
+    if value < least:
+        raise ConfigError(f"{name}: expected a number of bytes, at least {least}, got {raw[:40]!r}")
     return value
 
 
@@ -43,7 +44,7 @@ def header_bytes() -> int:
 
 def line_bytes() -> int:
     """The longest line of a CSV/TSV file read (``PREPFLOW_CSV_MAX_LINE_BYTES``)."""
-    return _limit(LINE_BYTES_ENV, DEFAULT_LINE_BYTES)
+    return _limit(LINE_BYTES_ENV, DEFAULT_LINE_BYTES, LEAST_LINE_BYTES)
 
 
 def mib(n: int) -> str:

@@ -80,7 +80,8 @@ def _read_csv(path: str, spec: IngestSpec, delimiter: str | None = None):
                 yield ingest_csv.read_csv_whole(lambda: _native_input(path), fh.size(), line_limit=spec.line_bytes,
                                                 parse_options=parse, convert_options=convert)  # each try a fresh input
                 return
-            reader = pacsv.open_csv(fh, read_options=pacsv.ReadOptions(block_size=1 << 24), parse_options=parse,
+            reader = pacsv.open_csv(fh, read_options=pacsv.ReadOptions(block_size=min(1 << 24, spec.line_bytes)),
+                                    parse_options=parse,
                                     convert_options=convert)
             for batch in reader:
                 yield batch
