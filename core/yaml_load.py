@@ -1,4 +1,4 @@
-"""YAML read with aliases bounded: ``load_yaml(text)`` for configs, suites and feature specs.
+"""YAML read with aliases bounded: ``load_yaml(text)`` for configs and feature specs.
 
 An anchor (``&a``) used as an alias (``*a``) shares one composed node, but everything downstream (a
 deep copy, pydantic's validation, JSON for a hash) expands it: a few hundred bytes of nested aliases
