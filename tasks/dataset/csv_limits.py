@@ -60,5 +60,5 @@ def header_too_long(path: str, limit: int) -> str:
 
 
 def line_too_long(path: str, line: int, limit: int, how: str = "") -> str:
-    return (f"{path}: line {line}: longer than {mib(limit)}, the longest line read ({LINE_BYTES_ENV}; set it "
-            f"higher to read such a row){f' ({how})' if how else ''}")
+    return (f"{path}: line {line}: longer than {mib(limit)}, the longest line read; set {LINE_BYTES_ENV} to more "
+            f"bytes to read it{f' ({how})' if how else ''}")
