@@ -334,8 +334,9 @@ def _read_range(unit: Unit, spec) -> tuple[pa.Table | None, str]:
     except OSError as exc:
         raise DataError(f"{unit.path}: byte range {unit.start}-{unit.stop}: cannot read ({exc})") from None
     except csv_lines.LineTooLong as exc:
+        # every range the line crosses finds it: the message names the line alone, whichever task reports
         raise DataError(csv_limits.line_too_long(unit.path, _lines_before(unit, exc.offset) + 1, spec.line_bytes,
-                                                 f"{unit.dialect.describe()}, byte range {unit.start}-{unit.stop}")) from None
+                                                 unit.dialect.describe())) from None
     where = f", byte range {first}-{end}"
     if not data:
         return pa.table({c: pa.array([], type=_pa_type(k)) for c, k in spec.columns.items()}), where

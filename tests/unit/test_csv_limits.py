@@ -143,8 +143,9 @@ def test_byte_ranges_stop_looking_for_a_row_end_past_the_limit(tmp_path, monkeyp
     assert len(units) > 4 and not any(u.whole for u in units)
     with pytest.raises(csv_lines.LineTooLong):
         ingest_csv.owned_bytes(units[0], LIMIT)
-    with pytest.raises(DataError, match=rf"line {ROWS + 2}: longer than 2 MiB.*byte range"):
+    with pytest.raises(DataError, match=rf"line {ROWS + 2}: longer than 2 MiB") as info:
         ingest_csv.write_parts(str(data), spec, tmp_path / "parts", ingest.read_batches, range_bytes=1 << 20)
+    assert "byte range" not in str(info.value)  # each range the line crosses reports it: the same message
 
 
 def test_locating_a_bad_row_holds_no_more_than_the_limit(tmp_path):
