@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from core.errors import ConfigError, DataError
+from core.yaml_load import load_yaml
 from storage import remote
 from storage.artifact import Artifact
 from storage.artifact_files import size_problems
@@ -80,9 +81,11 @@ def apply_config(art: Artifact, config: str | os.PathLike | dict | None):
             given = config
         else:
             try:
-                given = yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}
+                given = load_yaml(Path(config).read_text(encoding="utf-8")) or {}
             except FileNotFoundError:
                 raise ConfigError(f"{config}: config file not found") from None
+            except yaml.YAMLError as exc:
+                raise ConfigError(f"{config}: not valid YAML ({str(exc).splitlines()[0]})") from None
         if not isinstance(given, dict):
             raise ConfigError(f"{source}: expected a mapping with a 'validation' section")
         extra = sorted(k for k in given if k != "validation")

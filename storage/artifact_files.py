@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from core.errors import DataError, IntegrityError, shown
+from core.yaml_load import load_yaml
 from storage.safe_paths import check_id, check_name, real_root, under
 from storage.split_binary import prepflow_view
 
@@ -43,7 +44,7 @@ def read_feature_spec(path: Path) -> dict:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     file = Path(path) / FEATURE_SPEC
     try:
-        raw = yaml.load(file.read_text(), Loader=loader)
+        raw = load_yaml(file.read_text(), loader)
     except yaml.YAMLError as exc:  # one line naming the file, not a YAML traceback
         raise IntegrityError(f"{file}: not valid YAML ({yaml_problem(exc)}); the artifact is damaged "
                              "(prepflow inspect --verify checks every file against its manifest)") from None

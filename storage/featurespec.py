@@ -52,6 +52,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from core.errors import ConfigError, DataError
+from core.yaml_load import load_yaml
 from storage import npy
 from storage.tmpdirs import TempFile, sweep
 
@@ -99,7 +100,7 @@ class FeatureSpecInput:
     def load(cls, path: str | Path) -> "FeatureSpecInput":
         path = Path(path)
         try:
-            spec = yaml.safe_load(path.read_text())
+            spec = load_yaml(path.read_text())
         except FileNotFoundError:
             raise ConfigError(f"{path}: FeatureSpec file not found") from None
         except yaml.YAMLError as exc:

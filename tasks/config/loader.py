@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from core.errors import ConfigError
 from core.options import format_errors, format_validation_error
 from core.plugins import allow_root
+from core.yaml_load import load_yaml
 from tasks.config.constants import RESERVED_COLUMNS, RESERVED_PREFIXES, reserved_column
 from tasks.config.ludwig import LUDWIG_DEFAULTS, upgrade
 from tasks.config.schema import Config, FeatureConfig
@@ -87,7 +88,7 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
 @functools.lru_cache(maxsize=32)
 def _parse_text(text: str, source: str) -> Config:
     try:
-        data = yaml.safe_load(text)  # safe: tags like !!python/object are rejected
+        data = load_yaml(text)  # safe: tags like !!python/object are rejected; aliases bounded
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: {yaml_problem(exc)}") from None
     return parse_config(data, source)

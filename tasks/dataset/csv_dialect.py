@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 
 from core.errors import DataError
 from storage.fs import is_url, open_input, strip_file_scheme
+from tasks.dataset import csv_limits
 
 SNIFF_BYTES = 1 << 20  # decompressed bytes the terminator and the delimiter are sniffed from
 SNIFF_ROWS = 200  # rows the delimiter is judged on
@@ -239,12 +240,13 @@ def sniff(path: str, fmt: str = "csv", delimiter: str | None = None, sample: byt
 
 
 def header(path: str, fmt: str = "csv", delimiter: str | None = None,
-           sample: bytes | None = None) -> tuple[list[str], Dialect]:
+           sample: bytes | None = None, limit: int | None = None) -> tuple[list[str], Dialect]:
     """The header's column names and the dialect (errors name the file); ``sample``: the file's ``head``,
-    if the caller has it already."""
+    if the caller has it already; ``limit``: the longest header line (``csv_limits.header_bytes``)."""
     sample = head(path) if sample is None else sample
     if not sample.strip():
         raise DataError(f"{path}: the file is empty; expected a header line and data rows")
+    sample = _whole_header(path, sample, csv_limits.header_bytes() if limit is None else limit)
     dialect = sniff(path, fmt, delimiter, sample)
     body = sample[3:] if sample.startswith(b"\xef\xbb\xbf") else sample
     first = re.split(rb"\r\n|\n" if dialect.terminator != "\r" else rb"\r", body, maxsplit=1)[0]
@@ -259,6 +261,22 @@ def header(path: str, fmt: str = "csv", delimiter: str | None = None,
     except csv.Error as exc:
         raise DataError(f"{path}: line 1 (header): malformed CSV ({exc}; {dialect.describe()})") from None
     return [n.replace(ESCAPES[0], dialect.data_char) for n in names], dialect
+
+
+_LINE_BREAK = re.compile(rb"[\r\n]")
+
+
+def _whole_header(path: str, sample: bytes, limit: int) -> bytes:
+    """``sample``, read further (up to ``limit`` bytes) when it ends inside the first line; a first line
+    longer than ``limit`` is refused before a column name is taken from it."""
+    bom = 3 if sample.startswith(b"\xef\xbb\xbf") else 0
+    found = _LINE_BREAK.search(sample, bom)
+    if found is None and len(sample) >= SNIFF_BYTES and len(sample) - bom <= limit:  # it may go on
+        sample = head(path, limit + bom + 1)
+        found = _LINE_BREAK.search(sample, bom)
+    if (found.start() if found is not None else len(sample)) - bom > limit:
+        raise DataError(csv_limits.header_too_long(path, limit))
+    return sample
 
 
 # ---- data line-break characters -----------------------------------------------------------------

@@ -22,12 +22,14 @@ only stores settings (scikit-learn style), and a fit keeps nothing on the instan
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pydantic import field_validator
 
 from core.combiner import Combiner
 from core.errors import DataError, NotFittedError
@@ -41,6 +43,34 @@ MISSING_STRATEGIES = ("fill_with_const", "fill_with_mode", "fill_with_mean", "fi
 class BasePreprocessing(StrictModel):
     missing_value_strategy: str | None = None  # None: the type's default (drop_row for outputs)
     fill_value: Any = None
+    # whether ``fill_value`` may be a flat list of numbers (a vector's or a time series' row), not one value
+    fill_value_list: ClassVar[bool] = False
+
+    @field_validator("fill_value", mode="before")
+    @classmethod
+    def _one_fill_value(cls, value: Any) -> Any:
+        """One value (a string, number, boolean or YAML date), or a flat list of them where a row holds several:
+        a mapping or a nested list is refused here, naming the key, not deep in a stage."""
+        if cls.fill_value_list and isinstance(value, (list, tuple)):
+            if all(isinstance(v, _SCALARS) and v is not None for v in value):
+                return value
+            raise ValueError(f"expected one value or a flat list of numbers, got a list holding "
+                             f"{_shape(next(v for v in value if not isinstance(v, _SCALARS) or v is None))}")
+        if not isinstance(value, _SCALARS):
+            raise ValueError(f"expected one value (a string, number or boolean), got {_shape(value)}")
+        return value
+
+
+_SCALARS = (str, bool, int, float, datetime.date, datetime.time, type(None))
+
+
+def _shape(value: Any) -> str:
+    """What a wrong-shaped config value is, without quoting it whole (it may be large)."""
+    if isinstance(value, dict):
+        return f"a mapping with {len(value)} key{'s' * (len(value) != 1)}"
+    if isinstance(value, (list, tuple)):
+        return f"a list of {len(value)} item{'s' * (len(value) != 1)}"
+    return "null" if value is None else f"a {type(value).__name__}"
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ Ludwig. The windows are built over the whole table by ``tasks.runtime.timeseries
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -105,6 +105,7 @@ class TimeseriesPreprocessing(BasePreprocessing):
     padding: Literal["right", "left"] = "right"
     truncation: Literal["right", "left"] = "right"
     fill_value: Any = ""
+    fill_value_list: ClassVar[bool] = True
     window_size: int = Field(default=0, ge=0, description=(
         "forecasting input: each row's series is the column's value in the window_size - 1 rows before it and its "
         "own, in input row order (one number per row; Ludwig's window_size); 0: rows hold whole series"))

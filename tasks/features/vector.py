@@ -8,7 +8,7 @@ naming the row. A missing row is filled by default with ``""``, which encodes as
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import Field
@@ -23,6 +23,7 @@ from tasks.features.tokens import length_histogram, merge_partials
 class VectorPreprocessing(BasePreprocessing):
     vector_size: int | None = Field(default=None, gt=0)
     fill_value: Any = ""
+    fill_value_list: ClassVar[bool] = True
 
 
 class VectorFeature(FeatureType):

@@ -36,7 +36,6 @@ cache entry is then never written, so nothing is published.
 from __future__ import annotations
 
 import csv
-import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,8 +49,9 @@ from core.errors import DataError
 from storage.arrow_blocks import fixed_blocks
 from storage.fs import filesystem, write_at
 from tasks.config.constants import ROW
-from tasks.dataset import csv_dialect
+from tasks.dataset import csv_dialect, csv_limits
 from tasks.dataset.files import dataset_files, readable
+from tasks.ingest import csv_lines
 from tasks.ingest import spec as ingest_spec
 from tasks.ingest.common import check_columns, dictionary_encoded, first_infinity, normalize_batch
 from tasks.runtime.dask_run import compute
@@ -71,11 +71,13 @@ def straddles(exc: Exception) -> bool:
     return "straddl" in str(exc)
 
 
-def read_csv_whole(source, size: int, read_options: pacsv.ReadOptions | None = None, **kwargs) -> pa.Table:
+def read_csv_whole(source, size: int, read_options: pacsv.ReadOptions | None = None,
+                   line_limit: int | None = None, **kwargs) -> pa.Table:
     """``pyarrow.csv.read_csv`` of ``source``; a row longer than the default block (a multi-megabyte text
-    cell) is read again with one block as large as the data, rather than failing: only such files pay
-    for the single-block parse. ``source()`` opens a fresh input for each try (a failed read may have
-    read ahead in the one it had)."""
+    cell) is read again with one block as large as the data: only such files pay for the single-block
+    parse, and only when no line is longer than ``line_limit`` (``csv_limits.line_bytes``; checked in
+    chunks first: else the first error is raised again, for ``locate_problem`` to name the line).
+    ``source()`` opens a fresh input for each try (a failed read may have read ahead in the one it had)."""
     options = read_options or pacsv.ReadOptions()
     try:
         with source() as fh:
@@ -83,6 +85,10 @@ def read_csv_whole(source, size: int, read_options: pacsv.ReadOptions | None = N
     except pa.ArrowInvalid as exc:
         if not straddles(exc) or size + 1 <= options.block_size:
             raise
+        if line_limit is not None and size > line_limit:
+            with source() as fh:
+                if csv_lines.first_long_line(fh, line_limit) is not None:
+                    raise
     bigger = pacsv.ReadOptions(column_names=options.column_names, block_size=min(size + 1, BLOCK_LIMIT))
     with source() as fh:
         return pacsv.read_csv(fh, read_options=bigger, **kwargs)
@@ -104,25 +110,71 @@ def read_options(spec, dialect: csv_dialect.Dialect) -> tuple[pacsv.ParseOptions
     return parse, convert
 
 
-def locate_problem(path: str, raw: bytes, dialect: csv_dialect.Dialect, spec, arrow_message: str,
-                   names: list[str] | None = None, first_line: int = 1, offset: int = 0, where: str = "") -> DataError:
-    """Slow path: the line and column pyarrow choked on. ``raw``: the file's bytes from its header
-    (``names`` None), or a range's bytes starting at line ``first_line`` and byte ``offset`` of the file
-    (``names``: the header's); ``where``: appended to how the file was read (the byte range). A value
-    error names the 0-based row (``__row__``) when the bytes start at the header (a range's first row is
-    not known here: quoted line breaks in other ranges), and the line as an editor counts it."""
+def locate_problem(path: str, source, dialect: csv_dialect.Dialect, spec, arrow_message: str,
+                   names: list[str] | None = None, first_line: int = 1, offset: int = 0, where: str = "",
+                   limit: int | None = None) -> DataError:
+    """Slow path: the line and column pyarrow choked on. ``source()``: a context manager of a binary stream
+    of the file's bytes from its header (``names`` None), or of a range's bytes starting at line
+    ``first_line`` and byte ``offset`` of the file (``names``: the header's); ``where``: appended to how
+    the file was read (the byte range). The stream is read line by line (``csv_lines.lines``): a line
+    longer than ``limit`` (``csv_limits.line_bytes``) is the error, found holding at most that much. A
+    value error names the 0-based row (``__row__``) when the bytes start at the header (a range's first
+    row is not known here: quoted line breaks in other ranges), and the line as an editor counts it."""
+    limit = csv_limits.line_bytes() if limit is None else limit
     how = dialect.describe() + where
-    term = b"\r" if dialect.terminator == "\r" else b"\n"
+    quotes = [0]
+    previous = csv.field_size_limit(max(limit, 1 << 17))  # Python's csv refuses fields over 128 KB by default
     try:
-        raw.decode("utf-8-sig" if names is None else "utf-8")
-    except UnicodeDecodeError as exc:
-        line = first_line + raw[: exc.start].count(term)
-        return DataError(f"{path}: line {line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset "
-                         f"{offset + exc.start}); re-save the file as UTF-8")
-    text = "\n".join(csv_dialect.sample_rows(raw, dialect.terminator, limit=1 << 62))
-    csv.field_size_limit(BLOCK_LIMIT)  # Python's csv refuses fields over 128 KB; pyarrow reads them
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=dialect.delimiter, quotechar=dialect.quote,
-                        strict=True)
+        with source() as fh:
+            texts = _texts(path, fh, dialect, limit, names is None, first_line, offset, quotes)
+            found = _first_problem(path, texts, dialect, spec, names, first_line, where)
+    except csv_lines.LineTooLong as exc:
+        return DataError(csv_limits.line_too_long(path, first_line + exc.index, limit, how))
+    except _Found as exc:
+        return exc.error
+    finally:
+        csv.field_size_limit(previous)
+    if found is not None:
+        return found
+    if quotes[0] % 2:
+        return DataError(f"{path}: unbalanced quote character (\") somewhere in the file ({how})")
+    if straddles(Exception(arrow_message)):  # a row longer than the streaming reader's block
+        return DataError(f"{path}: a row is longer than the CSV reader's block ({arrow_message}; {how}); "
+                         "a local file under 128 MiB is read with blocks as large as the file: copy it to a local "
+                         "disk, or store the table as Parquet")
+    return DataError(f"{path}: cannot parse as CSV ({how}): {arrow_message}")
+
+
+class _Found(Exception):
+    def __init__(self, error: DataError):
+        self.error = error
+
+
+def _texts(path: str, fh, dialect: csv_dialect.Dialect, limit: int, bom: bool, first_line: int, offset: int,
+           quotes: list[int]):
+    """The stream's lines as text ending in ``\n`` for Python's csv reader (a data CR/LF replaced by a
+    private-use character, as ``csv_dialect.sample_rows`` does); a line that is not UTF-8 is the error."""
+    term = b"\r" if dialect.terminator == "\r" else b"\n"
+    escape = csv_dialect.ESCAPES[0]
+    for i, (at, raw) in enumerate(csv_lines.lines(fh, term, limit)):
+        try:
+            text = raw.decode("utf-8-sig" if bom and i == 0 else "utf-8")
+        except UnicodeDecodeError as exc:
+            raise _Found(DataError(f"{path}: line {first_line + i}: not UTF-8 (byte 0x{raw[exc.start]:02x} at "
+                                   f"offset {offset + at + exc.start}); re-save the file as UTF-8")) from None
+        if term == b"\r":
+            text = text.replace("\n", escape)
+        else:
+            text = text.removesuffix("\r").replace("\r", escape)
+        quotes[0] += text.count('"')
+        yield text + "\n"
+
+
+def _first_problem(path: str, texts, dialect: csv_dialect.Dialect, spec, names: list[str] | None,
+                   first_line: int, where: str) -> DataError | None:
+    """The first ragged row, malformed quoting or value that is not a number in ``texts``, None if none."""
+    how = dialect.describe() + where
+    reader = csv.reader(texts, delimiter=dialect.delimiter, quotechar=dialect.quote, strict=True)
     try:
         header = next(reader) if names is None else list(names)
         row = -1  # the record's 0-based row in the file (pyarrow skips blank lines too)
@@ -146,15 +198,11 @@ def locate_problem(path: str, raw: bytes, dialect: csv_dialect.Dialect, spec, ar
                     at = f"row {row} (line {line})" if names is None else f"line {line}"
                     return DataError(f"{path}: {at}, column '{col}': expected a number, got {value!r}"
                                      f"{' (' + where.lstrip(', ') + ')' if where else ''}")
+    except StopIteration:
+        return None
     except csv.Error as exc:
         return DataError(f"{path}: line {first_line - 1 + reader.line_num}: malformed CSV ({exc}; {how})")
-    if text.count('"') % 2:
-        return DataError(f"{path}: unbalanced quote character (\") somewhere in the file ({how})")
-    if straddles(Exception(arrow_message)):  # a row longer than the streaming reader's block
-        return DataError(f"{path}: a row is longer than the CSV reader's block ({arrow_message}; {how}); "
-                         "a local file under 128 MiB is read with blocks as large as the file: copy it to a local "
-                         "disk, or store the table as Parquet")
-    return DataError(f"{path}: cannot parse as CSV ({how}): {arrow_message}")
+    return None
 
 
 # ---- plan ----------------------------------------------------------------------------------------------
@@ -216,7 +264,7 @@ def plan(files: list[str], spec, range_bytes: int) -> list[Unit]:
     for i, path in enumerate(files):
         source = readable(path)
         sample = csv_dialect.head(path)
-        names, dialect = csv_dialect.header(path, spec.format, spec.delimiter, sample=sample)
+        names, dialect = csv_dialect.header(path, spec.format, spec.delimiter, sample=sample, limit=spec.header_bytes)
         check_columns(path, names, spec.columns)
         size = _size(source) if dialect.compression is None else None
         start = _header_end(sample, dialect)
@@ -230,28 +278,33 @@ def plan(files: list[str], spec, range_bytes: int) -> list[Unit]:
 
 # ---- the tasks -------------------------------------------------------------------------------------------
 
-def _row_end(fh, at: int, size: int, term: bytes) -> int:
-    """The byte after the first row terminator at or after byte ``at`` (``size`` if none)."""
-    while at < size:
+def _row_end(fh, at: int, size: int, term: bytes, limit: int | None = None) -> int:
+    """The byte after the first row terminator at or after byte ``at`` (``size`` if none); ``LineTooLong``
+    when none is within ``limit`` bytes (the line holding ``at`` is longer: it is not scanned to its end)."""
+    last = size if limit is None else min(size, at + limit + 1)
+    while at < last:
         fh.seek(at)
-        chunk = fh.read(min(TAIL_BYTES, size - at))
+        chunk = fh.read(min(TAIL_BYTES, last - at))
         if not chunk:
             return size
         found = chunk.find(term)
         if found >= 0:
             return at + found + 1
         at += len(chunk)
+    if last < size:
+        raise csv_lines.LineTooLong(None, at)
     return size
 
 
-def owned_bytes(unit: Unit) -> tuple[int, int, bytes]:
-    """The rows a range owns: (first byte, end byte, the bytes between)."""
+def owned_bytes(unit: Unit, limit: int | None = None) -> tuple[int, int, bytes]:
+    """The rows a range owns: (first byte, end byte, the bytes between); ``LineTooLong`` (with a byte of
+    the file inside that line) when the row crossing the range's start or end is longer than ``limit``."""
     term = b"\r" if unit.dialect.terminator == "\r" else b"\n"
     with csv_dialect.raw_stream(unit.source) as fh:
-        first = _row_end(fh, unit.start - 1, unit.size, term) if unit.start > 0 else 0
+        first = _row_end(fh, unit.start - 1, unit.size, term, limit) if unit.start > 0 else 0
         if first >= unit.stop:  # no row starts inside the range
             return first, first, b""
-        end = unit.size if unit.stop >= unit.size else _row_end(fh, unit.stop - 1, unit.size, term)
+        end = unit.size if unit.stop >= unit.size else _row_end(fh, unit.stop - 1, unit.size, term, limit)
         fh.seek(first)
         data = bytes(fh.read(end - first))
     if len(data) != end - first:
@@ -277,9 +330,13 @@ def _lines_before(unit: Unit, offset: int) -> int:
 def _read_range(unit: Unit, spec) -> tuple[pa.Table | None, str]:
     """A range's rows (None: the file must be read whole) and the range's description."""
     try:
-        first, end, data = owned_bytes(unit)
+        first, end, data = owned_bytes(unit, spec.line_bytes)
     except OSError as exc:
         raise DataError(f"{unit.path}: byte range {unit.start}-{unit.stop}: cannot read ({exc})") from None
+    except csv_lines.LineTooLong as exc:
+        # every range the line crosses finds it: the message names the line alone, whichever task reports
+        raise DataError(csv_limits.line_too_long(unit.path, _lines_before(unit, exc.offset) + 1, spec.line_bytes,
+                                                 unit.dialect.describe())) from None
     where = f", byte range {first}-{end}"
     if not data:
         return pa.table({c: pa.array([], type=_pa_type(k)) for c, k in spec.columns.items()}), where
@@ -288,11 +345,12 @@ def _read_range(unit: Unit, spec) -> tuple[pa.Table | None, str]:
     parse, convert = read_options(spec, unit.dialect)
     try:
         table = read_csv_whole(lambda: pa.BufferReader(data), len(data),
-                               pacsv.ReadOptions(column_names=list(unit.names)), parse_options=parse,
-                               convert_options=convert)
+                               pacsv.ReadOptions(column_names=list(unit.names)), spec.line_bytes,
+                               parse_options=parse, convert_options=convert)
     except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
-        raise locate_problem(unit.path, data, unit.dialect, spec, str(exc), list(unit.names),
-                             _lines_before(unit, first) + 1, first, where) from None
+        raise locate_problem(unit.path, lambda: pa.BufferReader(data), unit.dialect, spec, str(exc),
+                             list(unit.names), _lines_before(unit, first) + 1, first, where,
+                             spec.line_bytes) from None
     return table, where
 
 

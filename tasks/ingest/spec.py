@@ -6,7 +6,7 @@ user suites) and how it writes what it read (``write_parts``: fixed-size Arrow I
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +17,7 @@ from storage.arrow_blocks import fixed_blocks
 from tasks.config.constants import ROW
 from tasks.config.suites import extra_raw_columns
 from tasks.custom import plan as custom_plan
+from tasks.dataset import csv_limits
 from tasks.dataset.info import dataset_columns, detect_format
 from tasks.ingest.common import dictionary_encoded, normalize_batch, reject_infinities, reject_text_in_numbers
 from tasks.runtime import frame
@@ -35,6 +36,10 @@ class IngestSpec:
     # string columns stored dictionary-encoded in the parts (``category_columns``, written by
     # ``tasks.ingest.common.dictionary_encoded``); every reader but vocab, encode and fill_missing gets strings
     dictionary: tuple[str, ...] = ()
+    # CSV/TSV: the longest header line and line read (``tasks.dataset.csv_limits``: set where the spec is made,
+    # from the environment of the process that plans; no part of the cache key)
+    header_bytes: int = field(default_factory=csv_limits.header_bytes, compare=False)
+    line_bytes: int = field(default_factory=csv_limits.line_bytes, compare=False)
 
     def slice(self) -> dict:
         out = {"columns": dict(sorted(self.columns.items())), "format": self.format}

@@ -64,22 +64,24 @@ FORMATS = ("csv", "tsv", "json", "jsonl", "parquet", "feather", "excel")
 def _read_csv(path: str, spec: IngestSpec, delimiter: str | None = None):
     """CSV/TSV through pyarrow's reader, in the dialect ``tasks.dataset.csv_dialect`` finds in the file (``delimiter``:
     the config's override): the delimiter, the row terminator (a CR inside an LF file is data), compression."""
-    available, dialect = csv_dialect.header(path, spec.format, delimiter)
+    available, dialect = csv_dialect.header(path, spec.format, delimiter, limit=spec.header_bytes)
     _check_columns(path, available, spec.columns)
     parse, convert = ingest_csv.read_options(spec, dialect)
     try:
         if csv_dialect.needs_escape(path, dialect):  # pyarrow would end a row at a CR (LF) that is data
             data, escape = csv_dialect.escaped_bytes(path, dialect)
-            table = ingest_csv.read_csv_whole(lambda: pa.BufferReader(data), len(data), parse_options=parse,
+            table = ingest_csv.read_csv_whole(lambda: pa.BufferReader(data), len(data),
+                                              line_limit=spec.line_bytes, parse_options=parse,
                                               convert_options=convert)
             yield csv_dialect.unescape(table, escape, dialect.data_char)
             return
         with _native_input(path) as fh:
             if isinstance(fh, pa.OSFile) and fh.size() <= WHOLE_READ_BYTES:  # a local file: every core parses
-                yield ingest_csv.read_csv_whole(lambda: _native_input(path), fh.size(), parse_options=parse,
-                                                convert_options=convert)  # each try a fresh input
+                yield ingest_csv.read_csv_whole(lambda: _native_input(path), fh.size(), line_limit=spec.line_bytes,
+                                                parse_options=parse, convert_options=convert)  # each try a fresh input
                 return
-            reader = pacsv.open_csv(fh, read_options=pacsv.ReadOptions(block_size=1 << 24), parse_options=parse,
+            reader = pacsv.open_csv(fh, read_options=pacsv.ReadOptions(block_size=min(1 << 24, spec.line_bytes)),
+                                    parse_options=parse,
                                     convert_options=convert)
             for batch in reader:
                 yield batch
@@ -95,10 +97,10 @@ def _native_input(path: str):
 
 
 def _locate_csv_problem(path: str, dialect, spec: IngestSpec, arrow_message: str) -> DataError:
-    """Slow path: find the line and column pyarrow choked on; the message says how the file was read."""
-    with csv_dialect.open_stream(path) as fh:
-        raw = bytes(fh.read())
-    return ingest_csv.locate_problem(path, raw, dialect, spec, arrow_message)
+    """Slow path: find the line and column pyarrow choked on (the file streamed, a line at a time); the
+    message says how the file was read."""
+    return ingest_csv.locate_problem(path, lambda: csv_dialect.open_stream(path), dialect, spec, arrow_message,
+                                     limit=spec.line_bytes)
 
 
 def _read_jsonl(path: str, spec: IngestSpec):

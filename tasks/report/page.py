@@ -32,9 +32,8 @@ import os
 import sys
 from pathlib import Path
 
-import yaml
-
 from core.errors import DataError, PrepflowError
+from core.yaml_load import load_yaml
 from storage import remote
 from storage.artifact import Artifact
 from storage.artifact_files import json_object
@@ -66,7 +65,7 @@ def open_view(location: str | Path) -> ArtifactView:
             metadata = json_object(fs.cat_file(meta_url), meta_url, "every feature's fitted metadata")
             metadata.pop(ROW_COLUMN, None)  # the row id column's entry, no feature (as Artifact.metadata)
             # a split_binary artifact's file is NVIDIA's spec; prepflow's own is kept inside it
-            spec = prepflow_view(yaml.safe_load(fs.cat_file(remote.join(url, "feature_spec.yaml"))))
+            spec = prepflow_view(load_yaml(fs.cat_file(remote.join(url, "feature_spec.yaml"))))
         except PrepflowError:  # a damaged file, named by its own error
             raise
         except Exception as exc:  # network/credentials: name the artifact
