@@ -21,7 +21,9 @@ from pathlib import Path
 from core.errors import IntegrityError
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
+ID_MAX = 64  # publish's ids are 24 hex digits (tasks.publish.stage.artifact_id); a full sha256 is 64
+_ID = re.compile(rf"[0-9a-f]{{1,{ID_MAX}}}")
+QUOTE_MAX = 80  # characters of an untrusted name quoted in a message (repr: control characters escaped)
 
 
 def _refuse(where: str, name: object, why: str) -> IntegrityError:
@@ -50,12 +52,28 @@ def check_names(names, where: str) -> None:
         check_name(name, where)
 
 
+def quoted(value: object) -> str:
+    """``value`` as a message quotes it: its ``repr`` (control characters escaped), cut to ``QUOTE_MAX``."""
+    text = repr(value)
+    return text if len(text) <= QUOTE_MAX else text[:QUOTE_MAX] + f"... ({len(text)} characters)"
+
+
 def check_id(art_id: object, where: str) -> str:
-    """An artifact id: one plain folder name (letters, digits, ``.``, ``_``, ``-``; not ``.`` or ``..``)."""
-    if not isinstance(art_id, str) or not _ID.match(art_id) or art_id in (".", ".."):
-        raise IntegrityError(f"{where}: artifact id {art_id!r} is not one plain folder name (letters, digits, "
-                             f"'.', '_', '-'); refused before anything is read or written (docs/security.md)")
+    """An artifact id: one plain folder name, hex digits (at most ``ID_MAX``) as publish makes them."""
+    if not isinstance(art_id, str) or not _ID.fullmatch(art_id):
+        raise IntegrityError(f"{where}: artifact id {quoted(art_id)} is not one plain folder name (hex digits, at "
+                             f"most {ID_MAX}); refused before anything is read or written (docs/security.md)")
     return art_id
+
+
+def latest_id(data: bytes, where: str) -> str:
+    """The artifact id a ``LATEST`` file holds (``data``: its first bytes; publish writes ``<id>\\n``). Its
+    content is never quoted in the refusal: a ``LATEST`` may be a link to any file."""
+    text = data.decode("ascii", errors="replace").strip()
+    if not _ID.fullmatch(text):
+        raise IntegrityError(f"{where}: does not hold one artifact id (hex digits, at most {ID_MAX}); its content is "
+                             f"not shown; publish writes it (docs/security.md)")
+    return text
 
 
 def real_root(root: str | os.PathLike) -> str:

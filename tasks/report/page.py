@@ -36,13 +36,14 @@ import numpy as np
 import pyarrow.parquet as pq
 import yaml
 
-from core.errors import DataError, PrepflowError
+from core.errors import DataError, IntegrityError, PrepflowError
 from expectations.report import describe_failure
-from storage import npy, remote
+from storage import artifact_read, npy, remote
 from storage.artifact import Artifact
-from storage.artifact_files import arrow_to_numpy
+from storage.artifact_files import arrow_to_numpy, yaml_problem
 from storage.fs import filesystem
 from storage.media import open_media_columns
+from storage.safe_paths import check_id
 from storage.split_binary import prepflow_view
 from storage.tmpdirs import TempFile, sweep
 from tasks.config.constants import REPORT_SUFFIX, REPORT_TEMP_NAME, SPLIT_NAMES
@@ -87,17 +88,21 @@ class ArtifactView:
 def open_view(location: str | Path) -> ArtifactView:
     """The artifact at ``location`` (a folder, an output root with ``LATEST``, or a URL)."""
 
-    if remote.is_remote(location):
+    if remote.is_remote(location):  # the small files only, each checked against the manifest as a download is
         url, manifest_bytes = remote.resolve(str(location))
+        manifest = artifact_read.parse_manifest(manifest_bytes, remote.join(url, artifact_read.MANIFEST))
         fs = filesystem(url)
-        try:
-            metadata = json.loads(fs.cat_file(remote.join(url, "training_set_metadata.json")))
-            metadata.pop(ROW_COLUMN, None)  # the row id column's entry, no feature (as Artifact.metadata)
-            # a split_binary artifact's file is NVIDIA's spec; prepflow's own is kept inside it
-            spec = prepflow_view(yaml.safe_load(fs.cat_file(remote.join(url, "feature_spec.yaml"))))
-        except Exception as exc:  # network/credentials: name the artifact
-            raise DataError(f"{url}: cannot read the artifact's metadata ({type(exc).__name__}: {exc})") from exc
-        return ArtifactView(url, json.loads(manifest_bytes), metadata, spec)
+        name = artifact_read.METADATA_FILE
+        metadata = artifact_read.json_of(artifact_read.fetch_small(fs, url, manifest, name), remote.join(url, name))
+        if not isinstance(metadata, dict):
+            raise IntegrityError(f"{remote.join(url, name)}: not a mapping of features")
+        metadata.pop(ROW_COLUMN, None)  # the row id column's entry, no feature (as Artifact.metadata)
+        name = artifact_read.FEATURE_SPEC
+        try:  # a split_binary artifact's file is NVIDIA's spec; prepflow's own is kept inside it
+            spec = prepflow_view(yaml.safe_load(artifact_read.fetch_small(fs, url, manifest, name)))
+        except yaml.YAMLError as exc:
+            raise IntegrityError(f"{remote.join(url, name)}: not valid YAML ({yaml_problem(exc)})") from None
+        return ArtifactView(url, manifest, metadata, spec)
 
     art = Artifact.open(location)
     return ArtifactView(str(art.path), art.manifest, art.metadata, art.feature_spec, art)
@@ -113,7 +118,7 @@ def _plots():
 
 def report_location(view: ArtifactView) -> str:
     """``<output>/<artifact_id>.report.html``: beside the artifact folder."""
-    name = view.artifact_id + REPORT_SUFFIX
+    name = check_id(view.artifact_id, f"{view.location}: manifest.json") + REPORT_SUFFIX  # a plain file name
     if view.artifact is None:
         return view.location.rstrip("/").rsplit("/", 1)[0] + "/" + name
     return str(Path(view.location).parent / name)
@@ -562,6 +567,7 @@ def sample_rows(view: ArtifactView, name: str, limit: int):
         if int((view.manifest.get("rows") or {}).get(split, 0)) == 0:
             continue
         chunks = art.chunks(split)
+        artifact_read.check_chunks(art.path, view.manifest["files"], chunks)  # listed, inside, of their size
         npy_files = {f: file for c in chunks if c["type"] == "npy"
                      for f, file in zip(c["features"], c["files"], strict=True)}
         if name in npy_files:
