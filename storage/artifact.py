@@ -34,10 +34,12 @@ from core.errors import DataError, IntegrityError
 from storage import npy, remote, shard_stream
 from storage.artifact_files import MANIFEST, ROW_COLUMN, arrow_to_numpy, locate, read_feature_spec, read_shard
 from storage.artifact_read import (
+    FEATURE_SPEC,
     METADATA_FILE,
     check_chunks,
     check_manifest,
     json_of,
+    listed_file,
     read_manifest,
     read_small,
 )
@@ -77,6 +79,7 @@ class Artifact:
             return art
         path = locate(strip_file_scheme(str(path)))
         art = cls(path, read_manifest(path))
+        art._check_description()
         if verify:
             art.verify()
         return art
@@ -85,9 +88,17 @@ class Artifact:
     def _open_streamed(cls, url: str, cache_limit, cache_dir) -> "Artifact":
         local, art_url = shard_stream.open_streamed(url)
         art = cls(local, read_manifest(local), url=url)
+        art._check_description()
         art._stream = (art_url, shard_stream.ShardCache(cache_dir or remote.cache_root() / "shards",
                                                         shard_stream.parse_limit(cache_limit)))
         return art
+
+    def _check_description(self) -> None:
+        """The small files every reader reads (``feature_spec.yaml``, ``training_set_metadata.json``) are inside the
+        folder, listed, of their listed size: a symlink out of it is refused at open, whatever is read next."""
+        for name in (FEATURE_SPEC, METADATA_FILE):
+            if name in self.manifest["files"]:
+                listed_file(self.path, self.manifest["files"], name)
 
     @property
     def streamed(self) -> bool:
