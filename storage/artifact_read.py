@@ -97,7 +97,7 @@ def listed_file(root: str | os.PathLike, files: dict, name: str, root_real: str 
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise IntegrityError(f"{path}: listed in {MANIFEST} but missing; {DAMAGED}") from None
+        raise IntegrityError(f"{path}: missing (listed in {MANIFEST}); not a complete prepflow artifact") from None
     if not stat.S_ISREG(st.st_mode):
         raise IntegrityError(f"{path}: not a regular file; {DAMAGED}")
     if st.st_size != info["bytes"]:
