@@ -97,7 +97,8 @@ def listed_file(root: str | os.PathLike, files: dict, name: str, root_real: str 
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise IntegrityError(f"{path}: missing (listed in {MANIFEST}); not a complete prepflow artifact") from None
+        raise IntegrityError(f"{Path(root)}: not a complete prepflow artifact: {name}: missing (listed in "
+                             f"{MANIFEST})") from None
     if not stat.S_ISREG(st.st_mode):
         raise IntegrityError(f"{path}: not a regular file; {DAMAGED}")
     if st.st_size != info["bytes"]:
