@@ -6,8 +6,13 @@ An artifact is data someone else may have made: its ``manifest.json``, ``feature
 Every such name must be a relative POSIX path inside the artifact: ``check_name`` refuses an absolute
 name (``/etc/hostname``, ``C:\\x``, ``\\\\host``), a ``..`` component, a backslash, a NUL, an empty
 name; ``under`` also refuses a path whose symlinks lead out of the root (``os.path.realpath``). An
-artifact id (a folder name in the output and in the download cache) must be one plain name
-(``check_id``). Each refusal is one ``IntegrityError`` naming the file that holds the name and the name.
+artifact id (a folder name in the output and in the download cache, a report's file name) must be one
+plain folder name as publish makes them: hex digits, at most ``ID_MAX`` (``check_id`` for a manifest's
+``artifact_id``; ``latest_id`` for what a ``LATEST`` file holds, which a refusal never quotes: a ``LATEST``
+may be a link to any file). Each refusal is one ``IntegrityError`` naming the file that holds the name
+and, except for ``LATEST``, the name (``quoted``: bounded, control characters escaped).
+
+``storage.artifact_read`` reads an artifact's files with these checks and its manifest's sizes and digests.
 
 docs/security.md says what an artifact may contain and what prepflow checks.
 """

@@ -112,6 +112,7 @@ READERS = {
     "Preprocessor.load": lambda art: Preprocessor.load(art),
     "batches": lambda art: list(Artifact.open(art).batches("train", batch_size=64)),
     "read_split": lambda art: Artifact.open(art).read_split("train"),
+    "torch_dataset": lambda art: Artifact.open(art).torch_dataset("train")[0],
     "metadata": lambda art: Artifact.open(art).metadata,
     "apply": lambda art: open_fitted(art),
 }
