@@ -23,13 +23,11 @@ warnings of the run, collected and shown once each at the end.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Callable, Iterator
 
 from rich.console import Console
@@ -254,12 +252,12 @@ def quiet_prefect_console() -> None:
 
 def read_manifest(artifact_path: str) -> dict:
     """A published artifact's manifest.json (a local folder or a URL)."""
-    from storage import remote  # fsspec's stores: only once a run has published (`--help` needs none)
-    from storage.artifact_files import MANIFEST
+    from storage import artifact_read, remote  # only once a run has published (`--help` needs none)
 
     if remote.is_remote(artifact_path):
-        return json.loads(remote.resolve(artifact_path)[1])
-    return json.loads((Path(artifact_path) / MANIFEST).read_text())
+        url, data = remote.resolve(artifact_path)
+        return artifact_read.parse_manifest(data, remote.join(url, artifact_read.MANIFEST))
+    return artifact_read.read_manifest(artifact_path)
 
 
 def dropped_rows(manifest: dict) -> dict:

@@ -11,7 +11,6 @@ logged and the run's UI record is marked incomplete (``flows/bookkeeping.py``), 
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -137,7 +136,9 @@ def print_statistics(console, artifact_path: str) -> None:
     manifest = Path(str(artifact_path)) / "manifest.json"
     if "://" in str(artifact_path) or not manifest.is_file():
         return
-    stats = json.loads(manifest.read_text()).get("statistics") or {}
+    from storage.artifact_read import read_manifest  # the checked reader (a plain file, a plain artifact id)
+
+    stats = read_manifest(manifest.parent).get("statistics") or {}
     if not stats:
         return
     table = Table(title="statistics")

@@ -1,10 +1,12 @@
 """Reading a published artifact (DESIGN section 5).
 
 ``Artifact.open`` reads ``manifest.json`` (refusing a folder without one: an artifact without its
-manifest is not complete) and, with ``verify=True``, checks every file's size and sha256 against
-it and refuses a file the manifest does not list (``UNLISTED_BY_DESIGN``). Every file name the manifest and
-``feature_spec.yaml`` give is checked at open, before anything is read (``storage.safe_paths``;
-docs/security.md). ``read_split`` returns ``{column: numpy array}`` as published, ``__row__`` (each row's 0-based
+manifest is not complete; a symlinked one, or one whose ``artifact_id`` is not a plain id) and, with
+``verify=True``, checks every file's size and sha256 against it and refuses a file the manifest does not
+list (``UNLISTED_BY_DESIGN``). Every file name the manifest and ``feature_spec.yaml`` give is checked at
+open, before anything is read (``storage.safe_paths``), and every file is read through
+``storage.artifact_read``: inside the folder, listed, of its listed size, and the small ones
+(``feature_spec.yaml``, ``training_set_metadata.json``) of their listed sha256 (docs/security.md). ``read_split`` returns ``{column: numpy array}`` as published, ``__row__`` (each row's 0-based
 position in the input) included, with lazy and lazy_cached media columns decoded as an eager
 column holds them (``decode=False``: their int64 slots, as stored); ``batches`` and
 ``torch_dataset`` read the same files as torch tensors (``storage.loader``).
@@ -21,7 +23,6 @@ each rank's shards through a bounded local cache (``storage.shard_stream``); ``r
 
 from __future__ import annotations
 
-import json
 import os
 from functools import cached_property
 from pathlib import Path
@@ -29,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from core.errors import DataError, IntegrityError, quoted
+from core.errors import DataError, IntegrityError
 from storage import npy, remote, shard_stream
 from storage.artifact_files import (
     MANIFEST,
@@ -40,32 +41,29 @@ from storage.artifact_files import (
     read_feature_spec,
     read_shard,
 )
+from storage.artifact_read import (
+    FEATURE_SPEC,
+    METADATA_FILE,
+    check_chunks,
+    check_manifest,
+    listed_file,
+    read_manifest,
+    read_small,
+)
 from storage.cache import verify_files
 from storage.fs import strip_file_scheme
 from storage.loader import BatchLoader, SplitColumns
 from storage.media import MediaColumn, ensure_memmaps, item_specs
-from storage.safe_paths import check_names
 from storage.split_binary import read_chunk
 
-__all__ = ["MANIFEST", "Artifact", "arrow_to_numpy"]  # arrow_to_numpy: re-exported from storage.artifact_files
+# arrow_to_numpy: re-exported from storage.artifact_files; check_manifest from storage.artifact_read
+__all__ = ["MANIFEST", "Artifact", "arrow_to_numpy", "check_manifest"]
 
 # What prepflow writes in an artifact's folder that its manifest does not list, by design: the manifest
 # itself (written last, it cannot list its own digest). Anything else unlisted fails ``verify``
 # (docs/security.md). The memmaps of lazy_cached media columns live beside the artifact (``<output>/media``),
 # the report is ``<output>/<artifact_id>.report.html``: neither is inside the folder.
 UNLISTED_BY_DESIGN = frozenset({MANIFEST})
-
-
-def check_manifest(manifest: object, where: str) -> dict:
-    """``manifest`` if it has the shape a reader relies on and names only files inside the artifact."""
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict) \
-            or not isinstance(manifest.get("rows", {}), dict):
-        raise IntegrityError(f"{where}: not a prepflow manifest (no 'files' mapping)")
-    check_names(manifest["files"], where)
-    for split, rows in manifest.get("rows", {}).items():
-        if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
-            raise IntegrityError(f"{where}: rows of split {quoted(split)} is {quoted(rows)}, expected a count >= 0")
-    return manifest
 
 
 class Artifact:
@@ -87,12 +85,8 @@ class Artifact:
             art.url = str(path)
             return art
         path = locate(strip_file_scheme(str(path)))
-        manifest_path = path / MANIFEST
-        try:
-            manifest = json.loads(manifest_path.read_text())
-        except ValueError as exc:
-            raise IntegrityError(f"{manifest_path}: unreadable manifest ({exc})") from None
-        art = cls(path, check_manifest(manifest, str(manifest_path)))
+        art = cls(path, read_manifest(path))
+        art._check_description()
         if verify:
             art.verify()
         return art
@@ -100,10 +94,18 @@ class Artifact:
     @classmethod
     def _open_streamed(cls, url: str, cache_limit, cache_dir) -> "Artifact":
         local, art_url = shard_stream.open_streamed(url)
-        art = cls(local, check_manifest(json.loads((local / MANIFEST).read_text()), f"{url}/{MANIFEST}"), url=url)
+        art = cls(local, read_manifest(local), url=url)
+        art._check_description()
         art._stream = (art_url, shard_stream.ShardCache(cache_dir or remote.cache_root() / "shards",
                                                         shard_stream.parse_limit(cache_limit)))
         return art
+
+    def _check_description(self) -> None:
+        """The small files every reader reads (``feature_spec.yaml``, ``training_set_metadata.json``) are inside the
+        folder, listed, of their listed size: a symlink out of it is refused at open, whatever is read next."""
+        for name in (FEATURE_SPEC, METADATA_FILE):
+            if name in self.manifest["files"]:
+                listed_file(self.path, self.manifest["files"], name)
 
     @property
     def streamed(self) -> bool:
@@ -150,8 +152,13 @@ class Artifact:
         return self._metadata_file().get(ROW_COLUMN)
 
     def _metadata_file(self) -> dict:
-        file = self.path / "training_set_metadata.json"
-        return json_object(file.read_bytes(), str(file), "every feature's fitted metadata")
+        return json_object(self._metadata_bytes, str(self.path / METADATA_FILE), "every feature's fitted metadata")
+
+    @cached_property
+    def _metadata_bytes(self) -> bytes:
+        """``training_set_metadata.json``'s bytes, checked once per artifact object; parsed on each use (each
+        caller gets its own dict)."""
+        return read_small(self.path, self.manifest, METADATA_FILE)
 
     def id_map(self, parent: "str | Path | Artifact") -> dict[str, np.ndarray]:
         """Per vocabulary feature both artifacts have: an int32 array of the parent's vocabulary size, each parent
@@ -165,7 +172,7 @@ class Artifact:
 
     @cached_property
     def feature_spec(self) -> dict:
-        return read_feature_spec(self.path)
+        return read_feature_spec(self.path, self.manifest)
 
     def formats(self, split: str) -> list[str]:
         return list(dict.fromkeys(c["type"] for c in self.chunks(split)))
@@ -223,6 +230,7 @@ class Artifact:
             raise DataError(f"{self.path}: no split {split!r}; splits are {self.splits}")
         out: dict[str, np.ndarray] = {}
         chunks = self.chunks(split)
+        check_chunks(self.path, self.manifest["files"], chunks)  # listed, inside, of their listed size
         parquet = [c for c in chunks if c["type"] == "parquet"]
         if parquet:
             files = [self.path / f for f in parquet[0]["files"]]
@@ -295,6 +303,7 @@ class Artifact:
         self._local_rows("torch_dataset (and a local read of the split)")
         cache = self.__dict__.setdefault("_split_columns", {})
         if (split, prefer) not in cache:
+            check_chunks(self.path, self.manifest["files"], self.chunks(split))  # listed, inside, of their size
             cache[(split, prefer)] = SplitColumns(self.path, self.feature_spec, split, prefer, self.num_rows(split))
         return cache[(split, prefer)]
 

@@ -2,9 +2,10 @@
 
 The lowest artifact layer: ``storage.media`` (memmaps of lazy media columns), ``storage.loader`` and
 ``storage.artifact`` build on it. ``locate`` finds the artifact folder (an output folder's ``LATEST``
-is followed) and refuses one without ``manifest.json``: an artifact without its manifest is not
-complete. ``read_feature_spec`` reads ``feature_spec.yaml``; ``arrow_to_numpy`` turns an Arrow column
-into a numpy array (fixed-size lists become n x d arrays).
+is followed: ``storage.artifact_read.read_latest``) and refuses one without ``manifest.json``: an artifact
+without its manifest is not complete. ``read_feature_spec`` reads ``feature_spec.yaml`` through
+``storage.artifact_read`` (its size and sha256 checked against the manifest); ``arrow_to_numpy`` turns an
+Arrow column into a numpy array (fixed-size lists become n x d arrays).
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ import yaml
 
 from core.errors import DataError, IntegrityError, shown
 from core.yaml_load import load_yaml
-from storage.safe_paths import check_id, check_name, real_root, under
+from storage.artifact_read import FEATURE_SPEC, LATEST, MANIFEST, read_latest, read_small
+from storage.safe_paths import check_name, real_root, under
 from storage.split_binary import prepflow_view
 
-MANIFEST = "manifest.json"
-FEATURE_SPEC = "feature_spec.yaml"
-LATEST = "LATEST"
+__all__ = ["FEATURE_SPEC", "LATEST", "MANIFEST", "ROW_COLUMN", "arrow_to_numpy", "check_spec_files", "locate",
+           "read_feature_spec", "read_shard", "size_problems", "yaml_problem"]
 ROW_COLUMN = "__row__"  # every split's int64 column of input row positions (tasks.publish.rows)
 
 
@@ -32,19 +33,22 @@ def locate(path: str | Path) -> Path:
     """The local artifact folder ``path`` names (``path`` itself, or the one its ``LATEST`` names)."""
     path = Path(path)
     if (path / LATEST).is_file() and not (path / MANIFEST).exists():
-        path = path / check_id((path / LATEST).read_text(errors="replace").strip(), str(path / LATEST))
+        path = path / read_latest(path)
     if not (path / MANIFEST).is_file():
         raise DataError(f"{path}: not a complete artifact (no {MANIFEST})")
     return path
 
 
-def read_feature_spec(path: Path) -> dict:
+def read_feature_spec(path: Path, manifest: dict) -> dict:
     """The artifact's ``feature_spec.yaml`` as prepflow reads it (with libyaml's loader when present: much
-    faster on wide specs): for a split_binary artifact, the prepflow spec kept in NVIDIA's (``prepflow_view``)."""
+    faster on wide specs): for a split_binary artifact, the prepflow spec kept in NVIDIA's (``prepflow_view``).
+    Read through ``storage.artifact_read.read_small``: inside the folder, of the size and sha256 ``manifest``
+    lists."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     file = Path(path) / FEATURE_SPEC
+    data = read_small(path, manifest, FEATURE_SPEC)
     try:
-        raw = load_yaml(file.read_text(), loader)
+        raw = load_yaml(data, loader)
     except yaml.YAMLError as exc:  # one line naming the file, not a YAML traceback
         raise IntegrityError(f"{file}: not valid YAML ({yaml_problem(exc)}); the artifact is damaged "
                              "(prepflow inspect --verify checks every file against its manifest)") from None

@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 from core.errors import DataError, IntegrityError
 from storage import npy
 from storage.artifact_files import locate, read_feature_spec
+from storage.artifact_read import check_chunks, read_manifest
 from storage.media_audio import AudioCodec
 from storage.media_image import ImageCodec
 from storage.media_io import (
@@ -318,11 +319,13 @@ def output_media_dir(output: str | Path) -> Path | None:
 def ensure_memmaps(artifact_path: str | Path) -> list[Path]:
     """Build the lazy_cached memmaps of a local artifact that are not complete yet; returns them all."""
     path = locate(artifact_path)
+    manifest = read_manifest(path)
     paths = []
-    for chunks in (read_feature_spec(path).get("source_spec") or {}).values():
+    for chunks in (read_feature_spec(path, manifest).get("source_spec") or {}).values():
         for chunk in chunks:
             if chunk["type"] != "media" or chunk.get("mode") != "lazy_cached":
                 continue
+            check_chunks(path, manifest["files"], [chunk])  # its media table: listed, inside, of its size
             column = MediaColumn(path, chunk, np.zeros(0, dtype=np.int64))
             column.store()
             paths.append(column.memmap_path())

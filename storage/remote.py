@@ -40,9 +40,10 @@ from pathlib import Path
 from typing import Callable
 
 from core.errors import DataError, IntegrityError
+from storage.artifact_read import LATEST_MAX, parse_manifest
 from storage.cache import verify_files
 from storage.fs import filesystem, is_url
-from storage.safe_paths import check_id, check_names
+from storage.safe_paths import check_names, latest_id
 from storage.tmpdirs import TempFolder, sweep
 
 MANIFEST = "manifest.json"
@@ -177,7 +178,7 @@ def resolve(url: str) -> tuple[str, bytes]:
         latest = _read_bytes(fs, join(url, LATEST))
         if latest is None:
             raise DataError(f"{url}: not a complete artifact (no {MANIFEST}) and no {LATEST} file")
-        url = join(url, check_id(latest.decode(errors="replace").strip(), join(url, LATEST)))
+        url = join(url, latest_id(latest[:LATEST_MAX], join(url, LATEST)))  # its content is never quoted
         manifest = _read_bytes(fs, join(url, MANIFEST))
         if manifest is None:
             raise DataError(f"{url}: not a complete artifact (no {MANIFEST})")
@@ -187,15 +188,8 @@ def resolve(url: str) -> tuple[str, bytes]:
 def fetch(url: str, verify: bool = False) -> Path:
     """A verified local copy of the artifact at ``url``; returns its folder."""
     art_url, manifest_bytes = resolve(url)
-    try:
-        manifest = json.loads(manifest_bytes)
-    except ValueError as exc:
-        raise IntegrityError(f"{art_url}/{MANIFEST}: unreadable manifest ({exc})") from None
-    where = join(art_url, MANIFEST)  # every name it holds is checked before anything is downloaded
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
-        raise IntegrityError(f"{where}: not a prepflow manifest (no 'files' mapping)")
-    check_id(manifest.get("artifact_id"), where)
-    check_names(manifest["files"], where)
+    # its id and every name it holds are checked before anything is downloaded
+    manifest = parse_manifest(manifest_bytes, join(art_url, MANIFEST))
     root = cache_root()
     local = root / manifest["artifact_id"]
     if not verify and (local / MANIFEST).is_file() and (local / MANIFEST).read_bytes() == manifest_bytes:

@@ -6,8 +6,13 @@ An artifact is data someone else may have made: its ``manifest.json``, ``feature
 Every such name must be a relative POSIX path inside the artifact: ``check_name`` refuses an absolute
 name (``/etc/hostname``, ``C:\\x``, ``\\\\host``), a ``..`` component, a backslash, a NUL, an empty
 name; ``under`` also refuses a path whose symlinks lead out of the root (``os.path.realpath``). An
-artifact id (a folder name in the output and in the download cache) must be one plain name
-(``check_id``). Each refusal is one ``IntegrityError`` naming the file that holds the name and the name.
+artifact id (a folder name in the output and in the download cache, a report's file name) must be one
+plain folder name as publish makes them: hex digits, at most ``ID_MAX`` (``check_id`` for a manifest's
+``artifact_id``; ``latest_id`` for what a ``LATEST`` file holds, which a refusal never quotes: a ``LATEST``
+may be a link to any file). Each refusal is one ``IntegrityError`` naming the file that holds the name
+and, except for ``LATEST``, the name (``quoted``: bounded, control characters escaped).
+
+``storage.artifact_read`` reads an artifact's files with these checks and its manifest's sizes and digests.
 
 docs/security.md says what an artifact may contain and what prepflow checks.
 """
@@ -21,7 +26,8 @@ from pathlib import Path
 from core.errors import IntegrityError, quoted
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
+ID_MAX = 64  # publish's ids are 24 hex digits (tasks.publish.stage.artifact_id); a full sha256 is 64
+_ID = re.compile(rf"[0-9a-f]{{1,{ID_MAX}}}")
 
 
 def _refuse(where: str, name: object, why: str) -> IntegrityError:
@@ -51,11 +57,21 @@ def check_names(names, where: str) -> None:
 
 
 def check_id(art_id: object, where: str) -> str:
-    """An artifact id: one plain folder name (letters, digits, ``.``, ``_``, ``-``; not ``.`` or ``..``)."""
-    if not isinstance(art_id, str) or not _ID.match(art_id) or art_id in (".", ".."):
-        raise IntegrityError(f"{where}: artifact id {quoted(art_id)} is not one plain folder name (letters, digits, "
-                             f"'.', '_', '-'); refused before anything is read or written (docs/security.md)")
+    """An artifact id: one plain folder name, hex digits (at most ``ID_MAX``) as publish makes them."""
+    if not isinstance(art_id, str) or not _ID.fullmatch(art_id):
+        raise IntegrityError(f"{where}: artifact id {quoted(art_id)} is not one plain folder name (hex digits, at "
+                             f"most {ID_MAX}); refused before anything is read or written (docs/security.md)")
     return art_id
+
+
+def latest_id(data: bytes, where: str) -> str:
+    """The artifact id a ``LATEST`` file holds (``data``: its first bytes; publish writes ``<id>\\n``). Its
+    content is never quoted in the refusal: a ``LATEST`` may be a link to any file."""
+    text = data.decode("ascii", errors="replace").strip()
+    if not _ID.fullmatch(text):
+        raise IntegrityError(f"{where}: does not hold one artifact id (hex digits, at most {ID_MAX}); its content is "
+                             f"not shown; publish writes it (docs/security.md)")
+    return text
 
 
 def real_root(root: str | os.PathLike) -> str:

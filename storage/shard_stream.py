@@ -23,7 +23,6 @@ under a reader is downloaded again. The cached copies are trusted as they were c
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import threading
@@ -39,6 +38,7 @@ import pyarrow.parquet as pq
 from core.errors import DataError, IntegrityError
 from storage import remote
 from storage.artifact_files import FEATURE_SPEC, MANIFEST, arrow_to_numpy
+from storage.artifact_read import check_bytes, parse_manifest
 from storage.fs import filesystem
 from storage.tmpdirs import TempFile, TempFolder, first_time, sweep
 
@@ -96,13 +96,8 @@ def open_streamed(url: str) -> tuple[Path, str]:
     """A local folder with the artifact's description (manifest, feature spec, metadata; nothing else),
     and the artifact's URL (an output root is followed through ``LATEST``)."""
     art_url, manifest_bytes = remote.resolve(url)
-    try:
-        manifest = json.loads(manifest_bytes)
-        art_id = str(manifest["artifact_id"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise IntegrityError(f"{art_url}/{MANIFEST}: unreadable manifest ({exc})") from None
-    if not re.fullmatch(r"[0-9A-Za-z_.-]+", art_id) or art_id.startswith("."):
-        raise IntegrityError(f"{art_url}/{MANIFEST}: artifact_id {art_id[:80]!r} is not a plain name")
+    manifest = parse_manifest(manifest_bytes, f"{art_url}/{MANIFEST}")  # a plain artifact id, names inside
+    art_id = manifest["artifact_id"]
     parent = remote.cache_root() / "streamed"
     local = parent / art_id
     if (local / MANIFEST).is_file() and (local / MANIFEST).read_bytes() == manifest_bytes:
@@ -118,10 +113,7 @@ def open_streamed(url: str) -> tuple[Path, str]:
                     raise IntegrityError(f"{art_url}: {MANIFEST} lists no {FEATURE_SPEC}")
                 continue
             data = _get(remote.join(art_url, name))
-            digest = hashlib.sha256(data).hexdigest()
-            if digest != _checked_sha256(name, info) or len(data) != info.get("bytes"):
-                raise IntegrityError(f"{remote.join(art_url, name)}: sha256 differs from {MANIFEST}; not used")
-            (tmp / name).write_bytes(data)
+            (tmp / name).write_bytes(check_bytes(data, info, remote.join(art_url, name)))
         (tmp / MANIFEST).write_bytes(manifest_bytes)
         try:
             if local.exists():

@@ -41,6 +41,7 @@ import pyarrow.parquet as pq
 
 from core.errors import IntegrityError
 from storage import string_hash
+from storage.artifact_read import listed_file
 from storage.safe_paths import under
 
 ROW_GROUP_ROWS = 1 << 20
@@ -72,14 +73,18 @@ def files(metadata: dict) -> list[str]:
     return sorted(m["vocab_file"]["path"] for m in metadata.values() if isinstance(m, dict) and "vocab_file" in m)
 
 
-def resolve(metadata: dict, folder: str | Path) -> dict:
-    """A copy of ``metadata`` whose external vocabularies carry ``vocab_path`` (absolute, under ``folder``)."""
+def resolve(metadata: dict, folder: str | Path, files: dict | None = None) -> dict:
+    """A copy of ``metadata`` whose external vocabularies carry ``vocab_path`` (absolute, under ``folder``).
+    ``files`` (a published artifact's manifest listing): each vocabulary must also be listed there, of its
+    listed size (``storage.artifact_read.listed_file``)."""
     out = dict(metadata)
     for name, meta in metadata.items():
         if isinstance(meta, dict) and "vocab_file" in meta:
             rel = (meta["vocab_file"] or {}).get("path") if isinstance(meta["vocab_file"], dict) else None
             path = under(Path(folder).resolve(), rel, f"{Path(folder) / 'training_set_metadata.json'}: "
                                                        f"feature '{name}' vocab_file")
+            if files is not None:
+                path = listed_file(Path(folder).resolve(), files, rel)
             out[name] = {**meta, "vocab_path": str(path)}
     return out
 
@@ -249,8 +254,8 @@ def lookup(path: str, sha256: str, first: int, queries: int | None = None) -> Vo
         found = _CACHE.get(key)
         if found is None:
             stored = index_path(path, first)  # written by the vocab stage for the largest vocabularies
-            found = VocabLookup(read(path, sha256).column("value"), first, stored if stored.is_file() else None,
-                                queries)
+            usable = stored.is_file() and not stored.is_symlink()  # a link could name a file outside the artifact
+            found = VocabLookup(read(path, sha256).column("value"), first, stored if usable else None, queries)
             if len(_CACHE) >= 64:
                 _CACHE.clear()
             _CACHE[key] = found

@@ -25,7 +25,7 @@ import numpy as np
 
 from core.code_version import module_version
 from core.errors import DataError
-from storage import vocab_store
+from storage import artifact_read, vocab_store
 from tasks.config.constants import ROW, SPLIT_NAMES
 from tasks.runtime import fitted_metadata
 from tasks.runtime.context import run_cached
@@ -52,14 +52,12 @@ def _source(ctx) -> dict:
 
 
 def read_metadata(path: str | Path) -> dict:
-    """The artifact's ``training_set_metadata.json`` without the ``__row__`` entry publish adds."""
+    """The artifact's ``training_set_metadata.json`` without the ``__row__`` entry publish adds, read through
+    ``storage.artifact_read`` (inside the folder, of the size and sha256 its manifest lists)."""
     meta_path = Path(path) / fitted_metadata.METADATA_FILE
-    try:
-        metadata = json.loads(meta_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"{meta_path}: missing; {path} is not a complete prepflow artifact") from None
-    except ValueError as exc:
-        raise DataError(f"{meta_path}: unreadable ({exc})") from None
+    metadata = artifact_read.read_json(path, artifact_read.read_manifest(path), fitted_metadata.METADATA_FILE)
+    if not isinstance(metadata, dict):
+        raise DataError(f"{meta_path}: not a mapping of features; {path} is not a complete prepflow artifact")
     return {name: meta for name, meta in metadata.items() if name != ROW}
 
 
@@ -108,10 +106,9 @@ def run_vocab(ctx, ingest: Ingested, split: SplitAssignment, missing: MissingSta
 
     def compute(out: Path) -> Statistics:
         metadata = read_metadata(source["local"])
+        files = artifact_read.read_manifest(source["local"])["files"]
         for rel in vocab_store.files(metadata):
-            src = Path(source["local"]) / rel
-            if not src.is_file():
-                raise DataError(f"{src}: vocabulary file referenced by {fitted_metadata.METADATA_FILE} is missing")
+            src = artifact_read.listed_file(source["local"], files, rel)  # inside, listed, of its listed size
             (out / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, out / rel)
         fitted_metadata.write(out, metadata)

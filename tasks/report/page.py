@@ -27,17 +27,19 @@ drift) from the HTML primitives of ``tasks.report.markup``.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
 
-from core.errors import DataError, PrepflowError
+import yaml
+
+from core.errors import DataError, IntegrityError
 from core.yaml_load import load_yaml
-from storage import remote
+from storage import artifact_read, remote
 from storage.artifact import Artifact
-from storage.artifact_files import json_object
+from storage.artifact_files import json_object, yaml_problem
 from storage.fs import filesystem
+from storage.safe_paths import check_id
 from storage.split_binary import prepflow_view
 from storage.tmpdirs import TempFile, sweep
 from tasks.config.constants import REPORT_SUFFIX, REPORT_TEMP_NAME
@@ -57,20 +59,20 @@ from tasks.report.view import ROW_COLUMN, ArtifactView, features_in_order, slugs
 def open_view(location: str | Path) -> ArtifactView:
     """The artifact at ``location`` (a folder, an output root with ``LATEST``, or a URL)."""
 
-    if remote.is_remote(location):
+    if remote.is_remote(location):  # the small files only, each checked against the manifest as a download is
         url, manifest_bytes = remote.resolve(str(location))
+        manifest = artifact_read.parse_manifest(manifest_bytes, remote.join(url, artifact_read.MANIFEST))
         fs = filesystem(url)
-        try:
-            meta_url = remote.join(url, "training_set_metadata.json")
-            metadata = json_object(fs.cat_file(meta_url), meta_url, "every feature's fitted metadata")
-            metadata.pop(ROW_COLUMN, None)  # the row id column's entry, no feature (as Artifact.metadata)
-            # a split_binary artifact's file is NVIDIA's spec; prepflow's own is kept inside it
-            spec = prepflow_view(load_yaml(fs.cat_file(remote.join(url, "feature_spec.yaml"))))
-        except PrepflowError:  # a damaged file, named by its own error
-            raise
-        except Exception as exc:  # network/credentials: name the artifact
-            raise DataError(f"{url}: cannot read the artifact's metadata ({type(exc).__name__}: {exc})") from exc
-        return ArtifactView(url, json.loads(manifest_bytes), metadata, spec)
+        name = artifact_read.METADATA_FILE
+        metadata = json_object(artifact_read.fetch_small(fs, url, manifest, name), remote.join(url, name),
+                               "every feature's fitted metadata")
+        metadata.pop(ROW_COLUMN, None)  # the row id column's entry, no feature (as Artifact.metadata)
+        name = artifact_read.FEATURE_SPEC
+        try:  # a split_binary artifact's file is NVIDIA's spec; prepflow's own is kept inside it
+            spec = prepflow_view(load_yaml(artifact_read.fetch_small(fs, url, manifest, name)))
+        except yaml.YAMLError as exc:
+            raise IntegrityError(f"{remote.join(url, name)}: not valid YAML ({yaml_problem(exc)})") from None
+        return ArtifactView(url, manifest, metadata, spec)
 
     art = Artifact.open(location)
     return ArtifactView(str(art.path), art.manifest, art.metadata, art.feature_spec, art)
@@ -78,7 +80,7 @@ def open_view(location: str | Path) -> ArtifactView:
 
 def report_location(view: ArtifactView) -> str:
     """``<output>/<artifact_id>.report.html``: beside the artifact folder."""
-    name = view.artifact_id + REPORT_SUFFIX
+    name = check_id(view.artifact_id, f"{view.location}: manifest.json") + REPORT_SUFFIX  # a plain file name
     if view.artifact is None:
         return view.location.rstrip("/").rsplit("/", 1)[0] + "/" + name
     return str(Path(view.location).parent / name)

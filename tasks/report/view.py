@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from storage import npy
+from storage import artifact_read, npy
 from storage.artifact_files import arrow_to_numpy
 from storage.media import open_media_columns
 from tasks.config.constants import SPLIT_NAMES
@@ -207,6 +207,7 @@ def sample_rows(view: ArtifactView, name: str, limit: int):
         if int((view.manifest.get("rows") or {}).get(split, 0)) == 0:
             continue
         chunks = art.chunks(split)
+        artifact_read.check_chunks(art.path, view.manifest["files"], chunks)  # listed, inside, of their size
         npy_files = {f: file for c in chunks if c["type"] == "npy"
                      for f, file in zip(c["features"], c["files"], strict=True)}
         if name in npy_files:

@@ -98,7 +98,7 @@ class Preprocessor:
         art = Artifact.open(artifact)
         outputs = [f["name"] for f in art.manifest.get("config", {}).get("output_features", [])]
         spec = art.feature_spec
-        out = cls(resolve(art.metadata, art.path), outputs, list(spec.get("feature_spec", {})), trust_plugins)
+        out = cls(resolve(art.metadata, art.path, art.manifest["files"]), outputs, list(spec.get("feature_spec", {})), trust_plugins)
         check_shapes(out.features_, out.metadata_, spec, str(art.path / "feature_spec.yaml"))
         return out
 

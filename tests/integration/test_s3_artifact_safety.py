@@ -98,3 +98,43 @@ def test_s3_rerun_over_a_damaged_published_artifact_publishes_it_again(tmp_path)
     again = run()
     assert again["artifact_path"] == first["artifact_path"] and not again["reused"]
     Artifact.open(first["artifact_path"], verify=True)
+
+
+def stored(prefix: str) -> list[str]:
+    fs = s3()
+    fs.invalidate_cache()
+    return sorted(fs.find(prefix))
+
+
+def test_s3_report_refuses_an_id_that_climbs_out_and_writes_no_object(art, tmp_path, capfd):
+    from flows.cli import main as cli_main
+
+    edit_json(art, "manifest.json", lambda m: m.update(artifact_id="../../x"))
+    prefix = f"s3://{BUCKET}/safety/{tmp_path.name}"
+    upload(art, f"{prefix}/deep/{art.name}")
+    before = stored(f"{BUCKET}/safety")
+    capfd.readouterr()
+    assert cli_main(["report", f"{prefix}/deep/{art.name}"]) == 1
+    err = capfd.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("prepflow: error:") and "artifact id '../../x'" in err[0], err
+    assert stored(f"{BUCKET}/safety") == before  # no deep/../../x.report.html
+
+
+def test_s3_report_checks_the_metadata_against_the_manifest_as_open_does(art, tmp_path, capfd):
+    import json
+
+    from flows.cli import main as cli_main
+
+    url = f"s3://{BUCKET}/safety/{tmp_path.name}/{art.name}"
+    upload(art, url)
+    meta = json.loads((art / "training_set_metadata.json").read_text())
+    meta["Age"]["mean"] = 1e6  # edited on the store, the manifest unchanged
+    s3().pipe_file(f"{url}/training_set_metadata.json", json.dumps(meta).encode())
+    with pytest.raises(IntegrityError, match="training_set_metadata.json"):
+        Artifact.open(url)
+    before = stored(f"{BUCKET}/safety")
+    capfd.readouterr()
+    assert cli_main(["report", url]) == 1
+    err = capfd.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "training_set_metadata.json: size or sha256 differs from manifest.json" in err[0], err
+    assert stored(f"{BUCKET}/safety") == before
