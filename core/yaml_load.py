@@ -92,9 +92,14 @@ def check_expansion(root: yaml.Node) -> int:
     return sizes[id(root)]
 
 
+SAFE_LOADERS = (yaml.SafeLoader, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
 def load_yaml(text: str | bytes, loader: type = yaml.SafeLoader) -> Any:
-    """``yaml.load(text, Loader=loader)`` (a safe loader: ``SafeLoader`` or libyaml's ``CSafeLoader``) for
-    one document, refusing one whose aliases expand past ``expansion_limit`` before any value is built."""
+    """One YAML document read by a safe loader (``SafeLoader`` or libyaml's ``CSafeLoader``; any other is a
+    programming error), refusing one whose aliases expand past ``expansion_limit`` before any value is built."""
+    if not issubclass(loader, SAFE_LOADERS):
+        raise TypeError(f"load_yaml takes a safe YAML loader, not {loader.__name__}")
     reader = loader(text)
     try:
         node = reader.get_single_node()
