@@ -40,6 +40,8 @@ from core.errors import DataError, IntegrityError
 from storage import remote
 from storage.artifact_files import FEATURE_SPEC, MANIFEST, arrow_to_numpy
 from storage.fs import filesystem
+from storage.listed_reads import read_listed
+from storage.size_checks import check_footer, stored_shapes
 from storage.tmpdirs import TempFile, TempFolder, first_time, sweep
 
 METADATA_FILE = "training_set_metadata.json"
@@ -76,13 +78,18 @@ def _checked_sha256(rel: str, info: dict) -> str:
     return digest
 
 
-def _get(url: str, attempts: int = 3) -> bytes:
-    """The object's bytes, retried on transient errors (a missing object is not retried)."""
+def _get(url: str, nbytes: int, attempts: int = 3) -> bytes:
+    """The object's bytes, read no further than its listed size ``nbytes`` (``storage.listed_reads``), retried
+    on transient errors (a missing or larger object is not retried)."""
+    if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes < 0:
+        raise IntegrityError(f"{url}: {MANIFEST} lists its size as {nbytes!r}, not a byte count")
     for attempt in range(attempts):
         try:
-            return filesystem(url).cat_file(url)
+            return read_listed(filesystem(url), url, nbytes)
         except FileNotFoundError:
             raise IntegrityError(f"{url}: listed in {MANIFEST} but missing on the store") from None
+        except IntegrityError:
+            raise
         except Exception as exc:  # network, credentials: the URL goes into the message
             if attempt == attempts - 1:
                 raise DataError(f"{url}: cannot download ({type(exc).__name__}: {exc})") from exc
@@ -117,7 +124,7 @@ def open_streamed(url: str) -> tuple[Path, str]:
                 if name == FEATURE_SPEC:
                     raise IntegrityError(f"{art_url}: {MANIFEST} lists no {FEATURE_SPEC}")
                 continue
-            data = _get(remote.join(art_url, name))
+            data = _get(remote.join(art_url, name), info.get("bytes") if isinstance(info, dict) else None)
             digest = hashlib.sha256(data).hexdigest()
             if digest != _checked_sha256(name, info) or len(data) != info.get("bytes"):
                 raise IntegrityError(f"{remote.join(art_url, name)}: sha256 differs from {MANIFEST}; not used")
@@ -181,7 +188,7 @@ class ShardCache:
             return value
         if decode is None and nbytes > self.limit:
             return None
-        data = _get(url)
+        data = _get(url, nbytes)
         digest = hashlib.sha256(data).hexdigest()
         if digest != sha256 or len(data) != nbytes:
             raise IntegrityError(f"{url}: shard {rel} does not match {MANIFEST} (sha256 {digest[:16]}..., "
@@ -254,6 +261,7 @@ class SplitStream:
             raise DataError(f"{art_url}: split {split!r} has no Parquet shards to stream (its formats: {formats}); "
                             f"publish with formats [parquet], or open it without stream=True to download it whole")
         self.media = {name for c in chunks if c["type"] == "media" for name in c["features"]}
+        self.shapes = stored_shapes(feature_spec, chunks)
         self.files = list(parquet[0]["files"])
         described = manifest["files"]
         missing = [rel for rel in self.files if rel not in described]
@@ -297,12 +305,20 @@ class SplitStream:
             except Exception:  # noqa: BLE001  the read below downloads it again and reports what is wrong
                 pass
 
+        rel = self.files[shard]
+        url = remote.join(self.art_url, rel)
+        rows = self.shard_rows if shard < len(self.files) - 1 else self.num_rows - shard * self.shard_rows
+
         def decode(source) -> dict[str, np.ndarray]:
-            table = pq.read_table(source, columns=names, use_threads=False)
+            with pq.ParquetFile(source) as shard_file:  # its footer first: a shard decodes to the rows it claims
+                found = check_footer(shard_file.metadata, url, rows, self.shapes)
+                if found != rows:
+                    raise IntegrityError(f"{url}: the footer declares {found} rows, the manifest's split and "
+                                         f"publish.shard_rows {rows}; the artifact is damaged or was edited")
+                table = shard_file.read(columns=names, use_threads=False)
             return {name: arrow_to_numpy(table.column(name)) for name in names}
 
-        rel = self.files[shard]
-        return self.cache.read(remote.join(self.art_url, rel), rel, self.sha256[shard], self.nbytes[shard], decode)
+        return self.cache.read(url, rel, self.sha256[shard], self.nbytes[shard], decode)
 
     def windows(self, rows: np.ndarray, starts: np.ndarray, first: int, names: list[str],
                 ahead: int = 1, then=None) -> Iterator[WindowColumns]:
