@@ -59,8 +59,8 @@ def refused(call, *needles: str) -> str:
 
 
 def measured(code: str, env: dict | None = None) -> tuple[list[str], float, float]:
-    """``code`` run in a fresh interpreter with ``art`` bound by the caller's code: its printed lines, the
-    seconds the calls after the imports took, and its peak RSS in MB."""
+    """``code`` run in a fresh interpreter (``attempt(label, call)`` prints whether ``call`` was refused): its
+    printed lines, the seconds the calls after the imports took, and its peak RSS in MB."""
     script = f"""
 import resource, time
 resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
@@ -76,7 +76,8 @@ def attempt(label, call):
         print(label, "REFUSED", exc)
 {code}
 print("SECONDS", time.perf_counter() - start)
-print("RSS_MB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+# VmHWM: this process's own peak (getrusage's ru_maxrss keeps the forking parent's across exec)
+print("RSS_MB", next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM")) / 1024)
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300,
                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
