@@ -158,6 +158,22 @@ def test_a_streamed_shard_whose_footer_claims_more_rows_is_refused_before_it_is_
         fsspec.filesystem("memory").rm(url, recursive=True)
 
 
+def test_a_streamed_row_count_unlike_the_shards_is_refused_before_the_order_is_built(art, tmp_path):
+    rows = 2_000_000_000  # with shard_rows to match, the shard count agrees: only the footers tell
+    edit_json(art, "manifest.json", lambda m: (m["rows"].update(train=rows),
+                                               m["config"].setdefault("publish", {}).update(shard_rows=rows)))
+    url = f"memory://prepflow-sizes-{tmp_path.name}/{art.name}"
+    lines, seconds, rss = measured(f"""
+import fsspec
+fsspec.filesystem("memory").put({str(art) + "/"!r}, {url!r}, recursive=True)
+opened = Artifact.open({url!r}, stream=True, cache_dir={str(tmp_path / "shards")!r})
+attempt("batches", lambda: next(iter(opened.batches("train", batch_size=64))))
+""", env={"PREPFLOW_ARTIFACT_CACHE": str(tmp_path / "cache")})
+    assert len(lines) == 1 and " REFUSED " in lines[0], lines
+    assert f"{url}/train/part-00000.parquet: the footer declares 210 rows" in lines[0] and str(rows) in lines[0]
+    assert seconds < SECONDS and rss < PEAK_RSS_MB, (seconds, rss)
+
+
 # ---- row shapes ---------------------------------------------------------------------------------------------
 
 def long_text(art: Path, length: int) -> None:
