@@ -25,6 +25,7 @@ def _larger(url: str, size: int | str, nbytes: int) -> IntegrityError:
 
 def open_listed(fs, url: str, nbytes: int):
     """``url`` opened for ranged reads, refused when the store reports a size other than ``nbytes``."""
+    fs.invalidate_cache(url)  # the size (and S3's ETag every ranged read is held to) from the store, not a listing
     fh = fs.open(url, "rb", block_size=CHUNK, cache_type="none")
     size = getattr(fh, "size", None)
     if isinstance(size, int) and size > nbytes:
