@@ -201,6 +201,16 @@ def test_a_max_sequence_length_unlike_the_published_columns_is_refused(art):
             "feature_spec.yaml [4096]")
 
 
+def test_any_encoded_column_over_the_ceiling_is_refused_when_the_preprocessor_is_built(art):
+    def wide(metadata):  # a multi-hot set column as wide as its vocab_size, no stored vocabulary to compare
+        for key in ("idx2str", "str2idx", "str2freq"):
+            metadata["s"].pop(key, None)
+        metadata["s"]["vocab_size"] = MAX_ROW_ITEMS + 1
+    edit_json(art, "training_set_metadata.json", wide)
+    refused(lambda: Preprocessor.from_json(art / "training_set_metadata.json", ["y"]),
+            "training_set_metadata.json: feature 's': column 's'", f"[{MAX_ROW_ITEMS + 1}]", str(MAX_ROW_ITEMS))
+
+
 def test_a_channel_row_over_the_ceiling_is_refused_before_a_batch_is_allocated(art):
     def huge(spec):  # a lazy-media-like item shape nothing on disk holds
         spec["feature_spec"]["t"]["shape"] = [MAX_ROW_ITEMS + 1]
