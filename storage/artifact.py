@@ -11,6 +11,9 @@ position in the input) included, with lazy and lazy_cached media columns decoded
 column holds them (``decode=False``: their int64 slots, as stored); ``batches`` and
 ``torch_dataset`` read the same files as torch tensors (``storage.loader``).
 
+Sizes: ``check_sizes``, ``read_split``, ``batches`` and ``torch_dataset`` hold the manifest's row counts against
+the files' own headers and footers before they allocate by them (``storage.size_checks``).
+
 ``metadata`` is the per-feature ``training_set_metadata.json``; the file's ``__row__`` entry (the
 row id column's description, no feature) is ``row_id``.
 
@@ -54,6 +57,7 @@ from storage.cache import verify_files
 from storage.fs import strip_file_scheme
 from storage.loader import BatchLoader, SplitColumns
 from storage.media import MediaColumn, ensure_memmaps, item_specs
+from storage.size_checks import check_parquet, check_split, stored_shapes
 from storage.split_binary import read_chunk
 
 # arrow_to_numpy: re-exported from storage.artifact_files; check_manifest from storage.artifact_read
@@ -126,6 +130,13 @@ class Artifact:
         if problems:
             raise IntegrityError(f"{self.path}: {len(problems)} file(s) do not match manifest.json: "
                                  + "; ".join(problems[:10]))
+
+    def check_sizes(self) -> None:
+        """Every split's files hold the manifest's rows of ``feature_spec.yaml``'s row shapes, as their headers
+        and footers say (``storage.size_checks``: no row read); else one ``IntegrityError`` naming the file."""
+        self._local_rows("check_sizes")
+        for split in self.splits:
+            check_split(self.path, self.feature_spec, split, self.num_rows(split))
 
     # ---- metadata --------------------------------------------------------------------------------
     @property
@@ -232,7 +243,9 @@ class Artifact:
         chunks = self.chunks(split)
         check_chunks(self.path, self.manifest["files"], chunks)  # listed, inside, of their listed size
         parquet = [c for c in chunks if c["type"] == "parquet"]
-        if parquet:
+        if parquet:  # the footers first: a shard decodes to as many rows as its footer says
+            check_parquet(self.path, parquet[0]["files"], self.num_rows(split),
+                          stored_shapes(self.feature_spec, chunks))
             files = [self.path / f for f in parquet[0]["files"]]
             table = pa.concat_tables([read_shard(f, columns) for f in files])
             for name in table.column_names:

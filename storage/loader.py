@@ -65,6 +65,7 @@ from storage import npy
 from storage.artifact_files import ROW_COLUMN, arrow_to_numpy, read_shard
 from storage.media import item_specs, open_media_columns
 from storage.order import Order, resume_point, state_dict
+from storage.size_checks import check_row_items, check_split
 from storage.split_binary import read_chunk
 
 # ---- column sources ------------------------------------------------------------------------------
@@ -109,6 +110,8 @@ class SplitColumns:
         self._arrays: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
         self._num_rows = num_rows
+        self._chunks = chunks
+        self._sized = False  # the files' headers and footers were held against the manifest's rows
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -140,7 +143,22 @@ class SplitColumns:
             return arrays
         return open_media_columns(self.root, self.media, arrays)
 
+    def _check_sizes(self) -> None:
+        """Before a row count is believed or a file decoded: the files this reads hold the manifest's rows, as
+        their headers and footers say (``storage.size_checks``; no row read)."""
+        if self._sized:
+            return
+        if self.format == "npy":  # one header: every other file is held to the same count when it is mapped
+            name, file = next(iter(self.npy.items()))
+            shape = None if name in self.media else self.specs.get(name, {}).get("shape")
+            npy.check_file(self.root / file, self._num_rows, shape if isinstance(shape, list) else None, name)
+        else:
+            check_split(self.root, {"feature_spec": self.specs, "source_spec": {self.split: self._chunks}},
+                        self.split, self._num_rows, formats=(self.format,))
+        self._sized = True
+
     def _open(self, names: list[str]) -> dict[str, np.ndarray]:
+        self._check_sizes()
         unknown = [n for n in names if n not in self.specs]
         if unknown:
             raise DataError(f"{self.root}: no column(s) {unknown} in feature_spec.yaml; columns are {list(self.specs)}")
@@ -172,6 +190,7 @@ class SplitColumns:
         return {name: np.ascontiguousarray(arrow_to_numpy(table.column(name))) for name in names}
 
     def num_rows(self) -> int:
+        self._check_sizes()
         if self._num_rows is None:
             self._num_rows = len(self.array(next(iter(self.specs))))
         return self._num_rows
@@ -211,6 +230,8 @@ def plan_channels(feature_spec: dict, channels: list[str] | None = None) -> list
     for name, cols in channel_spec.items():
         if not cols:
             continue
+        for c in cols:  # every batch is n x this shape: bounded before the first is allocated
+            check_row_items(spec[c]["shape"], f"feature_spec.yaml: column '{c}'")
         dtypes = [_np_dtype(spec[c]["dtype"]) for c in cols]
         shapes = [tuple(spec[c]["shape"]) for c in cols]
         if len(cols) == 1 and name not in STACKED:

@@ -6,10 +6,11 @@ thread-safe: two Dask worker threads loading ``.npy`` files at the same moment c
 releases). ``load`` parses the header under one lock per process and reads (or memory-maps) the data
 outside it, with numpy's public ``numpy.lib.format`` header readers.
 
-The header is checked before anything is allocated or mapped: its shape and dtype must give exactly the
-file's size (a header claiming more rows than the file holds, or a file cut short), and, when the caller
-knows them, ``rows`` (the manifest's row count of the split) and ``row_shape`` (``feature_spec.yaml``'s);
-a mismatch is one ``IntegrityError`` naming the file and the feature.
+The header is checked before anything is allocated or mapped: its dtype must have a size (not ``V0`` or
+``<U0``), its shape and dtype must give exactly the file's size (a header claiming more rows than the file
+holds, or a file cut short), and, when the caller knows them, ``rows`` (the manifest's row count of the
+split) and ``row_shape`` (``feature_spec.yaml``'s); a mismatch is one ``IntegrityError`` naming the file and
+the feature. ``check_file`` does the same checks reading the header only.
 """
 
 from __future__ import annotations
@@ -33,14 +34,7 @@ def load(path: str | Path, mmap_mode: str | None = None, rows: int | None = None
     against the file's size (and ``rows``, ``row_shape`` when given: see the module docstring)."""
     label = f"{path}" + (f" (feature '{feature}')" if feature else "")
     with open(path, "rb") as fh:
-        with _HEADER_LOCK:
-            try:
-                version = npy_format.read_magic(fh)
-                read_header = npy_format.read_array_header_1_0 if version == (1, 0) \
-                    else npy_format.read_array_header_2_0
-                shape, fortran_order, dtype = read_header(fh)
-            except ValueError as exc:
-                raise IntegrityError(f"{label}: not a readable .npy header ({exc})") from None
+        shape, fortran_order, dtype = _read_header(fh, label)
         offset = fh.tell()
         order = "F" if fortran_order else "C"
         check_header(label, shape, dtype, os.fstat(fh.fileno()).st_size - offset, rows, row_shape)
@@ -53,11 +47,36 @@ def load(path: str | Path, mmap_mode: str | None = None, rows: int | None = None
     return data.reshape(shape, order=order)
 
 
+def check_file(path: str | Path, rows: int | None = None, row_shape: list | tuple | None = None,
+               feature: str | None = None) -> tuple:
+    """The shape an ``.npy`` file's header declares, checked as ``load`` checks it (its dtype, its size, ``rows``
+    and ``row_shape``), reading the header only."""
+    label = f"{path}" + (f" (feature '{feature}')" if feature else "")
+    with open(path, "rb") as fh:
+        shape, _, dtype = _read_header(fh, label)
+        check_header(label, shape, dtype, os.fstat(fh.fileno()).st_size - fh.tell(), rows, row_shape)
+    return shape
+
+
+def _read_header(fh, label: str) -> tuple:
+    with _HEADER_LOCK:
+        try:
+            version = npy_format.read_magic(fh)
+            read_header = npy_format.read_array_header_1_0 if version == (1, 0) \
+                else npy_format.read_array_header_2_0
+            return read_header(fh)
+        except ValueError as exc:
+            raise IntegrityError(f"{label}: not a readable .npy header ({exc})") from None
+
+
 def check_header(label: str, shape: tuple, dtype: np.dtype, data_bytes: int, rows: int | None = None,
                  row_shape: list | tuple | None = None) -> None:
     """An ``.npy`` header's shape agrees with the caller's row count and row shape and with the bytes after it."""
     if dtype.hasobject:
         raise IntegrityError(f"{label}: the header declares Python objects ({dtype}); refused")
+    if dtype.itemsize <= 0:  # a zero-byte dtype would let any shape match an empty file
+        raise IntegrityError(f"{label}: the header declares {dtype!s}, a dtype of {dtype.itemsize} bytes per value; "
+                             f"refused")
     if rows is not None and (not shape or shape[0] != rows):
         raise IntegrityError(f"{label}: the header declares {shape[0] if shape else 'no'} rows, the manifest "
                              f"{rows}; the artifact is damaged or was edited")

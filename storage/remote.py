@@ -17,8 +17,9 @@ never trusts an artifact with a missing or truncated object).
 
 Reading: ``fetch`` checks every name the manifest gives (and the artifact id) before it downloads anything
 (``storage.safe_paths``), then downloads the artifact into a local cache folder (``$PREPFLOW_ARTIFACT_CACHE``,
-else ``$PREPFLOW_HOME/artifacts``, else ``~/.prepflow/artifacts``) and checks every file's size and
-sha256 against the manifest before the folder is renamed into place. A cached copy whose manifest
+else ``$PREPFLOW_HOME/artifacts``, else ``~/.prepflow/artifacts``), each file read no further than its
+listed size (``storage.listed_reads``), and checks every file's size and sha256 against the manifest
+before the folder is renamed into place. A cached copy whose manifest
 matches the remote one is reused; ``verify=True`` always downloads and checks again.
 
 Both build in private folders locked for their writer's life (``storage.tmpdirs``): a publish first
@@ -36,6 +37,7 @@ import logging
 import os
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
@@ -43,12 +45,14 @@ from core.errors import DataError, IntegrityError
 from storage.artifact_read import LATEST_MAX, parse_manifest
 from storage.cache import verify_files
 from storage.fs import filesystem, is_url
+from storage.listed_reads import copy_listed
 from storage.safe_paths import check_names, latest_id
 from storage.tmpdirs import TempFolder, sweep
 
 MANIFEST = "manifest.json"
 LATEST = "LATEST"
 log = logging.getLogger("prepflow.publish")
+DOWNLOAD_THREADS = 8  # concurrent file downloads of a fetch
 STAGING_PREFIX = "prepflow-publish-"  # local staging of a remote publish, in the system temporary folder
 
 
@@ -185,6 +189,27 @@ def resolve(url: str) -> tuple[str, bytes]:
     return url, manifest
 
 
+def download_listed(fs, art_url: str, files: dict, dest: Path) -> None:
+    """Every file ``files`` lists, from ``art_url`` into ``dest``, each read no further than its listed size
+    (``storage.listed_reads``), ``DOWNLOAD_THREADS`` at a time."""
+    sizes = {}
+    for rel, info in files.items():
+        size = info.get("bytes") if isinstance(info, dict) else None
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise IntegrityError(f"{join(art_url, MANIFEST)}: {rel}: size {size!r} is not a byte count")
+        sizes[rel] = size
+    with ThreadPoolExecutor(DOWNLOAD_THREADS, thread_name_prefix="prepflow-fetch") as pool:
+        futures = [pool.submit(copy_listed, fs, join(art_url, rel), dest / rel, size)
+                   for rel, size in sorted(sizes.items())]
+        try:
+            for done in futures:
+                done.result()
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+
+
 def fetch(url: str, verify: bool = False) -> Path:
     """A verified local copy of the artifact at ``url``; returns its folder."""
     art_url, manifest_bytes = resolve(url)
@@ -204,10 +229,11 @@ def fetch(url: str, verify: bool = False) -> Path:
         for rel in files:
             (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
         try:
-            if files:
-                fs.get([join(art_url, rel) for rel in files], [str(tmp / rel) for rel in files])
+            download_listed(fs, art_url, manifest["files"], tmp)
         except FileNotFoundError as exc:
             raise IntegrityError(f"{art_url}: a file listed in {MANIFEST} is missing ({exc})") from None
+        except IntegrityError:
+            raise
         except Exception as exc:
             raise _wrap(art_url, "download the artifact", exc) from exc
         problems = verify_files(tmp, manifest["files"])

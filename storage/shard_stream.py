@@ -8,10 +8,15 @@ from the rank's rows which shards each window needs, fetches them in a thread po
 of the one being read, and hands the loader each window's rows (sorted by position) as in-memory
 column buffers. A rank so downloads only the shards its rows touch.
 
+Sizes: every object is read no further than its listed size (``storage.listed_reads``). Before the loader
+builds its order from the manifest's row count, the footers of the split's first and last shards (ranged
+reads of their ends) must give ``publish.shard_rows`` and the rest; every shard's footer is checked again,
+rows and row shapes, before it is decoded (``storage.size_checks``).
+
 The shard cache (``ShardCache``): a folder (``<artifact cache>/shards`` by default) of verified
 shards named by their sha256, bounded by a size limit (``cache_limit``, else
 ``$PREPFLOW_SHARD_CACHE_BYTES``, else ``DEFAULT_LIMIT``; ``512M``/``20G`` suffixes accepted). A shard
-is downloaded whole into a locked temporary file (``storage.tmpdirs``), its sha256 and size checked
+is downloaded (at most its listed size) into a locked temporary file (``storage.tmpdirs``), its sha256 and size checked
 against the manifest (a shard that differs raises ``IntegrityError`` naming it, and is neither kept nor
 served), decoded, and only then renamed into the cache after the least recently used shards (by
 mtime, touched on every use) were removed to make room; a shard larger than the whole limit is used
@@ -40,6 +45,8 @@ from storage import remote
 from storage.artifact_files import FEATURE_SPEC, MANIFEST, arrow_to_numpy
 from storage.artifact_read import check_bytes, parse_manifest
 from storage.fs import filesystem
+from storage.listed_reads import open_listed, read_listed
+from storage.size_checks import check_footer, stored_shapes
 from storage.tmpdirs import TempFile, TempFolder, first_time, sweep
 
 METADATA_FILE = "training_set_metadata.json"
@@ -76,13 +83,18 @@ def _checked_sha256(rel: str, info: dict) -> str:
     return digest
 
 
-def _get(url: str, attempts: int = 3) -> bytes:
-    """The object's bytes, retried on transient errors (a missing object is not retried)."""
+def _get(url: str, nbytes: int, attempts: int = 3) -> bytes:
+    """The object's bytes, read no further than its listed size ``nbytes`` (``storage.listed_reads``), retried
+    on transient errors (a missing or larger object is not retried)."""
+    if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes < 0:
+        raise IntegrityError(f"{url}: {MANIFEST} lists its size as {nbytes!r}, not a byte count")
     for attempt in range(attempts):
         try:
-            return filesystem(url).cat_file(url)
+            return read_listed(filesystem(url), url, nbytes)
         except FileNotFoundError:
             raise IntegrityError(f"{url}: listed in {MANIFEST} but missing on the store") from None
+        except IntegrityError:
+            raise
         except Exception as exc:  # network, credentials: the URL goes into the message
             if attempt == attempts - 1:
                 raise DataError(f"{url}: cannot download ({type(exc).__name__}: {exc})") from exc
@@ -112,8 +124,9 @@ def open_streamed(url: str) -> tuple[Path, str]:
                 if name == FEATURE_SPEC:
                     raise IntegrityError(f"{art_url}: {MANIFEST} lists no {FEATURE_SPEC}")
                 continue
-            data = _get(remote.join(art_url, name))
-            (tmp / name).write_bytes(check_bytes(data, info, remote.join(art_url, name)))
+            where = remote.join(art_url, name)
+            data = _get(where, info.get("bytes") if isinstance(info, dict) else None)
+            (tmp / name).write_bytes(check_bytes(data, info, where))
         (tmp / MANIFEST).write_bytes(manifest_bytes)
         try:
             if local.exists():
@@ -173,7 +186,7 @@ class ShardCache:
             return value
         if decode is None and nbytes > self.limit:
             return None
-        data = _get(url)
+        data = _get(url, nbytes)
         digest = hashlib.sha256(data).hexdigest()
         if digest != sha256 or len(data) != nbytes:
             raise IntegrityError(f"{url}: shard {rel} does not match {MANIFEST} (sha256 {digest[:16]}..., "
@@ -246,6 +259,7 @@ class SplitStream:
             raise DataError(f"{art_url}: split {split!r} has no Parquet shards to stream (its formats: {formats}); "
                             f"publish with formats [parquet], or open it without stream=True to download it whole")
         self.media = {name for c in chunks if c["type"] == "media" for name in c["features"]}
+        self.shapes = stored_shapes(feature_spec, chunks)
         self.files = list(parquet[0]["files"])
         described = manifest["files"]
         missing = [rel for rel in self.files if rel not in described]
@@ -259,9 +273,36 @@ class SplitStream:
             raise DataError(f"{art_url}: split {split!r} has {len(self.files)} shard(s) for {self.num_rows} rows, "
                             f"not the publisher's shards of publish.shard_rows={shard_rows!r} rows: cannot stream it")
         self.shard_rows = shard_rows
+        self._check_rows()
         self._next: dict[int, Future] = {}  # shards of the next epoch's first windows, fetched ahead
         self._next_pool: ThreadPoolExecutor | None = None
         self._next_lock = threading.Lock()
+
+    def shard_row_count(self, shard: int) -> int:
+        """The rows shard ``shard`` holds by the manifest: ``shard_rows``, the last one the rest."""
+        return self.shard_rows if shard < len(self.files) - 1 else self.num_rows - shard * self.shard_rows
+
+    def _check_rows(self) -> None:
+        """The manifest's row count and ``shard_rows`` against the footers of the first and the last shard
+        (ranged reads of their ends, no row downloaded), before the loader's order is built by them: every
+        other shard's footer is checked when it is decoded."""
+        fs = filesystem(self.art_url)
+        for shard in sorted({0, len(self.files) - 1}):
+            url = remote.join(self.art_url, self.files[shard])
+            try:
+                with open_listed(fs, url, self.nbytes[shard]) as fh:
+                    meta = pq.read_metadata(fh)
+            except FileNotFoundError:
+                raise IntegrityError(f"{url}: listed in {MANIFEST} but missing on the store") from None
+            except (pa.ArrowInvalid, OSError) as exc:
+                raise IntegrityError(f"{url}: unreadable Parquet footer ({str(exc).splitlines()[0]})") from None
+            self._expect_rows(url, check_footer(meta, url, self.shard_row_count(shard), self.shapes), shard)
+
+    def _expect_rows(self, url: str, found: int, shard: int) -> None:
+        if found != self.shard_row_count(shard):
+            raise IntegrityError(f"{url}: the footer declares {found} rows, the manifest's split and "
+                                 f"publish.shard_rows {self.shard_row_count(shard)}; the artifact is damaged or was "
+                                 f"edited")
 
     @property
     def split_bytes(self) -> int:
@@ -289,12 +330,17 @@ class SplitStream:
             except Exception:  # noqa: BLE001  the read below downloads it again and reports what is wrong
                 pass
 
+        rel = self.files[shard]
+        url = remote.join(self.art_url, rel)
+
         def decode(source) -> dict[str, np.ndarray]:
-            table = pq.read_table(source, columns=names, use_threads=False)
+            with pq.ParquetFile(source) as shard_file:  # its footer first: a shard decodes to the rows it claims
+                found = check_footer(shard_file.metadata, url, self.shard_row_count(shard), self.shapes)
+                self._expect_rows(url, found, shard)
+                table = shard_file.read(columns=names, use_threads=False)
             return {name: arrow_to_numpy(table.column(name)) for name in names}
 
-        rel = self.files[shard]
-        return self.cache.read(remote.join(self.art_url, rel), rel, self.sha256[shard], self.nbytes[shard], decode)
+        return self.cache.read(url, rel, self.sha256[shard], self.nbytes[shard], decode)
 
     def windows(self, rows: np.ndarray, starts: np.ndarray, first: int, names: list[str],
                 ahead: int = 1, then=None) -> Iterator[WindowColumns]:

@@ -41,7 +41,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.feather as feather
 
-from core.errors import ConfigError, DataError
+from core.errors import ConfigError, DataError, IntegrityError
 from storage.fs import write_at
 
 NUMERICAL, CATEGORICAL, LABEL, OTHER = "numerical", "categorical", "label", "other"
@@ -219,18 +219,8 @@ def read_chunk(root: Path, chunk: dict, n_rows: int | None, columns: list[str] |
     dtype, shape = np.dtype(chunk["dtype"]), tuple(chunk.get("shape") or ())
     names = list(chunk["features"])
     path = Path(root) / chunk["files"][0]
-    row_bytes = len(names) * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read ({exc.strerror})") from exc
-    if n_rows is None:
-        n_rows = size // row_bytes if row_bytes else 0
-    expected = n_rows * row_bytes
-    if size != expected:
-        raise DataError(f"{path}: {size} bytes, expected {expected} ({n_rows} rows of {len(names)} x "
-                        f"{dtype.name}{list(shape) if shape else ''})")
-    if expected == 0:
+    n_rows = checked_rows(root, chunk, n_rows)
+    if n_rows == 0:
         arr = np.empty((n_rows, len(names), *shape), dtype=dtype)
     elif mmap:
         arr = np.memmap(path, dtype=dtype, mode="r", shape=(n_rows, len(names), *shape))
@@ -238,6 +228,29 @@ def read_chunk(root: Path, chunk: dict, n_rows: int | None, columns: list[str] |
     else:
         arr = np.fromfile(path, dtype=dtype).reshape(n_rows, len(names), *shape)
     return {name: arr[:, i] for i, name in enumerate(names) if columns is None or name in columns}
+
+
+def checked_rows(root: Path, chunk: dict, n_rows: int | None) -> int:
+    """The rows a ``split_binary`` chunk's file holds by its size: ``n_rows`` (None: as many as it holds);
+    a size that is not ``n_rows`` whole rows, or a row of no bytes, is an error naming the file."""
+    dtype, shape = np.dtype(chunk["dtype"]), tuple(chunk.get("shape") or ())
+    names = list(chunk["features"])
+    path = Path(root) / chunk["files"][0]
+    row_bytes = len(names) * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if row_bytes <= 0:  # rows of no bytes: any row count would match an empty file
+        raise IntegrityError(f"{path}: rows of {len(names)} x {dtype.name}{list(shape) if shape else ''} hold no "
+                             f"bytes; the artifact is damaged or was edited")
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror})") from exc
+    if n_rows is None:
+        n_rows = size // row_bytes
+    expected = n_rows * row_bytes
+    if size != expected:
+        raise DataError(f"{path}: {size} bytes, expected {expected} ({n_rows} rows of {len(names)} x "
+                        f"{dtype.name}{list(shape) if shape else ''})")
+    return n_rows
 
 
 # ---- the artifact's FeatureSpec file(s) ------------------------------------------------------------

@@ -44,7 +44,7 @@ from tasks.config.constants import ROW
 from tasks.custom.apply import serve, serving_columns, serving_plan
 from tasks.features.number import NumberFeature
 from tasks.runtime.frame import normalize_and_fill
-from tasks.serving.trust import check_shapes, check_sizes, check_stages, feature_class
+from tasks.serving.trust import check_row_sizes, check_shapes, check_sizes, check_stages, feature_class
 
 METADATA_FILE = "training_set_metadata.json"
 # ingest's CSV reader turns these strings into nulls (tasks/ingest/stage.py, _read_csv's null_values)
@@ -84,6 +84,7 @@ class Preprocessor:
             options = cls.Preprocessing.model_validate({k: v for k, v in meta.get("preprocessing", {}).items()
                                                         if k in fields})
             self.features_.append(cls(name, meta["column"], options, is_output=name in self.outputs_))
+            check_row_sizes(self.features_[-1], meta)
         self.states_ = {name: _feature_state(meta) for name, meta in metadata.items()}
         self.stages_ = []  # the custom stages that made features, with their fitted state
         if any("custom_stages" in meta for meta in metadata.values()):
@@ -100,6 +101,7 @@ class Preprocessor:
         spec = art.feature_spec
         out = cls(resolve(art.metadata, art.path, art.manifest["files"]), outputs, list(spec.get("feature_spec", {})), trust_plugins)
         check_shapes(out.features_, out.metadata_, spec, str(art.path / "feature_spec.yaml"))
+        art.check_sizes()  # and the spec's shapes and the manifest's rows with the files' headers and footers
         return out
 
     @classmethod

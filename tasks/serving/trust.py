@@ -8,7 +8,8 @@ feature and the module, and nothing is imported. ``check_stages`` does the same 
 
 ``check_sizes`` compares every size a feature type allocates by (``vocab_size``, ``char_vocab_size``) with
 the vocabulary stored beside it (``idx2str``/``str2idx``, or the rows of its Parquet ``vocab_file``), and
-``check_shapes`` every encoded column's row shape with the artifact's ``feature_spec.yaml``: a mismatch is
+``check_shapes`` every encoded column's row shape with the artifact's ``feature_spec.yaml``, and
+``check_row_sizes`` with the ceiling of values per row (``storage.size_checks.MAX_ROW_ITEMS``): a mismatch is
 one ``IntegrityError`` naming the file and the feature, before any array is allocated (docs/security.md).
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from core.errors import DataError, IntegrityError, quoted
 from core.plugins import FEATURES_GROUP, STAGES_GROUP, ref_module, trusted_module
+from storage.size_checks import MAX_ROW_ITEMS, check_row_items
 from tasks.features import REGISTRY, load_feature_class
 
 METADATA_FILE = "training_set_metadata.json"
@@ -91,11 +93,22 @@ def check_sizes(name: str, meta: dict) -> None:
     for key in ("max_sequence_length", "char_max_sequence_length", "max_set_size", "cardinality", "hash_buckets"):
         if key in meta and meta[key] is not None and not _count(meta[key]):
             raise IntegrityError(f"{where}: {key} is {meta[key]!r}, expected a count >= 0")
+    for key in ("max_sequence_length", "char_max_sequence_length"):  # every row is padded to these
+        if _count(meta.get(key)) and meta[key] > MAX_ROW_ITEMS:
+            raise IntegrityError(f"{where}: {key} is {meta[key]}, more than prepflow reads ({MAX_ROW_ITEMS} values "
+                                 f"per row, docs/security.md); the artifact is damaged or was edited")
+
+
+def check_row_sizes(feature, meta: dict) -> None:
+    """Every column ``feature`` encodes holds at most ``MAX_ROW_ITEMS`` values per row (``transform`` allocates
+    ``n x`` its row shape)."""
+    for column in feature.output_columns(meta):
+        check_row_items(column.shape, f"{METADATA_FILE}: feature '{feature.name}': column '{column.name}'")
 
 
 def check_shapes(features: list, metadata: dict, spec: dict, spec_file: str) -> None:
     """Every encoded column's row shape (``FeatureType.output_columns``) is the one ``feature_spec.yaml``
-    records for it."""
+    records for it (which ``storage.artifact.Artifact.check_sizes`` holds against the files)."""
     recorded = spec.get("feature_spec") or {}
     for f in features:
         for column in f.output_columns(metadata[f.name]):
