@@ -33,6 +33,7 @@ from tasks.dataset.file_stamps import FileStamps
 from tasks.dataset.files import label
 from tasks.dataset.info import column_types
 from tasks.ingest.common import DICTIONARY
+from tasks.runtime import file_fits
 from tasks.runtime.frame import parts_in, write_ipc
 from tasks.runtime.outputs import FILE_ENTRIES
 
@@ -65,11 +66,12 @@ def schema_drift(files: list[tuple[str, str, str]], spec, allow: bool) -> list[d
     return found
 
 
-def ingest_files(ctx, spec, code_version: str, write_file: Callable[[str, object, Path], int]
+def ingest_files(ctx, spec, write_file: Callable[[str, object, Path], int]
                  ) -> tuple[list[dict], dict]:
     """Every file of the dataset in its cache entry, the missing ones read by ``write_file(path, spec,
     out_dir) -> rows``. Returns the stage's file list (``name``, ``fingerprint``, ``key``, ``rows``,
     ``offset``) and ``{"read", "reused", "schema_drift"}``."""
+    folder, code_version = file_fits.entries()  # the ingest node's per-file entries (Node.per_file)
     files = dataset_fingerprint.files(ctx.dataset, FileStamps.at(ctx.cache.root))
     drift = schema_drift(files, spec, ctx.config.preprocessing.schema_drift == "allow")
     missing = {(d["file"], d["column"]) for d in drift if d["change"] == "missing"}
@@ -78,10 +80,10 @@ def ingest_files(ctx, spec, code_version: str, write_file: Callable[[str, object
         absent = [c for c in spec.columns if (name, c) in missing]
         file_spec = replace(spec, columns={c: k for c, k in spec.columns.items() if c not in absent},
                             dictionary=tuple(c for c in spec.dictionary if c not in absent))
-        key = cache_key(FILE_ENTRIES, code_version, [fp], {**spec.slice(), "absent": absent})
-        entry = ctx.cache.get(FILE_ENTRIES, key)
+        key = cache_key(folder, code_version, [fp], {**spec.slice(), "absent": absent})
+        entry = ctx.cache.get(folder, key)
         if entry is None:
-            with ctx.cache.writer(FILE_ENTRIES, key) as tmp:
+            with ctx.cache.writer(folder, key) as tmp:
                 rows = write_file(path, file_spec, tmp / "data")
                 if absent:
                     _add_null_columns(tmp / "data", spec, absent)

@@ -33,11 +33,9 @@ place of encode's and vocab's. Without media features the stage passes encode's 
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,15 +51,12 @@ from storage.fs import write_at
 from tasks.config.constants import SPLIT_NAMES
 from tasks.features.media import MediaFeature
 from tasks.runtime import dask_run, fitted_metadata, progress
-from tasks.runtime.context import run_cached
 from tasks.runtime.dask_run import on_cluster
 from tasks.runtime.frame import to_arrow, write_ipc
-from tasks.runtime.node import Node
-from tasks.runtime.outputs import MEDIA_STATE_FILE, Encoded, Fitted, MediaCached, StageResult
+from tasks.runtime.node import Node, Prepared
+from tasks.runtime.outputs import Encoded, Fitted, MediaCached
 from tasks.runtime.statistics import Statistics, decode_failures, sequence_lengths
 
-CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
-STATE_FILE = MEDIA_STATE_FILE
 CHUNK_ROWS = 2048  # rows per rewritten part: bounds memory in eager mode
 
 
@@ -235,11 +230,12 @@ def config_slice(ctx) -> dict:
             "fit_on": ctx.config.preprocessing.fit_on}
 
 
-def run(ctx, fitted: Fitted, encoded: Encoded) -> StageResult:
+def prepare(ctx, fitted: Fitted, encoded: Encoded) -> Prepared:
+    """Every media source read and hashed, on a cache hit too: their content joins the key. Without media
+    features encode's entry is this node's output."""
     features = ctx.media_features()
     if not features:  # nothing to decode: encode's result is this stage's
-        return MediaCached("media_cache", encoded.key, encoded.path, encoded.cached, 0.0, {})
-    start = time.perf_counter()
+        return Prepared(result=MediaCached("media_cache", encoded.key, encoded.path, encoded.cached, 0.0, {}))
     with progress.stage("media_cache"):
         parts, by_name = _collect(encoded, features)
         all_sources = list(by_name.values())
@@ -248,15 +244,12 @@ def run(ctx, fitted: Fitted, encoded: Encoded) -> StageResult:
         _hash_all(all_sources)
     _check_fail_early(parts, all_sources)
     content = _content(all_sources)
-    fit_on = ctx.config.preprocessing.fit_on
+    return Prepared(key={"content": content}, value=(parts, all_sources, content))
 
-    def compute(out: Path) -> Statistics:
-        return _compute(ctx, out, fitted, parts, all_sources, content, fit_on)
 
-    result = run_cached(ctx, "media_cache", CODE_VERSION, [encoded.key, fitted.key],
-                        {**config_slice(ctx), "content": content}, compute, MediaCached)
-    # the stage's time includes reading and hashing every source (above), on a cache hit too
-    return dataclasses.replace(result, seconds=time.perf_counter() - start)
+def compute(ctx, out: Path, prepared: tuple, fitted: Fitted, encoded: Encoded) -> Statistics:
+    parts, all_sources, content = prepared
+    return _compute(ctx, out, fitted, parts, all_sources, content, ctx.config.preprocessing.fit_on)
 
 
 def _fit_sids(parts: list[Part], src: Sources, fit_on: str) -> list[int]:
@@ -331,9 +324,10 @@ def _compute(ctx, out: Path, fitted, parts: list[Part], all_sources: list[Source
         shutil.rmtree(scratch, ignore_errors=True)
     fitted_metadata.write(out, metadata)
     fitted.copy_files(metadata, out, link=True)  # Parquet vocabularies: publish reads them from this entry
-    (out / "encode.json").write_text(json.dumps({"rows": counts, "parts": len(parts)}))
-    (out / STATE_FILE).write_text(json.dumps({"content": content, "code_version": CODE_VERSION,
-                                              "features": [s.feature.name for s in all_sources]}))
+    Encoded.write_info(out, counts, len(parts))
+    # the decoding code joins the artifact's dataset fingerprint (MediaCached.fingerprint)
+    MediaCached.write_state(out, {"content": content, "code_version": module_version(__name__),
+                                  "features": [s.feature.name for s in all_sources]})
     return stats
 
 
@@ -560,5 +554,5 @@ def _write_tables(out: Path, all_sources, codecs, slots) -> None:
 # ---- what later stages read ----------------------------------------------------------------------
 
 
-NODE = Node("media_cache", run, inputs=("vocab", "encode"), output=MediaCached, reads=config_slice,
-            in_artifact=False)  # its content hash joins the artifact id through the dataset fingerprint
+NODE = Node("media_cache", compute, inputs=("vocab", "encode"), output=MediaCached, reads=config_slice,
+            prepare=prepare, in_artifact=False)  # its content hash joins the artifact id through the dataset fingerprint

@@ -1,5 +1,8 @@
 """What each stage writes, as typed handles on its cache entry: the one place that knows the files.
 
+A handle reads its entry's files and writes them (Kedro's datasets): a stage's computation hands its data
+to its output type's writers (``SplitAssignment.write(out, assign)``) and never names a file itself.
+
 A stage declares its output type (``tasks.runtime.node.Node.output``); the runner hands each stage its
 parents' outputs as these handles (Kedro's catalog: a stage never imports another stage to find its
 input). A handle is a ``StageResult`` (what every stage returns, and what Prefect tasks pass between them: the cache
@@ -30,6 +33,8 @@ import shutil
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+import numpy as np
+
 from core.errors import DataError
 from storage import vocab_store
 from storage.hashing import stable_hash
@@ -38,13 +43,17 @@ from tasks.runtime import fitted_metadata
 from tasks.runtime.frame import parts_in
 from tasks.runtime.statistics import Statistics
 
+INGEST_FILE = "ingest.json"
 SPLIT_FILE = "split.npy"
 MULTIPLICITY_FILE = "multiplicity.npy"
+BALANCE_FILE = "balance.json"
 MISSING_FILE = "missing.json"
 TYPES_FILE = "types.json"
+ENCODE_FILE = "encode.json"
 GATE_FILE = "validation.json"
 DRIFT_FILE = "drift.json"
 MEDIA_STATE_FILE = "media_cache.json"
+STATS_FILE = "statistics.json"  # every entry's statistics, written by the runner (tasks.runtime.cached)
 FILE_ENTRIES = "ingest_file"  # the cache folder of the per-file ingest entries
 
 
@@ -91,8 +100,18 @@ class Output(StageResult):
 class Ingested(Output):
     """The ingested table: Arrow IPC parts, rows numbered by ``__row__`` (0-based input position)."""
 
+    @staticmethod
+    def data(out: Path) -> Path:
+        """The folder of the Arrow IPC parts in the entry ``out``."""
+        return out / "data"
+
+    @staticmethod
+    def write_info(out: Path, info: dict) -> None:
+        """The entry's description: ``fingerprint``, ``rows``, ``spec``, and a folder's ``files``."""
+        (out / INGEST_FILE).write_text(json.dumps(info))
+
     def _info(self) -> dict:
-        return json.loads((self.folder / "ingest.json").read_text())
+        return json.loads((self.folder / INGEST_FILE).read_text())
 
     @property
     def parts(self) -> list[tuple[str, int]]:
@@ -102,7 +121,7 @@ class Ingested(Output):
         numbered from 0), so a file's entry does not depend on the files before it."""
         info = self._info()
         if "files" not in info:
-            return parts_in(self.folder / "data")
+            return parts_in(self.data(self.folder))
         root = self.folder.parent.parent  # the cache folder: <cache>/<stage>/<key>
         return [part for f in info["files"] for part in parts_in(root / FILE_ENTRIES / f["key"] / "data", f["offset"])]
 
@@ -138,6 +157,10 @@ class Ingested(Output):
 
 @dataclass
 class Types(Output):
+    @staticmethod
+    def write(out: Path, decisions: dict) -> None:
+        (out / TYPES_FILE).write_text(json.dumps({"features": decisions}, sort_keys=True, indent=1))
+
     def types(self) -> dict[str, dict]:
         """Feature name -> ``{"type", "reason", "preprocessing"}`` for every feature the config left untyped."""
         return json.loads((self.folder / TYPES_FILE).read_text())["features"]
@@ -145,6 +168,15 @@ class Types(Output):
 
 @dataclass
 class SplitAssignment(Output):
+    @staticmethod
+    def file(out: Path) -> Path:
+        """Where the assignment goes in the entry ``out`` (for Dask tasks writing it in place)."""
+        return out / SPLIT_FILE
+
+    @staticmethod
+    def write(out: Path, assign) -> None:
+        np.save(out / SPLIT_FILE, assign)
+
     def assignment(self) -> MappedArray:
         """The split of every input row (int8: 0/1/2, -1 not sampled), memory-mapped where it is read."""
         return MappedArray(self.folder / SPLIT_FILE)
@@ -152,6 +184,10 @@ class SplitAssignment(Output):
 
 @dataclass
 class MissingStates(Output):
+    @staticmethod
+    def write(out: Path, states: dict) -> None:
+        (out / MISSING_FILE).write_text(json.dumps(states, sort_keys=True, indent=1))
+
     def states(self) -> dict:
         """Feature name -> its missing-value state (``computed_fill_value``, ...); with custom stages, also
         their fitted plan (``tasks.custom.plan.STATES_KEY``)."""
@@ -160,6 +196,16 @@ class MissingStates(Output):
 
 @dataclass
 class Multiplicity(Output):
+    @staticmethod
+    def file(out: Path) -> Path:
+        """Where the multiplicities go in the entry ``out`` (written in place by Dask tasks)."""
+        return out / MULTIPLICITY_FILE
+
+    @staticmethod
+    def write_info(out: Path, info: dict) -> None:
+        """Whether balancing ran (``enabled``) and on which ``label``."""
+        (out / BALANCE_FILE).write_text(json.dumps(info))
+
     def multiplicity(self) -> MappedArray | None:
         """How many times each input row is published (uint32; training rows), or None: no balancing."""
         path = self.folder / MULTIPLICITY_FILE
@@ -220,7 +266,12 @@ class Encoded(Output):
         return sorted((self.folder / split_name).glob("part-*.arrow"))
 
     def row_counts(self) -> dict[str, int]:
-        return json.loads((self.folder / "encode.json").read_text())["rows"]
+        return json.loads((self.folder / ENCODE_FILE).read_text())["rows"]
+
+    @staticmethod
+    def write_info(out: Path, rows: dict[str, int], parts: int) -> None:
+        """The rows per split and how many parts were written."""
+        (out / ENCODE_FILE).write_text(json.dumps({"rows": rows, "parts": parts}))
 
 
 @dataclass
@@ -237,6 +288,11 @@ class MediaCached(Output):
         merged = Statistics.from_json(encoded.statistics).merge(Statistics.from_json(self.statistics)).to_json()
         return Fitted.of(self), Encoded(self.stage, self.key, self.path, self.cached, self.seconds, merged)
 
+    @staticmethod
+    def write_state(out: Path, state: dict) -> None:
+        """What was decoded: the media ``content`` hash, the ``code_version``, the ``features``."""
+        (out / MEDIA_STATE_FILE).write_text(json.dumps(state))
+
     def fingerprint(self, base: str) -> str:
         """The artifact's dataset fingerprint: the table's (``base``), combined with the media content hash."""
         state_file = self.folder / MEDIA_STATE_FILE
@@ -248,6 +304,13 @@ class MediaCached(Output):
 
 @dataclass
 class GateResult(Output):
+    @staticmethod
+    def write(out: Path, result: dict, suites: list[dict]) -> None:
+        """The gate's results, and each suite it ran (``suite-NN.json``, in order)."""
+        (out / GATE_FILE).write_text(json.dumps(result, sort_keys=True, indent=1, default=str))
+        for i, suite in enumerate(suites):
+            (out / f"suite-{i:02d}.json").write_text(json.dumps(suite, sort_keys=True, indent=1))
+
     def results(self) -> dict:
         """The gate's results: ``gate``, ``success``, ``rows``, ``evaluated``, ``failed``, ``suites``."""
         return json.loads((self.folder / GATE_FILE).read_text())
@@ -255,6 +318,10 @@ class GateResult(Output):
 
 @dataclass
 class Drifted(Output):
+    @staticmethod
+    def write(out: Path, result: dict) -> None:
+        (out / DRIFT_FILE).write_text(json.dumps(result, sort_keys=True, indent=1))
+
     def results(self) -> dict:
         """``mode`` (run | apply); ``drift`` (apply: feature -> entry) or ``skew`` (run: split -> feature -> entry)."""
         return json.loads((self.folder / DRIFT_FILE).read_text())
