@@ -26,13 +26,11 @@ def run_node(node: Node, ctx, inputs: list[Output]) -> Output:
     """``node``'s output for ``inputs``: its cache entry, computed first when there is none."""
     if not node.cached:
         return node.output.of(node.run(ctx, *node.args, *inputs))
-    prepared = (node.prepare(ctx, *node.args, *inputs) if node.prepare is not None else None) or Prepared()
+    prepared = prepare(node, ctx, inputs)
     try:
         if prepared.result is not None:
             return node.output.of(prepared.result)
-        reads = node.reads(ctx, *node.args) if node.reads is not None else None
-        key = cache_key(node.name, node.code_version, [*(i.key for i in inputs), *prepared.parents],
-                        reads if prepared.key is None else {"reads": reads, "prepared": prepared.key})
+        key = key_of(node, ctx, inputs, prepared)
         value = (prepared.value,) if node.prepare is not None else ()
         result = _cached(node, ctx, key, value, inputs)
         if result.cached and node.intact is not None and not node.intact(ctx, result):
@@ -44,6 +42,19 @@ def run_node(node: Node, ctx, inputs: list[Output]) -> Output:
     finally:
         if prepared.close is not None:
             prepared.close()
+
+
+def prepare(node: Node, ctx, inputs: list[Output]) -> Prepared:
+    """What ``node`` does before its cache lookup (``Node.prepare``); the caller closes it."""
+    return (node.prepare(ctx, *node.args, *inputs) if node.prepare is not None else None) or Prepared()
+
+
+def key_of(node: Node, ctx, inputs: list[Output], prepared: Prepared) -> str:
+    """The cache key of ``node`` on ``inputs``: its name, code version, the inputs' keys (and what ``prepare``
+    adds to them) and the config slice it reads (with ``prepare``'s key)."""
+    reads = node.reads(ctx, *node.args) if node.reads is not None else None
+    return cache_key(node.name, node.code_version, [*(i.key for i in inputs), *prepared.parents],
+                     reads if prepared.key is None else {"reads": reads, "prepared": prepared.key})
 
 
 def _cached(node: Node, ctx, key: str, value: tuple, inputs: list[Output]) -> Output:
