@@ -235,7 +235,7 @@ def prepare(ctx, fitted: Fitted, encoded: Encoded) -> Prepared:
     features encode's entry is this node's output."""
     features = ctx.media_features()
     if not features:  # nothing to decode: encode's result is this stage's
-        return Prepared(result=MediaCached("media_cache", encoded.key, encoded.path, encoded.cached, 0.0, {}))
+        return Prepared(result=MediaCached.passing(fitted, encoded))
     with progress.stage("media_cache"):
         parts, by_name = _collect(encoded, features)
         all_sources = list(by_name.values())
@@ -249,7 +249,7 @@ def prepare(ctx, fitted: Fitted, encoded: Encoded) -> Prepared:
 
 def compute(ctx, out: Path, prepared: tuple, fitted: Fitted, encoded: Encoded) -> Statistics:
     parts, all_sources, content = prepared
-    return _compute(ctx, out, fitted, parts, all_sources, content, ctx.config.preprocessing.fit_on)
+    return _compute(ctx, out, fitted, encoded, parts, all_sources, content, ctx.config.preprocessing.fit_on)
 
 
 def _fit_sids(parts: list[Part], src: Sources, fit_on: str) -> list[int]:
@@ -290,7 +290,7 @@ def _slots(parts: list[Part], src: Sources, split_id: int) -> SplitSlots:
     return SplitSlots(order, slot_of_sid)
 
 
-def _compute(ctx, out: Path, fitted, parts: list[Part], all_sources: list[Sources], content: str,
+def _compute(ctx, out: Path, fitted: Fitted, encoded: Encoded, parts: list[Part], all_sources: list[Sources], content: str,
              fit_on: str) -> Statistics:
     metadata = Fitted.read_full(fitted.path)  # rewritten below, inline vocabularies included
     stats = Statistics()
@@ -327,7 +327,8 @@ def _compute(ctx, out: Path, fitted, parts: list[Part], all_sources: list[Source
     Encoded.write_info(out, counts, len(parts))
     # the decoding code joins the artifact's dataset fingerprint (MediaCached.fingerprint)
     MediaCached.write_state(out, {"content": content, "code_version": module_version(__name__),
-                                  "features": [s.feature.name for s in all_sources]})
+                                  "features": [s.feature.name for s in all_sources],
+                                  "encode_statistics": encoded.statistics})
     return stats
 
 

@@ -284,8 +284,8 @@ def run(ctx, code_versions: dict[str, str], *inputs: StageResult) -> StageResult
     start = time.perf_counter()
     progress.started("publish")  # publish has no cache entry: its progress lines are said here
     by_stage = {r.stage: r for r in inputs}
-    media_cached = by_stage["media_cache"]  # decoded media: its entry replaces encode's and vocab's
-    fitted, encoded = media_cached.outputs(by_stage["vocab"], by_stage["encode"])
+    media_cached = by_stage["media_cache"]  # the fitted metadata and encoded rows, media decoded
+    fitted, encoded = media_cached.fitted(), media_cached.encoded()
     fingerprint = media_cached.fingerprint(by_stage["ingest"].fingerprint)  # media content joins the id
     if ctx.fitted_from:  # prepflow apply: the fitted artifact joins the id too
         fingerprint = stable_hash([fingerprint, ctx.fitted_from["artifact_id"]], 64)

@@ -84,7 +84,7 @@ class Output(StageResult):
     @classmethod
     def of(cls, result: StageResult):
         """``result`` as this output type (the same entry)."""
-        return result if type(result) is cls else cls(**{f.name: getattr(result, f.name) for f in fields(result)})
+        return result if type(result) is cls else cls(**{f.name: getattr(result, f.name) for f in fields(StageResult)})
 
     @classmethod
     def at(cls, path: str | Path):
@@ -276,22 +276,36 @@ class Encoded(Output):
 
 @dataclass
 class MediaCached(Output):
-    """media_cache's entry. When it decoded media it rewrote the encoded parts and the metadata (an
-    ``Encoded`` and ``Fitted`` entry of its own); without media features it is encode's entry."""
+    """media_cache's output: the ``(fitted, encoded)`` pair the encoded gate and publish read. When it decoded
+    media its entry holds both (the metadata with the codecs, the rewritten parts); without media features
+    the pair is vocab's and encode's outputs, passed through (``passed``)."""
 
-    def outputs(self, fitted: Fitted, encoded: Encoded) -> tuple[Fitted, Encoded]:
-        """``(fitted, encoded)`` for the encoded gate and publish: this entry when it rewrote the parts
-        (its statistics merged with encode's, whose row counters the gate reads), else vocab's and
-        encode's outputs unchanged."""
-        if self.path == encoded.path:
-            return fitted, encoded
-        merged = Statistics.from_json(encoded.statistics).merge(Statistics.from_json(self.statistics)).to_json()
-        return Fitted.of(self), Encoded(self.stage, self.key, self.path, self.cached, self.seconds, merged)
+    passed: tuple[Fitted, Encoded] | None = None
+
+    @classmethod
+    def passing(cls, fitted: Fitted, encoded: Encoded) -> "MediaCached":
+        """The output of a media_cache with nothing to decode: vocab's and encode's outputs as they are."""
+        return cls("media_cache", encoded.key, encoded.path, encoded.cached, 0.0, {}, passed=(fitted, encoded))
+
+    def fitted(self) -> Fitted:
+        if self.passed is not None:
+            return self.passed[0]
+        return Fitted(self.stage, self.key, self.path, self.cached, self.seconds, self.statistics)
+
+    def encoded(self) -> Encoded:
+        """The encoded rows; a rewriting entry's statistics merged with encode's (whose row counters the gate
+        reads), as the entry recorded them."""
+        if self.passed is not None:
+            return self.passed[1]
+        encode = json.loads((self.folder / MEDIA_STATE_FILE).read_text())["encode_statistics"]
+        merged = Statistics.from_json(encode).merge(Statistics.from_json(self.statistics)).to_json()
+        return Encoded(self.stage, self.key, self.path, self.cached, self.seconds, merged)
 
     @staticmethod
     def write_state(out: Path, state: dict) -> None:
-        """What was decoded: the media ``content`` hash, the ``code_version``, the ``features``."""
-        (out / MEDIA_STATE_FILE).write_text(json.dumps(state))
+        """What was decoded: the media ``content`` hash, the ``code_version``, the ``features``, and the
+        ``encode_statistics`` of the parts it rewrote."""
+        (out / MEDIA_STATE_FILE).write_text(json.dumps(state, sort_keys=True))
 
     def fingerprint(self, base: str) -> str:
         """The artifact's dataset fingerprint: the table's (``base``), combined with the media content hash."""

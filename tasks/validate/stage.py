@@ -68,7 +68,6 @@ from tasks.runtime.frame import ipc_num_rows
 from tasks.runtime.node import Node, Prepared
 from tasks.runtime.outputs import (
     Encoded,
-    Fitted,
     GateResult,
     Ingested,
     MediaCached,
@@ -434,17 +433,15 @@ def expected_encoded_rows(split: SplitAssignment, balance: Multiplicity, encoded
     return weighted + validation + test - dropped
 
 
-def prepare_encoded(ctx, split: SplitAssignment, balance: Multiplicity, fitted: Fitted, encoded: Encoded,
-                    media: MediaCached) -> Prepared:
+def prepare_encoded(ctx, split: SplitAssignment, balance: Multiplicity, media: MediaCached) -> Prepared:
     """The encoded gate's suites, with the generated one for the fitted metadata and the expected rows."""
-    fitted, encoded = media.outputs(fitted, encoded)
-    metadata = fitted.metadata()
+    metadata, encoded = media.fitted().metadata(), media.encoded()
     named = _suites_for(ctx, "encoded", encoded_suite(ctx, metadata, expected_encoded_rows(split, balance, encoded)))
     return _prepared(named, (metadata, encoded))
 
 
-def compute_encoded(ctx, out: Path, prepared: tuple, split: SplitAssignment, balance: Multiplicity, fitted: Fitted,
-                    encoded: Encoded, media: MediaCached) -> Statistics:
+def compute_encoded(ctx, out: Path, prepared: tuple, split: SplitAssignment, balance: Multiplicity,
+                    media: MediaCached) -> Statistics:
     """Stage ``validate_encoded``: the encoded gate on every encoded row of every split (media_cache's
     entry when it rewrote the parts)."""
     named, (metadata, encoded) = prepared
@@ -495,5 +492,5 @@ def enforce(ctx, result: GateResult) -> dict:
 
 RAW = Node("validate_raw", compute_raw, inputs=("ingest",), output=GateResult, gate=True, enforce=enforce,
            preflight=preflight, prepare=prepare_raw, per_file=True)
-ENCODED = Node("validate_encoded", compute_encoded, inputs=("split", "balance", "vocab", "encode", "media_cache"),
+ENCODED = Node("validate_encoded", compute_encoded, inputs=("split", "balance", "media_cache"),
                output=GateResult, gate=True, enforce=enforce, prepare=prepare_encoded)

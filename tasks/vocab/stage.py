@@ -102,7 +102,9 @@ def compute(ctx, out: Path, ingest: Ingested, split: SplitAssignment, missing: M
         feature_cfg = next(c for c in ctx.config.features if c.name == f.name)
         meta["type"] = feature_cfg.type
         meta["column"] = f.column
-        meta["preprocessing"] = {**feature_cfg.preprocessing,
+        # the config's options, under the feature type's own record of what it fitted (e.g. a hashed
+        # category's buckets), with the fill state
+        meta["preprocessing"] = {**feature_cfg.preprocessing, **meta.get("preprocessing", {}),
                                  "missing_value_strategy": states[f.name]["missing_value_strategy"],
                                  "computed_fill_value": states[f.name]["computed_fill_value"]}
         if "vocab_size" in meta:
