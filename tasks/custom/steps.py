@@ -37,9 +37,6 @@ from tasks.runtime import dask_run, frame
 from tasks.runtime.outputs import Ingested, MissingStates, SplitAssignment
 from tasks.runtime.statistics import Statistics
 
-STAGE_FILE = "stage.json"
-
-
 # ---- the cached step of one custom stage ---------------------------------------------------------
 
 def _fit_partition(pdf, index, lay, target: PlannedStage, assign, states, carry, fit_on):
@@ -140,11 +137,11 @@ def compute(ctx, out: Path, index: int, ingest: Ingested, split: SplitAssignment
         states[f.name], nulls = fitted[f.name]
         stats.counter(f"fill_missing.missing_in_fit_rows.{f.name}", nulls)
     MissingStates.write(out, {**states, STATES_KEY: [p.to_json() for p in current]})
-    (out / STAGE_FILE).write_text(json.dumps(current[-1].to_json(), sort_keys=True, indent=1))
+    MissingStates.write_stage(out, current[-1].to_json())
     return stats
 
 
 def load_state(result) -> dict:
-    return json.loads((Path(result.path) / STAGE_FILE).read_text())
+    return MissingStates.of(result).stage_state()
 
 

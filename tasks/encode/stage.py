@@ -70,8 +70,9 @@ def _encode_partition(prepared, index, features, metadata, mult, out_dir):
         table = pa.table({name: to_arrow(arr) for name, arr in columns.items()})
         folder = out_dir / split_name
         folder.mkdir(parents=True, exist_ok=True)
-        write_ipc(table, folder / f"part-{index:05d}.arrow")
-        np.save(folder / f"rows-{index:05d}.npy", input_rows[take])  # input rows
+        part = Encoded.part_file(folder, index)
+        write_ipc(table, part)
+        np.save(Encoded.rows_file(part), input_rows[take])  # input rows
         rows_out[split_name] = table.num_rows
         stats.counter(f"encode.rows_out.{split_name}", table.num_rows)
     return stats, rows_out

@@ -93,10 +93,6 @@ class Sources:
         return np.array([e is not None for e in self.error], dtype=bool)
 
 
-def _rows_path(part: Path) -> Path:
-    return part.with_name(part.name.replace("part-", "rows-").rsplit(".", 1)[0] + ".npy")
-
-
 def _read_ipc(path: Path, columns: list[str] | None = None) -> pa.Table:
     return feather.read_table(str(path), columns=columns, memory_map=True)
 
@@ -111,7 +107,7 @@ def _collect(encoded: Encoded, features: list[MediaFeature]) -> tuple[list[Part]
             for name, src in by_name.items():
                 values = table.column(name).to_pylist()
                 uids[name] = np.fromiter((src.uid(v) for v in values), dtype=np.int64, count=len(values))
-            parts.append(Part(split_id, path, npy.load(_rows_path(path)), uids))
+            parts.append(Part(split_id, path, npy.load(Encoded.rows_file(path)), uids))
     return parts, by_name
 
 
@@ -530,8 +526,9 @@ def _rewrite_part(out: str, path: str, rows: np.ndarray, split_name: str, column
             else:
                 column = pa.array(slot, type=pa.int64())
             sub = sub.set_column(sub.schema.get_field_index(name), name, column)
-        write_ipc(sub, folder / f"part-{stem}-{c:05d}.arrow")
-        np.save(folder / f"rows-{stem}-{c:05d}.npy", rows[chosen].astype(np.int64))
+        part = Encoded.part_file(folder, f"{stem}-{c:05d}")
+        write_ipc(sub, part)
+        np.save(Encoded.rows_file(part), rows[chosen].astype(np.int64))
     return len(idx), skipped, filled
 
 

@@ -48,6 +48,8 @@ SPLIT_FILE = "split.npy"
 MULTIPLICITY_FILE = "multiplicity.npy"
 BALANCE_FILE = "balance.json"
 MISSING_FILE = "missing.json"
+STAGE_FILE = "stage.json"  # a custom stage's own fitted state, beside its missing.json
+FILE_INFO = "file.json"  # a per-file ingest entry's fingerprint and rows
 TYPES_FILE = "types.json"
 ENCODE_FILE = "encode.json"
 GATE_FILE = "validation.json"
@@ -106,9 +108,25 @@ class Ingested(Output):
         return out / "data"
 
     @staticmethod
+    def part_file(data_dir: str | Path, index: int) -> Path:
+        """The ``index``-th Arrow IPC part in a data folder (``data``), named to sort in row order."""
+        return Path(data_dir) / f"part-{index:05d}.arrow"
+
+    @staticmethod
     def write_info(out: Path, info: dict) -> None:
         """The entry's description: ``fingerprint``, ``rows``, ``spec``, and a folder's ``files``."""
         (out / INGEST_FILE).write_text(json.dumps(info))
+
+    @staticmethod
+    def write_file_info(entry: Path, info: dict) -> None:
+        """A per-file entry's ``fingerprint`` and ``rows`` (``FILE_ENTRIES``)."""
+        (entry / FILE_INFO).write_text(json.dumps(info))
+
+    @staticmethod
+    def file_info(entry: Path) -> dict | None:
+        """A per-file entry's ``fingerprint`` and ``rows``; None when the entry is gone."""
+        path = entry / FILE_INFO
+        return json.loads(path.read_text()) if path.is_file() else None
 
     def _info(self) -> dict:
         return json.loads((self.folder / INGEST_FILE).read_text())
@@ -123,11 +141,11 @@ class Ingested(Output):
         if "files" not in info:
             return parts_in(self.data(self.folder))
         root = self.folder.parent.parent  # the cache folder: <cache>/<stage>/<key>
-        return [part for f in info["files"] for part in parts_in(root / FILE_ENTRIES / f["key"] / "data", f["offset"])]
+        return [part for f in info["files"] for part in parts_in(self.data(root / FILE_ENTRIES / f["key"]), f["offset"])]
 
     def file_parts(self, f: dict) -> list[tuple[str, int]]:
         """One file's parts (``f``: an item of ``files``), with its row offset."""
-        return parts_in(self.folder.parent.parent / FILE_ENTRIES / f["key"] / "data", f["offset"])
+        return parts_in(self.data(self.folder.parent.parent / FILE_ENTRIES / f["key"]), f["offset"])
 
     @property
     def files_read(self) -> int:
@@ -187,6 +205,14 @@ class MissingStates(Output):
     @staticmethod
     def write(out: Path, states: dict) -> None:
         (out / MISSING_FILE).write_text(json.dumps(states, sort_keys=True, indent=1))
+
+    @staticmethod
+    def write_stage(out: Path, state: dict) -> None:
+        """A custom stage's planned stage with its fitted state (``stage_state``)."""
+        (out / STAGE_FILE).write_text(json.dumps(state, sort_keys=True, indent=1))
+
+    def stage_state(self) -> dict:
+        return json.loads((self.folder / STAGE_FILE).read_text())
 
     def states(self) -> dict:
         """Feature name -> its missing-value state (``computed_fill_value``, ...); with custom stages, also
@@ -264,6 +290,17 @@ class Encoded(Output):
 
     def split_parts(self, split_name: str) -> list[Path]:
         return sorted((self.folder / split_name).glob("part-*.arrow"))
+
+    @staticmethod
+    def part_file(split_dir: str | Path, name: int | str) -> Path:
+        """A split's part ``name`` (a partition's index, or a string sorting among them)."""
+        return Path(split_dir) / (f"part-{name:05d}.arrow" if isinstance(name, int) else f"part-{name}.arrow")
+
+    @staticmethod
+    def rows_file(part: str | Path) -> Path:
+        """The input rows of each row of ``part``, saved beside it (``part-X.arrow`` -> ``rows-X.npy``)."""
+        part = Path(part)
+        return part.with_name(part.name.replace("part-", "rows-", 1).rsplit(".", 1)[0] + ".npy")
 
     def row_counts(self) -> dict[str, int]:
         return json.loads((self.folder / ENCODE_FILE).read_text())["rows"]

@@ -457,7 +457,7 @@ def _encoded_chunks(encoded: Encoded, npartitions: int | None) -> list[list]:
     pieces, offset = [], 0
     for split_id, split_name in enumerate(SPLIT_NAMES):
         for path in encoded.split_parts(split_name):
-            rows_path = path.with_name(path.name.replace("part-", "rows-").rsplit(".", 1)[0] + ".npy")
+            rows_path = Encoded.rows_file(path)
             n = _num_rows(path)
             pieces.append([os.path.abspath(path), os.path.abspath(rows_path), split_id, offset, n])
             offset += n
