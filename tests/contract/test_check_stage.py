@@ -11,10 +11,12 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from flows.apply import apply_context
 from storage.cache import StageCache
 from tasks.config.constants import BUILTIN_STAGES
 from tasks.config.loader import parse_config
-from tasks.graph import execute, run_graph
+from tasks.fitted import stage as fitted
+from tasks.graph import execute, expand_apply, run_graph
 from tasks.infer_types import stage as infer_types
 from tasks.runtime.context import RunContext
 from tests.helpers import write_csv
@@ -81,12 +83,12 @@ def recorded(tmp_path_factory):
 
     ctx = RunContext(parse_config(CONFIG), str(data), StageCache(root / "cache"), 1, str(root / "out"))
     results = run_graph(ctx, record)
-    return seen, results["infer_types"], str(data)
+    return seen, results["infer_types"], str(data), results["publish"].artifact["artifact_path"]
 
 
 @pytest.mark.parametrize("name", BUILTIN_STAGES)
 def test_every_built_in_node_passes_check_stage_alone(recorded, name, tmp_path):
-    seen, types, dataset = recorded
+    seen, types, dataset, _artifact = recorded
     node, ctx, inputs = seen[name]
     typed = BUILTIN_STAGES.index(name) > BUILTIN_STAGES.index("infer_types")
 
@@ -99,3 +101,23 @@ def test_every_built_in_node_passes_check_stage_alone(recorded, name, tmp_path):
     changes = [changed(c) for c in (CHANGES[:-2] if typed else CHANGES)]
     used = check_stage(node, ctx, inputs, changes, tmp_path)
     assert used != "passthrough", f"{name}: the tiny table has media, so media_cache computes an entry"
+
+
+@pytest.mark.parametrize("name", sorted(fitted.NODES))
+def test_every_fitted_node_passes_check_stage_alone(recorded, name, tmp_path_factory, tmp_path):
+    _seen, _types, dataset, artifact = recorded
+    root = tmp_path_factory.mktemp("apply")
+
+    def context(split: str = "test") -> RunContext:
+        return apply_context(artifact, dataset, str(root / "out"), split, None, str(root / "cache"), 1)
+
+    seen = {}
+
+    def record(node, ctx, inputs):
+        seen[node.name] = (node, ctx, inputs)
+        return execute(node, ctx, inputs)
+
+    run_graph(context(), record, until="vocab", nodes=expand_apply())  # the fitted nodes and what they read
+    node, ctx, inputs = seen[name]
+    assert node is fitted.NODES[name]
+    check_stage(node, ctx, inputs, [lambda: context("validation")], tmp_path)
