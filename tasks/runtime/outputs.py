@@ -6,18 +6,22 @@ to its output type's writers (``SplitAssignment.write(out, assign)``) and never 
 A stage declares its output type (``tasks.runtime.node.Node.output``); the runner hands each stage its
 parents' outputs as these handles (Kedro's catalog: a stage never imports another stage to find its
 input). A handle is a ``StageResult`` (what every stage returns, and what Prefect tasks pass between them: the cache
-key, the entry's folder, whether it came from the cache, its statistics) with readers for the entry's files:
+key, the entry's folder, whether it came from the cache, its statistics, which the runner writes as
+statistics.json) with readers and writers for the entry's files:
 
-    Ingested         ingest          data/part-*.arrow (Arrow IPC, ``__row__`` numbered), ingest.json
+    Ingested         ingest          data/part-*.arrow (Arrow IPC, ``__row__`` numbered), ingest.json; a folder's
+                                     files in ingest_file/<key>/ (data/, file.json)
     Types            infer_types     types.json: the inferred type and reason of each untyped feature
     SplitAssignment  split           split.npy: int8 per input row, 0 train, 1 validation, 2 test, -1 not sampled
     MissingStates    fill_missing    missing.json: each feature's missing-value state (and custom stages' states)
-                     (a custom stage)
-    Multiplicity     balance         multiplicity.npy: uint32 per input row (training rows), absent: no balancing
+                     (a custom stage)  + stage.json: the custom stage with its fitted state
+    Multiplicity     balance         multiplicity.npy: uint32 per input row (training rows), absent: no balancing;
+                                     balance.json
     Fitted           vocab           training_set_metadata.json (+ metadata_summary.json, vocab/*.parquet)
     Encoded          encode          <split>/part-NNNNN.arrow and rows-NNNNN.npy, encode.json
-    MediaCached      media_cache     its own Encoded + Fitted entry when it rewrote the parts, else none
-    GateResult       validate_*      validation.json
+    MediaCached      media_cache     the (Fitted, Encoded) pair: its own entry when it decoded media (+ media_cache.json),
+                                     else vocab's and encode's outputs passed through
+    GateResult       validate_*      validation.json, suite-NN.json
     Drifted          drift           drift.json: each feature's drift (apply) or skew (a run's splits)
     Published        publish         the artifact (``artifact``: path, id, rows per split)
 
