@@ -15,7 +15,7 @@ commit first) and each variant, in a fresh process (so GX's import is paid the w
   needs GX pays (its import included, in the cold run).
 
 Per stage the process CPU seconds (user+sys of every thread, ``time.process_time``) are recorded
-around ``run_cached``. Printed per root and variant: the gates' CPU seconds (``validate_raw`` +
+around the runner's cached step (``tasks.runtime.cached.run_node``; ``run_cached`` in older checkouts). Printed per root and variant: the gates' CPU seconds (``validate_raw`` +
 ``validate_encoded``) cold and warm (median), the other stages' warm CPU seconds, and whether the
 process imported ``great_expectations``. The roots alternate variant by variant, so that load from
 other jobs on a shared machine hits both alike. ``PREPFLOW_GATE_SERVER=off`` is set for old
@@ -92,7 +92,8 @@ def make_dataset(path: Path, n: int) -> None:
 def one_process(dataset: str, suite: str | None, generated: bool, workdir: str, repeat: int) -> dict:
     """Runs in a fresh interpreter: a cold pipeline run (GX imported on the way), then ``repeat`` runs
     on fresh caches with every module already imported. Per stage: wall seconds and process CPU
-    seconds (all threads), recorded around ``run_cached``."""
+    seconds (all threads), recorded around the runner's cached step."""
+    import tasks.graph as graph
     import tasks.runtime.context as context
     from storage.cache import StageCache
     from tasks.graph import run_pipeline
@@ -104,16 +105,19 @@ def one_process(dataset: str, suite: str | None, generated: bool, workdir: str, 
         from tasks.config.loader import parse_config
 
     cpu: dict[str, float] = {}
-    original = context.run_cached
+    # the runner's step (graph.run_node: a node, its context and inputs), or an older checkout's run_cached
+    owner, name = (graph, "run_node") if hasattr(graph, "run_node") else (context, "run_cached")
+    original = getattr(owner, name)
 
-    def timed(ctx, stage, *args, **kwargs):
+    def timed(first, ctx, *args, **kwargs):
+        stage = first.name if owner is graph else ctx  # run_node(node, ctx, ...) or run_cached(ctx, stage, ...)
         start = time.process_time()
         try:
-            return original(ctx, stage, *args, **kwargs)
+            return original(first, ctx, *args, **kwargs)
         finally:
             cpu[stage] = cpu.get(stage, 0.0) + time.process_time() - start
 
-    context.run_cached = timed
+    setattr(owner, name, timed)
 
     walls: list[float] = []
 

@@ -30,7 +30,7 @@ from tasks.config.loader import parse_config
 from tasks.dataset.files import as_dataset
 from tasks.drift import stage as drift
 from tasks.fitted.stage import read_metadata
-from tasks.graph import PipelineResult, run_apply_graph
+from tasks.graph import PipelineResult, expand_apply, run_graph
 from tasks.report.page import write_report_or_warn
 from tasks.runtime import dask_run
 from tasks.runtime.context import RunContext
@@ -147,7 +147,7 @@ def apply_in_process(artifact, dataset, output: str = "artifacts", split: str = 
     """The apply graph in this process, with the data report; returns the summary."""
     ctx = with_references(apply_context(artifact, dataset, output, split, config, cache_dir, npartitions))
     with dask_run.client(dask_address):
-        results = run_apply_graph(ctx, local=not dask_address)
+        results = run_graph(ctx, local=not dask_address, nodes=expand_apply())
     summary = summary_of(results)
     if report:
         summary["report_path"] = write_report_or_warn(summary)

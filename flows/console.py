@@ -1,7 +1,7 @@
 """What ``prepflow run`` shows while it runs: a line when each stage starts and ends, progress, and the
 warnings of the run, collected and shown once each at the end.
 
-* **Stage lines** (stderr), from ``tasks.runtime.progress``'s stage listener (``run_cached`` calls it)::
+* **Stage lines** (stderr), from ``tasks.runtime.progress``'s stage listener (the runner's cached step calls it)::
 
       stage ingest: started
       stage ingest: done in 0.41 s, 891 rows, cached: no

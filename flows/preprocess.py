@@ -2,8 +2,8 @@
 
 The flow parses the config once (a path is read here, a mapping validated) and walks the graph with
 ``tasks.graph.run_graph``, the loop the in-process runner uses too; its ``call`` runs each node as a
-Prefect task (``stage_task``) around the same ``tasks.graph.execute``, which does the stage's own
-content-addressed caching and enforces gates. Tasks pass typed stage outputs (keys and paths), never
+Prefect task (``stage_task``) around the same ``tasks.graph.execute``, which runs the node through the
+runner's content-addressed cache and enforces gates. Tasks pass typed stage outputs (keys and paths), never
 Dask collections, and a task's parents are exactly the outputs its stage reads, so the UI's graph shows
 the real data dependencies. A stage served from the cache finishes in a ``Completed`` state named
 ``Cached`` whose cache key is prepflow's. Prefect's own result caching is off: prepflow's keys hash file
@@ -31,7 +31,7 @@ from storage.cache import StageCache
 from tasks.config.loader import load_config, parse_config
 from tasks.config.schema import Config
 from tasks.dataset.files import as_dataset
-from tasks.graph import PipelineResult, execute, run_apply_graph, run_graph
+from tasks.graph import PipelineResult, execute, expand_apply, run_graph
 from tasks.report import page as report
 from tasks.runtime import dask_run
 from tasks.runtime.context import RunContext
@@ -145,7 +145,7 @@ def apply_flow(artifact: str, dataset: str | list[str], output: str = "artifacts
     artifact under ``output`` (``flows.apply``), each node a task as in ``preprocess``."""
     ctx = with_references(apply_context(artifact, dataset, output, split, config, _shared_path(cache_dir), npartitions))
     with TagsContext(current_tags=set()), dask_run.client(dask_address):
-        results = run_apply_graph(ctx, _prefect_call, local=not dask_address)
+        results = run_graph(ctx, _prefect_call, local=not dask_address, nodes=expand_apply())
         summary = summary_of(results)
         statistics_artifact(list(results.values()))
         drift_artifact(summary.get("drift") or {})

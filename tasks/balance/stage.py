@@ -20,25 +20,20 @@ class's rows in row order).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 from dask import delayed
 
-from core.code_version import module_version
 from core.errors import ConfigError
 from storage.fs import write_at
 from tasks.config.constants import ROW
 from tasks.custom.prepared import filled_partitions
 from tasks.runtime import dask_run, frame
-from tasks.runtime.context import run_cached
 from tasks.runtime.dask_run import row_chunks
 from tasks.runtime.node import FILLED, Node
 from tasks.runtime.outputs import Ingested, MissingStates, Multiplicity, SplitAssignment
 from tasks.runtime.statistics import Statistics
-
-CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 
 
 def label_feature(ctx) -> str:
@@ -124,50 +119,45 @@ def config_slice(ctx) -> dict:
             "label": label_feature(ctx) if enabled else None}
 
 
-def run(ctx, ingest: Ingested, split: SplitAssignment, missing: MissingStates):
+def compute(ctx, out: Path, ingest: Ingested, split: SplitAssignment, missing: MissingStates) -> Statistics:
     cfg = ctx.config.preprocessing.balance
     seed = ctx.config.preprocessing.split.seed
     enabled = cfg.oversample_minority is not None or cfg.undersample_majority is not None
     label = label_feature(ctx) if enabled else None
-
-    def compute(out: Path) -> Statistics:
-        stats = Statistics()
-        if not enabled:
-            (out / "balance.json").write_text(json.dumps({"enabled": False}))
-            return stats
-        assign = split.assignment()
-        states = missing.states()
-        parts = frame.partitions(ingest.parts, ctx.npartitions)
-        prepared = filled_partitions(parts, ctx.features, assign, states)
-        found = dask_run.compute([delayed(_class_counts)(p, label) for p in prepared])
-        counts: dict[str, int] = {}
-        for partial, _first, _last in found:
-            for c, k in partial.items():
-                counts[c] = counts.get(c, 0) + k
-        for c in sorted(counts):
-            stats.counter(f"balance.class_count_before.{c}", counts[c])
-        n = len(assign)
-        path = out / "multiplicity.npy"
-        array = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint32, shape=(n,))  # np.save's header
-        offset = array.offset
-        del array
-        dask_run.compute([delayed(_ones)(str(path), offset, lo, hi) for lo, hi in row_chunks(n)])
-        after = dict(counts)
-        plan = _plan(counts, cfg.oversample_minority, cfg.undersample_majority)
-        if plan is not None:
-            kind, cls, args = plan
-            starts = np.concatenate([[0], np.cumsum([f[0].get(cls, 0) for f in found])[:-1]]).astype(int).tolist()
-            local = delayed(_by_partition)(kind, args, seed, starts)  # on a worker: one position per draw
-            dask_run.compute([delayed(_apply)(p, label, kind, cls, local, j, (f[1], f[2]), str(path), offset)
-                           for j, (p, f) in enumerate(zip(prepared, found, strict=True))])
-            after[cls] = counts[cls] + args[1] if kind == "over" else counts[cls] - args[1]
-        (out / "balance.json").write_text(json.dumps({"enabled": True, "label": label}))
-        for c in sorted(counts):
-            stats.counter(f"balance.class_count_after.{c}", after[c])
+    stats = Statistics()
+    if not enabled:
+        Multiplicity.write_info(out, {"enabled": False})
         return stats
+    assign = split.assignment()
+    states = missing.states()
+    parts = frame.partitions(ingest.parts, ctx.npartitions)
+    prepared = filled_partitions(parts, ctx.features, assign, states)
+    found = dask_run.compute([delayed(_class_counts)(p, label) for p in prepared])
+    counts: dict[str, int] = {}
+    for partial, _first, _last in found:
+        for c, k in partial.items():
+            counts[c] = counts.get(c, 0) + k
+    for c in sorted(counts):
+        stats.counter(f"balance.class_count_before.{c}", counts[c])
+    n = len(assign)
+    path = Multiplicity.file(out)
+    array = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint32, shape=(n,))  # np.save's header
+    offset = array.offset
+    del array
+    dask_run.compute([delayed(_ones)(str(path), offset, lo, hi) for lo, hi in row_chunks(n)])
+    after = dict(counts)
+    plan = _plan(counts, cfg.oversample_minority, cfg.undersample_majority)
+    if plan is not None:
+        kind, cls, args = plan
+        starts = np.concatenate([[0], np.cumsum([f[0].get(cls, 0) for f in found])[:-1]]).astype(int).tolist()
+        local = delayed(_by_partition)(kind, args, seed, starts)  # on a worker: one position per draw
+        dask_run.compute([delayed(_apply)(p, label, kind, cls, local, j, (f[1], f[2]), str(path), offset)
+                       for j, (p, f) in enumerate(zip(prepared, found, strict=True))])
+        after[cls] = counts[cls] + args[1] if kind == "over" else counts[cls] - args[1]
+    Multiplicity.write_info(out, {"enabled": True, "label": label})
+    for c in sorted(counts):
+        stats.counter(f"balance.class_count_after.{c}", after[c])
+    return stats
 
-    return run_cached(ctx, "balance", CODE_VERSION, [ingest.key, split.key, missing.key], config_slice(ctx),
-                      compute, Multiplicity)
 
-
-NODE = Node("balance", run, inputs=("ingest", "split", FILLED), output=Multiplicity, reads=config_slice)
+NODE = Node("balance", compute, inputs=("ingest", "split", FILLED), output=Multiplicity, reads=config_slice)

@@ -1,8 +1,8 @@
 """Names shared by the stages, the publisher and the report, in a module that imports nothing but ``re``.
 
-The stages are declared in ``tasks.graph``; ``BUILTIN_STAGES`` are their names for the config's custom
-stages to be placed after (``tasks.custom.dag``), which sit below the stages: tests/unit/test_code_version.py
-checks the two agree. Each stage's code version derives from its source (``core.code_version``).
+``BUILTIN_STAGES`` is the built-in stages' run order, declared once: the config's custom stages are placed
+after them (``tasks.custom.dag``, below the stages) and ``tasks.graph`` lists its nodes in this order
+(checking that it names every node). Each stage's code version derives from its source (``core.code_version``).
 """
 
 import re

@@ -27,7 +27,6 @@ import numpy as np
 from dask import delayed
 
 from core import combiner
-from core.code_version import module_version
 from core.combiner import WithNulls
 from core.errors import DataError, InvalidStatisticsError, InvalidTransformOutputError
 from tasks.custom.apply import carries, coerce_inputs, layout, prepare, raw_part, split_states
@@ -35,13 +34,8 @@ from tasks.custom.dag import PlannedStage
 from tasks.custom.plan import STATES_KEY, plan_of
 from tasks.custom.stage import named_statistics, worker_copy
 from tasks.runtime import dask_run, frame
-from tasks.runtime.context import run_cached
 from tasks.runtime.outputs import Ingested, MissingStates, SplitAssignment
 from tasks.runtime.statistics import Statistics
-
-CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
-STAGE_FILE = "stage.json"
-
 
 # ---- the cached step of one custom stage ---------------------------------------------------------
 
@@ -97,56 +91,57 @@ def _json_state(p: PlannedStage, state) -> dict:
         raise InvalidTransformOutputError(f"stage '{p.name}': the fitted state is not JSON ({exc})") from None
 
 
-def run(ctx, index: int, ingest: Ingested, split: SplitAssignment, previous: MissingStates):
-    """Stage entry point for the ``index``-th custom stage (in run order); ``previous`` is the
-    fill_missing result or the previous custom stage's."""
+def config_slice(ctx, index: int) -> dict:
+    """What the ``index``-th custom stage reads of the config: its key and the features it makes."""
+    plan = plan_of(ctx.config)
+    made = [f.name for f in ctx.features if plan.maker(f.column) == index]
+    return {"stage": plan.stages[index].key_json(), "features": ctx.features_slice(made),
+            "fit_on": ctx.config.preprocessing.fit_on}
+
+
+def compute(ctx, out: Path, index: int, ingest: Ingested, split: SplitAssignment, previous: MissingStates
+            ) -> Statistics:
+    """The ``index``-th custom stage (in run order); ``previous`` is the fill_missing result or the previous
+    custom stage's."""
     plan = plan_of(ctx.config)
     target = plan.stages[index]
     made = [f for f in ctx.features if plan.maker(f.column) == index]
     known = [f for f in ctx.features if plan.maker(f.column) is None or plan.maker(f.column) < index]
     fit_on = ctx.config.preprocessing.fit_on
-    config_slice = {"stage": target.key_json(), "features": ctx.features_slice([f.name for f in made]),
-                    "fit_on": fit_on}
-
-    def compute(out: Path) -> Statistics:
-        earlier, states = split_states(previous.states())
-        assign = split.assignment()
-        parts = frame.partitions(ingest.parts, ctx.npartitions)
-        stats = Statistics()
-        state = None
-        if target.fits:
-            lay = layout(earlier, known, reads=target.passthrough)
-            carry = carries(parts, lay, assign, states)
-            L, a, s = dask_run.shared(lay), dask_run.shared(assign), dask_run.shared(states)
-            results = dask_run.compute([delayed(_fit_partition)(p, i, L, target, a, s, c, fit_on)
-                                     for i, (p, c) in enumerate(zip(parts, carry, strict=True))])
-            stats = _merged(target, stats, [st for _, st in results])
-            fitted = combiner.merge_extract({target.name: target.stage}, [acc for acc, _ in results])
-            if target.name not in fitted:
-                raise DataError(f"stage '{target.name}': no {'training ' if fit_on == 'train' else ''}rows to fit on")
-            state = _json_state(target, fitted[target.name])
-        current = [*earlier, replace(target, state=state)]
-        lay = layout(current, known, made)
-        carry = carries(parts, lay.without_pending(), assign, states)
+    earlier, states = split_states(previous.states())
+    assign = split.assignment()
+    parts = frame.partitions(ingest.parts, ctx.npartitions)
+    stats = Statistics()
+    state = None
+    if target.fits:
+        lay = layout(earlier, known, reads=target.passthrough)
+        carry = carries(parts, lay, assign, states)
         L, a, s = dask_run.shared(lay), dask_run.shared(assign), dask_run.shared(states)
-        results = dask_run.compute([delayed(_produce)(p, i, L, a, s, c, fit_on, target.name)
+        results = dask_run.compute([delayed(_fit_partition)(p, i, L, target, a, s, c, fit_on)
                                  for i, (p, c) in enumerate(zip(parts, carry, strict=True))])
         stats = _merged(target, stats, [st for _, st in results])
-        fitted = combiner.merge_extract({f.name: WithNulls(f.missing_combiner()) for f in made},
-                                       [acc for acc, _ in results])
-        for f in made:
-            states[f.name], nulls = fitted[f.name]
-            stats.counter(f"fill_missing.missing_in_fit_rows.{f.name}", nulls)
-        (out / "missing.json").write_text(json.dumps({**states, STATES_KEY: [p.to_json() for p in current]},
-                                                     sort_keys=True, indent=1))
-        (out / STAGE_FILE).write_text(json.dumps(current[-1].to_json(), sort_keys=True, indent=1))
-        return stats
-
-    return run_cached(ctx, target.name, CODE_VERSION, [ingest.key, split.key, previous.key], config_slice, compute,
-                      MissingStates)
+        fitted = combiner.merge_extract({target.name: target.stage}, [acc for acc, _ in results])
+        if target.name not in fitted:
+            raise DataError(f"stage '{target.name}': no {'training ' if fit_on == 'train' else ''}rows to fit on")
+        state = _json_state(target, fitted[target.name])
+    current = [*earlier, replace(target, state=state)]
+    lay = layout(current, known, made)
+    carry = carries(parts, lay.without_pending(), assign, states)
+    L, a, s = dask_run.shared(lay), dask_run.shared(assign), dask_run.shared(states)
+    results = dask_run.compute([delayed(_produce)(p, i, L, a, s, c, fit_on, target.name)
+                             for i, (p, c) in enumerate(zip(parts, carry, strict=True))])
+    stats = _merged(target, stats, [st for _, st in results])
+    fitted = combiner.merge_extract({f.name: WithNulls(f.missing_combiner()) for f in made},
+                                   [acc for acc, _ in results])
+    for f in made:
+        states[f.name], nulls = fitted[f.name]
+        stats.counter(f"fill_missing.missing_in_fit_rows.{f.name}", nulls)
+    MissingStates.write(out, {**states, STATES_KEY: [p.to_json() for p in current]})
+    MissingStates.write_stage(out, current[-1].to_json())
+    return stats
 
 
 def load_state(result) -> dict:
-    return json.loads((Path(result.path) / STAGE_FILE).read_text())
+    return MissingStates.of(result).stage_state()
 
 

@@ -26,7 +26,6 @@ import numpy as np
 import pyarrow as pa
 from dask import delayed
 
-from core.code_version import module_version
 from core.errors import ConfigError, ValidationFailed
 from core.task_tree import tree
 from storage.artifact_files import arrow_to_numpy
@@ -34,13 +33,11 @@ from tasks.config.constants import SPLIT_NAMES
 from tasks.config.schema import DriftConfig, DriftThreshold
 from tasks.drift import measures, noise
 from tasks.runtime import dask_run
-from tasks.runtime.context import run_cached
 from tasks.runtime.frame import ipc_num_rows
 from tasks.runtime.node import Node
-from tasks.runtime.outputs import DRIFT_FILE, Drifted, Encoded, Fitted
+from tasks.runtime.outputs import Drifted, Encoded, Fitted
 from tasks.runtime.statistics import Statistics
 
-CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 log = logging.getLogger("prepflow.drift")
 MAIN = {"number": "psi", "category": "linf"}
 LEVELS = {"psi": "number", "linf": "category", "oov_rate": "oov_rate", "missing_rate": "missing_rate"}
@@ -336,34 +333,29 @@ def preflight(ctx, local: bool) -> None:
                           f"({[f.name for f in ctx.config.features]})")
 
 
-def run(ctx, encoded: Encoded, fitted: Fitted) -> Drifted:
-    def compute(out: Path) -> Statistics:
-        metadata = fitted.metadata()
-        names = [n for n, _t in _measured(ctx, metadata)]
-        if ctx.fitted_from:  # prepflow apply: the applied split against the fitted artifact
-            split = ctx.fitted_from["split"]
-            reference = _fitted_reference(ctx, metadata)
-            fitted_manifest = json.loads((Path(ctx.fitted_from["local"]) / "manifest.json").read_text())
-            before = _missing_rates(fitted_manifest.get("statistics") or {})
-            after = _missing_rates(encoded.statistics)
-            sizes = (_rows_in(fitted_manifest.get("statistics") or {}), _rows_in(encoded.statistics))
-            missing = {n: (before.get(n, 0.0), after.get(n, 0.0), *sizes) for n in names if n in before or n in after}
-            counted = _split_counts(_spec(ctx, metadata), reference, encoded.split_parts(split))
-            result = {"mode": "apply", "split": split, "drift": compare(ctx, metadata, reference, counted, missing)}
-            stats = Statistics(reference.items.values())  # the applied artifact keeps the references
-        else:  # a run: the validation and test splits against the train split (skew)
-            rows, spec = encoded.row_counts(), _spec(ctx, metadata)
-            reference = _split_references(spec, encoded.split_parts("train"), rows.get("train", 0))
-            result = {"mode": "run", "skew": {
-                split: compare(ctx, metadata, reference, _split_counts(spec, reference, encoded.split_parts(split)))
-                for split in SPLIT_NAMES[1:] if rows.get(split) and rows.get("train")}}
-            stats = reference
-        (out / DRIFT_FILE).write_text(json.dumps(result, sort_keys=True, indent=1))
-        return stats
-
-    result = run_cached(ctx, "drift", CODE_VERSION, [encoded.key, fitted.key], config_slice(ctx), compute, Drifted)
-    enforce(ctx, result)
-    return result
+def compute(ctx, out: Path, encoded: Encoded, fitted: Fitted) -> Statistics:
+    metadata = fitted.metadata()
+    names = [n for n, _t in _measured(ctx, metadata)]
+    if ctx.fitted_from:  # prepflow apply: the applied split against the fitted artifact
+        split = ctx.fitted_from["split"]
+        reference = _fitted_reference(ctx, metadata)
+        fitted_manifest = json.loads((Path(ctx.fitted_from["local"]) / "manifest.json").read_text())
+        before = _missing_rates(fitted_manifest.get("statistics") or {})
+        after = _missing_rates(encoded.statistics)
+        sizes = (_rows_in(fitted_manifest.get("statistics") or {}), _rows_in(encoded.statistics))
+        missing = {n: (before.get(n, 0.0), after.get(n, 0.0), *sizes) for n in names if n in before or n in after}
+        counted = _split_counts(_spec(ctx, metadata), reference, encoded.split_parts(split))
+        result = {"mode": "apply", "split": split, "drift": compare(ctx, metadata, reference, counted, missing)}
+        stats = Statistics(reference.items.values())  # the applied artifact keeps the references
+    else:  # a run: the validation and test splits against the train split (skew)
+        rows, spec = encoded.row_counts(), _spec(ctx, metadata)
+        reference = _split_references(spec, encoded.split_parts("train"), rows.get("train", 0))
+        result = {"mode": "run", "skew": {
+            split: compare(ctx, metadata, reference, _split_counts(spec, reference, encoded.split_parts(split)))
+            for split in SPLIT_NAMES[1:] if rows.get(split) and rows.get("train")}}
+        stats = reference
+    Drifted.write(out, result)
+    return stats
 
 
 def enforce(ctx, result: Drifted) -> None:
@@ -380,4 +372,5 @@ def enforce(ctx, result: Drifted) -> None:
     log.warning("drift: %s", text)
 
 
-NODE = Node("drift", run, inputs=("encode", "vocab"), output=Drifted, reads=config_slice, preflight=preflight)
+NODE = Node("drift", compute, inputs=("encode", "vocab"), output=Drifted, reads=config_slice, preflight=preflight,
+            enforce=enforce)

@@ -8,26 +8,21 @@ artifact does not depend on the partitioning.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 from dask import delayed
 
-from core.code_version import module_version
 from core.task_tree import tree
 from tasks.config.constants import ROW, SPLIT_NAMES
 from tasks.custom.prepared import filled_partitions
 from tasks.encode import feature_stats
 from tasks.runtime import dask_run, frame
-from tasks.runtime.context import run_cached
 from tasks.runtime.frame import to_arrow, write_ipc
 from tasks.runtime.node import FILLED, Node
 from tasks.runtime.outputs import Encoded, Fitted, Ingested, MissingStates, Multiplicity, SplitAssignment
 from tasks.runtime.statistics import Statistics
-
-CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 
 
 def encode_frame(features, metadata: dict, df) -> dict[str, np.ndarray]:
@@ -75,8 +70,9 @@ def _encode_partition(prepared, index, features, metadata, mult, out_dir):
         table = pa.table({name: to_arrow(arr) for name, arr in columns.items()})
         folder = out_dir / split_name
         folder.mkdir(parents=True, exist_ok=True)
-        write_ipc(table, folder / f"part-{index:05d}.arrow")
-        np.save(folder / f"rows-{index:05d}.npy", input_rows[take])  # input rows
+        part = Encoded.part_file(folder, index)
+        write_ipc(table, part)
+        np.save(Encoded.rows_file(part), input_rows[take])  # input rows
         rows_out[split_name] = table.num_rows
         stats.counter(f"encode.rows_out.{split_name}", table.num_rows)
     return stats, rows_out
@@ -103,33 +99,28 @@ def config_slice(ctx) -> dict:
     return {"features": ctx.features_slice()}
 
 
-def run(ctx, ingest: Ingested, split: SplitAssignment, missing: MissingStates, balance: Multiplicity,
-        fitted: Fitted):
+def compute(ctx, out: Path, ingest: Ingested, split: SplitAssignment, missing: MissingStates, balance: Multiplicity,
+            fitted: Fitted) -> Statistics:
+    assign = split.assignment()
+    states = missing.states()
+    mult = balance.multiplicity()
+    # category columns as ingest stored them, dictionaries: each distinct value counted and looked up once
+    parts = frame.partitions(ingest.parts, ctx.npartitions,
+                             frame.dictionary_columns(ctx.features, bool(ctx.config.stages)))
+    prepared = filled_partitions(parts, ctx.features, assign, states)
+    # the metadata with its inline vocabularies, read by one task (on a worker of a cluster): the flow
+    # process never parses them (tasks.runtime.fitted_metadata); workers read Parquet vocabularies by path
+    md = delayed(Fitted.read_full, pure=True)(str(fitted.path), resolve_files=True)
+    md = delayed(_with_lookups, pure=True)(md, len(prepared))  # a few partitions scan large vocabularies
+    f, m = dask_run.shared(ctx.features), dask_run.shared(mult)
 
-    def compute(out: Path) -> Statistics:
-        assign = split.assignment()
-        states = missing.states()
-        mult = balance.multiplicity()
-        # category columns as ingest stored them, dictionaries: each distinct value counted and looked up once
-        parts = frame.partitions(ingest.parts, ctx.npartitions,
-                                 frame.dictionary_columns(ctx.features, bool(ctx.config.stages)))
-        prepared = filled_partitions(parts, ctx.features, assign, states)
-        # the metadata with its inline vocabularies, read by one task (on a worker of a cluster): the flow
-        # process never parses them (tasks.runtime.fitted_metadata); workers read Parquet vocabularies by path
-        md = delayed(Fitted.read_full, pure=True)(str(fitted.path), resolve_files=True)
-        md = delayed(_with_lookups, pure=True)(md, len(prepared))  # a few partitions scan large vocabularies
-        f, m = dask_run.shared(ctx.features), dask_run.shared(mult)
-
-        tasks = [delayed(_encode_partition)(p, i, f, md, m, out) for i, p in enumerate(prepared)]
-        # the partitions' statistics and row counts merged on the workers: this process receives one of each
-        stats, counts = dask_run.compute([tree(tasks, _merge_results)])[0] if tasks else (Statistics(), {})
-        counts = {s: counts.get(s, 0) for s in SPLIT_NAMES}
-        (out / "encode.json").write_text(json.dumps({"rows": counts, "parts": len(tasks)}))
-        return stats
-
-    return run_cached(ctx, "encode", CODE_VERSION, [ingest.key, split.key, missing.key, balance.key, fitted.key],
-                      config_slice(ctx), compute, Encoded)
+    tasks = [delayed(_encode_partition)(p, i, f, md, m, out) for i, p in enumerate(prepared)]
+    # the partitions' statistics and row counts merged on the workers: this process receives one of each
+    stats, counts = dask_run.compute([tree(tasks, _merge_results)])[0] if tasks else (Statistics(), {})
+    counts = {s: counts.get(s, 0) for s in SPLIT_NAMES}
+    Encoded.write_info(out, counts, len(tasks))
+    return stats
 
 
-NODE = Node("encode", run, inputs=("ingest", "split", FILLED, "balance", "vocab"), output=Encoded,
+NODE = Node("encode", compute, inputs=("ingest", "split", FILLED, "balance", "vocab"), output=Encoded,
             reads=config_slice)

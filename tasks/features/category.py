@@ -66,7 +66,9 @@ from tasks.features.base import (
 )
 
 UNK = "<UNK>"
-INLINE_MAX = 100_000  # ids; a larger vocabulary is stored as Parquet (vocab stage); changing it: bump vocab.CODE_VERSION
+# ids; a larger vocabulary is stored as Parquet (vocab stage); a change reaches the cache keys through the feature
+# type's code (RunContext.features_slice)
+INLINE_MAX = 100_000
 MAX_IDS = 2**31 - 1  # ids are int32
 
 

@@ -11,22 +11,17 @@ later stage, so this stage writes no copy of the data.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
-from core.code_version import module_version
 from core.combiner import WithNulls, merge_extract
 from tasks.custom import plan as custom_plan
 from tasks.features.base import NullCount
 from tasks.runtime import combine, file_fits, frame
-from tasks.runtime.context import run_cached
 from tasks.runtime.node import Node
 from tasks.runtime.outputs import Ingested, MissingStates, SplitAssignment
 from tasks.runtime.statistics import Statistics
-
-CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 
 
 def _batches(pdf, features, assign, fit_on, counted):
@@ -54,40 +49,36 @@ def config_slice(ctx) -> dict:
     return {"features": ctx.features_slice(), "fit_on": ctx.config.preprocessing.fit_on}
 
 
-def run(ctx, ingest: Ingested, split: SplitAssignment):
-    key_slice = config_slice(ctx)
+def compute(ctx, out: Path, ingest: Ingested, split: SplitAssignment) -> Statistics:
+    key_slice = config_slice(ctx)  # the per-file entries' (config_slice takes the raw view itself)
     ctx = custom_plan.raw_view(ctx)
     fit_on = ctx.config.preprocessing.fit_on
+    assign = split.assignment()
+    combiners = {f.name: WithNulls(f.missing_combiner()) for f in ctx.features}
+    counted = {name for name, c in combiners.items() if not c.needs_values()}
+    # a category column as ingest stored it (a dictionary) where only its nulls are counted: not decoded
+    dictionaries = frame.dictionary_columns(ctx.features, bool(ctx.config.stages), counted)
+    strategies = {f.name: {"missing_value_strategy": f.missing_strategy} for f in ctx.features}
+    if file_fits.applicable(ctx, ingest, strategies) and file_fits.storable(*(c.create() for c in
+                                                                             combiners.values())):
+        # a folder's files one by one, each file's accumulators a cache entry (tasks.runtime.file_fits)
+        def fit_file(parts: list, _folder: str):
+            return combine.accumulated(combiners, frame.partitions(parts, None, dictionaries), _batches,
+                                       ctx.features, assign, fit_on, counted)[0]
 
-    def compute(out: Path) -> Statistics:
-        assign = split.assignment()
-        combiners = {f.name: WithNulls(f.missing_combiner()) for f in ctx.features}
-        counted = {name for name, c in combiners.items() if not c.needs_values()}
-        # a category column as ingest stored it (a dictionary) where only its nulls are counted: not decoded
-        dictionaries = frame.dictionary_columns(ctx.features, bool(ctx.config.stages), counted)
-        strategies = {f.name: {"missing_value_strategy": f.missing_strategy} for f in ctx.features}
-        if file_fits.applicable(ctx, ingest, strategies) and file_fits.storable(*(c.create() for c in
-                                                                                 combiners.values())):
-            # a folder's files one by one, each file's accumulators a cache entry (tasks.runtime.file_fits)
-            def fit_file(parts: list, _folder: str):
-                return combine.accumulated(combiners, frame.partitions(parts, None, dictionaries), _batches,
-                                           ctx.features, assign, fit_on, counted)[0]
-
-            by_file = file_fits.fit_files(ctx, ingest, assign, "fill_missing", CODE_VERSION, key_slice, fit_file)
-            fitted = merge_extract(combiners, [acc for acc, _entry in by_file])
-        else:
-            parts = frame.partitions(ingest.parts, ctx.npartitions, dictionaries)
-            fitted = combine.fit(combiners, parts, _batches, ctx.features, assign, fit_on, counted)
-        states = {}
-        stats = Statistics()
-        for f in ctx.features:
-            states[f.name], nulls = fitted[f.name]
-            stats.counter(f"fill_missing.missing_in_fit_rows.{f.name}", nulls)
-        (out / "missing.json").write_text(json.dumps(states, sort_keys=True, indent=1))
-        return stats
-
-    return run_cached(ctx, "fill_missing", CODE_VERSION, [ingest.key, split.key], key_slice, compute,
-                      MissingStates)
+        by_file = file_fits.fit_files(ctx, ingest, assign, key_slice, fit_file)
+        fitted = merge_extract(combiners, [acc for acc, _entry in by_file])
+    else:
+        parts = frame.partitions(ingest.parts, ctx.npartitions, dictionaries)
+        fitted = combine.fit(combiners, parts, _batches, ctx.features, assign, fit_on, counted)
+    states = {}
+    stats = Statistics()
+    for f in ctx.features:
+        states[f.name], nulls = fitted[f.name]
+        stats.counter(f"fill_missing.missing_in_fit_rows.{f.name}", nulls)
+    MissingStates.write(out, states)
+    return stats
 
 
-NODE = Node("fill_missing", run, inputs=("ingest", "split"), output=MissingStates, reads=config_slice)
+NODE = Node("fill_missing", compute, inputs=("ingest", "split"), output=MissingStates, reads=config_slice,
+            per_file=True)

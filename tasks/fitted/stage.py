@@ -17,22 +17,17 @@ input reuses every stage, as a run does.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import numpy as np
 
-from core.code_version import module_version
 from core.errors import DataError
 from storage import artifact_read, vocab_store
 from tasks.config.constants import ROW, SPLIT_NAMES
 from tasks.runtime import fitted_metadata
-from tasks.runtime.context import run_cached
 from tasks.runtime.node import Node
 from tasks.runtime.outputs import (
-    MISSING_FILE,
-    SPLIT_FILE,
     Fitted,
     Ingested,
     MissingStates,
@@ -40,8 +35,6 @@ from tasks.runtime.outputs import (
     SplitAssignment,
 )
 from tasks.runtime.statistics import Statistics
-
-CODE_VERSION = module_version(__name__)  # this module and what it imports directly
 
 
 def _source(ctx) -> dict:
@@ -74,56 +67,47 @@ def _slice(ctx) -> dict:
     return {"fitted_from": source["artifact_id"], "split": source["split"]}
 
 
-def run_split(ctx, ingest: Ingested):
+def compute_split(ctx, out: Path, ingest: Ingested) -> Statistics:
+    """Every row in the applied split."""
     split_id = SPLIT_NAMES.index(_source(ctx)["split"])
-
-    def compute(out: Path) -> Statistics:
-        np.save(out / SPLIT_FILE, np.full(ingest.num_rows, split_id, dtype=np.int8))
-        stats = Statistics()
-        stats.counter(f"split.rows.{SPLIT_NAMES[split_id]}", ingest.num_rows)
-        return stats
-
-    return run_cached(ctx, "split", CODE_VERSION, [ingest.key], _slice(ctx), compute, SplitAssignment)
+    SplitAssignment.write(out, np.full(ingest.num_rows, split_id, dtype=np.int8))
+    stats = Statistics()
+    stats.counter(f"split.rows.{SPLIT_NAMES[split_id]}", ingest.num_rows)
+    return stats
 
 
-def run_missing(ctx, ingest: Ingested, split: SplitAssignment):
-    def compute(out: Path) -> Statistics:
-        metadata = read_metadata(_source(ctx)["local"])
-        states = {f.name: feature_state(metadata[f.name]) for f in ctx.features}
-        (out / MISSING_FILE).write_text(json.dumps(states, sort_keys=True, indent=1))
-        return Statistics()
-
-    return run_cached(ctx, "fill_missing", CODE_VERSION, [ingest.key, split.key], _slice(ctx), compute, MissingStates)
+def compute_missing(ctx, out: Path, ingest: Ingested, split: SplitAssignment) -> Statistics:
+    """The missing-value states the artifact's metadata records."""
+    metadata = read_metadata(_source(ctx)["local"])
+    MissingStates.write(out, {f.name: feature_state(metadata[f.name]) for f in ctx.features})
+    return Statistics()
 
 
-def run_balance(ctx, ingest: Ingested, split: SplitAssignment, missing: MissingStates):
-    return run_cached(ctx, "balance", CODE_VERSION, [ingest.key, split.key, missing.key], _slice(ctx),
-                      lambda out: Statistics(), Multiplicity)
+def compute_balance(ctx, out: Path, ingest: Ingested, split: SplitAssignment, missing: MissingStates) -> Statistics:
+    """No balancing: every applied row once."""
+    return Statistics()
 
 
-def run_vocab(ctx, ingest: Ingested, split: SplitAssignment, missing: MissingStates):
+def compute_vocab(ctx, out: Path, ingest: Ingested, split: SplitAssignment, missing: MissingStates) -> Statistics:
+    """The artifact's metadata and its Parquet vocabularies."""
     source = _source(ctx)
-
-    def compute(out: Path) -> Statistics:
-        metadata = read_metadata(source["local"])
-        files = artifact_read.read_manifest(source["local"])["files"]
-        for rel in vocab_store.files(metadata):
-            src = artifact_read.listed_file(source["local"], files, rel)  # inside, listed, of its listed size
-            (out / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, out / rel)
-        fitted_metadata.write(out, metadata)
-        stats = Statistics()
-        for name, meta in metadata.items():
-            if "vocab_size" in meta:
-                stats.counter(f"vocab.size.{name}", meta["vocab_size"])
-        return stats
-
-    # the missing states come from the same metadata: their key stands for it (and for the artifact's id)
-    return run_cached(ctx, "vocab", CODE_VERSION, [missing.key], _slice(ctx), compute, Fitted)
+    metadata = read_metadata(source["local"])
+    files = artifact_read.read_manifest(source["local"])["files"]
+    for rel in vocab_store.files(metadata):
+        src = artifact_read.listed_file(source["local"], files, rel)  # inside, listed, of its listed size
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, out / rel)
+    fitted_metadata.write(out, metadata)
+    stats = Statistics()
+    for name, meta in metadata.items():
+        if "vocab_size" in meta:
+            stats.counter(f"vocab.size.{name}", meta["vocab_size"])
+    return stats
 
 
-SPLIT = Node("split", run_split, inputs=("ingest",), output=SplitAssignment, reads=_slice)
-FILL_MISSING = Node("fill_missing", run_missing, inputs=("ingest", "split"), output=MissingStates, reads=_slice)
-BALANCE = Node("balance", run_balance, inputs=("ingest", "split", "fill_missing"), output=Multiplicity, reads=_slice)
-VOCAB = Node("vocab", run_vocab, inputs=("ingest", "split", "fill_missing"), output=Fitted, reads=_slice)
+SPLIT = Node("split", compute_split, inputs=("ingest",), output=SplitAssignment, reads=_slice)
+FILL_MISSING = Node("fill_missing", compute_missing, inputs=("ingest", "split"), output=MissingStates, reads=_slice)
+BALANCE = Node("balance", compute_balance, inputs=("ingest", "split", "fill_missing"), output=Multiplicity,
+               reads=_slice)
+VOCAB = Node("vocab", compute_vocab, inputs=("ingest", "split", "fill_missing"), output=Fitted, reads=_slice)
 NODES = {n.name: n for n in (SPLIT, FILL_MISSING, BALANCE, VOCAB)}

@@ -12,26 +12,21 @@ The profiles are ``tasks.infer_types.profile``, the rules ``tasks.infer_types.ru
 
 from __future__ import annotations
 
-import json
 from functools import reduce
 from pathlib import Path
 
 from dask import delayed
 
-from core.code_version import module_version
 from core.errors import DataError
 from storage import media
 from tasks.config.loader import resolve_preprocessing
 from tasks.infer_types.profile import merge_profiles, profile_partition
 from tasks.infer_types.rules import MediaPlace, decide
 from tasks.runtime import dask_run, file_fits, frame
-from tasks.runtime.context import run_cached
 from tasks.runtime.node import Node
-from tasks.runtime.outputs import TYPES_FILE as OUTPUT_TYPES_FILE
 from tasks.runtime.outputs import Ingested, Types
 from tasks.runtime.statistics import Statistics
 
-CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 TYPES = ("binary", "number", "category", "text", "date", "image", "audio", "set", "vector", "timeseries")
 
 
@@ -58,7 +53,7 @@ def _profiles(ctx, ingest: Ingested, columns: list[str]) -> dict[str, dict]:
         return delayed(merged_profiles)([delayed(profile_partition)(p, columns) for p in frame.partitions(parts, None)],
                                         columns)
 
-    by_file = file_fits.fit_files(ctx, ingest, None, "infer_types", CODE_VERSION, {"columns": columns}, fit_file)
+    by_file = file_fits.fit_files(ctx, ingest, None, {"columns": columns}, fit_file)
     return merged_profiles([profiles for profiles, _entry in by_file], columns)
 
 
@@ -98,27 +93,22 @@ def config_slice(ctx) -> dict:
     return {"untyped": untyped(ctx.config)}
 
 
-def run(ctx, ingest: Ingested):
-    """Stage entry point: infer the untyped features from the ingested data; writes ``types.json``."""
-
+def compute(ctx, out: Path, ingest: Ingested) -> Statistics:
+    """Infer the untyped features from the ingested data (``Types``)."""
     todo = untyped(ctx.config)
-
-    def compute(out: Path) -> Statistics:
-        stats = Statistics()
-        decisions = {}
-        if todo:
-            columns = sorted({t["column"] for t in todo})
-            profiles = _profiles(ctx, ingest, columns)
-            base = media.dataset_dir(ctx.dataset)
-            for t in todo:
-                place = MediaPlace(base, t["media_root"], ctx.media_cache_root)
-                item = decide(t["name"], profiles[t["column"]], t["output"], t["column"], place)
-                decisions[t["name"]] = item.to_json()
-                stats.counter(f"infer_types.{item.type or 'excluded'}", 1)
-        (out / OUTPUT_TYPES_FILE).write_text(json.dumps({"features": decisions}, sort_keys=True, indent=1))
-        return stats
-
-    return run_cached(ctx, "infer_types", CODE_VERSION, [ingest.key], config_slice(ctx), compute, Types)
+    stats = Statistics()
+    decisions = {}
+    if todo:
+        columns = sorted({t["column"] for t in todo})
+        profiles = _profiles(ctx, ingest, columns)
+        base = media.dataset_dir(ctx.dataset)
+        for t in todo:
+            place = MediaPlace(base, t["media_root"], ctx.media_cache_root)
+            item = decide(t["name"], profiles[t["column"]], t["output"], t["column"], place)
+            decisions[t["name"]] = item.to_json()
+            stats.counter(f"infer_types.{item.type or 'excluded'}", 1)
+    Types.write(out, decisions)
+    return stats
 
 
 def apply(ctx, result: Types):
@@ -147,4 +137,5 @@ def apply(ctx, result: Types):
 
 
 # what it decides reaches the artifact id through the typed config, not through its code version
-NODE = Node("infer_types", run, inputs=("ingest",), output=Types, reads=config_slice, retype=apply, in_artifact=False)
+NODE = Node("infer_types", compute, inputs=("ingest",), output=Types, reads=config_slice, retype=apply, in_artifact=False,
+            per_file=True)

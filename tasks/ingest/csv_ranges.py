@@ -56,6 +56,7 @@ from tasks.ingest import spec as ingest_spec
 from tasks.ingest.common import check_columns, dictionary_encoded, first_infinity, normalize_batch
 from tasks.runtime.dask_run import compute
 from tasks.runtime.frame import write_ipc
+from tasks.runtime.outputs import Ingested
 
 RANGE_BYTES = 64 << 20  # bytes per range task (a range's bytes and its parsed table are in memory at once)
 NULL_VALUES = ["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"]
@@ -462,7 +463,7 @@ def write_parts(dataset: str, spec, out_dir: Path, read_whole, range_bytes: int 
             continue
         names = []
         for name, _ in r["parts"]:
-            final = out_dir / f"part-{index:05d}.arrow"
+            final = Ingested.part_file(out_dir, index)
             os.replace(out_dir / name, final)
             names.append(str(final))
             index += 1

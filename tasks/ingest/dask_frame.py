@@ -46,6 +46,7 @@ from storage.tmpdirs import TempFolder
 from tasks.config.constants import ROW
 from tasks.ingest.common import check_columns, dictionary_encoded
 from tasks.runtime import dask_run
+from tasks.runtime.outputs import Ingested
 
 LANE_SEEDS = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x27D4EB2F165667C5)
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
@@ -136,7 +137,7 @@ class Staged:
     def move_into(self, data_dir: Path) -> None:
         data_dir.mkdir(parents=True)
         for k, path in enumerate(self.parts):
-            shutil.move(path, data_dir / f"part-{k:05d}.arrow")
+            shutil.move(path, Ingested.part_file(data_dir, k))
 
     def close(self) -> None:
         self.folder.close()
@@ -149,7 +150,7 @@ def stage(ddf, spec, convert: Callable, stage_dir: Path, source: str) -> Staged:
     stage_dir.mkdir(parents=True, exist_ok=True)
     staging = TempFolder(stage_dir, ".tmp-frame-")
     try:
-        paths = [str(staging.path / f"part-{i:05d}.arrow") for i in range(ddf.npartitions)]
+        paths = [str(Ingested.part_file(staging.path, i)) for i in range(ddf.npartitions)]
         parts = ddf[list(spec.columns)].to_delayed()
         fn = dask_run.shared(convert)
         done = dask_run.compute([delayed(_convert, pure=False)(part, fn, path)

@@ -25,15 +25,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from core.code_version import module_version
 from core.errors import DataError, quoted
 from core.lazy import pandas as pd
 from storage import media_audio, media_image
 from storage.media import store_batch
 from tasks.features.media import MediaFeature
 from tasks.ingest.common import check_columns
-
-CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 
 SOURCE = "<DataFrame>"
 

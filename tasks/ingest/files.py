@@ -18,7 +18,6 @@ convert is the usual error naming its row), and each difference is a schema-drif
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable
@@ -33,10 +32,9 @@ from tasks.dataset.file_stamps import FileStamps
 from tasks.dataset.files import label
 from tasks.dataset.info import column_types
 from tasks.ingest.common import DICTIONARY
+from tasks.runtime import file_fits
 from tasks.runtime.frame import parts_in, write_ipc
-from tasks.runtime.outputs import FILE_ENTRIES
-
-FILE_INFO = "file.json"
+from tasks.runtime.outputs import FILE_ENTRIES, Ingested
 
 
 def schema_drift(files: list[tuple[str, str, str]], spec, allow: bool) -> list[dict]:
@@ -65,11 +63,12 @@ def schema_drift(files: list[tuple[str, str, str]], spec, allow: bool) -> list[d
     return found
 
 
-def ingest_files(ctx, spec, code_version: str, write_file: Callable[[str, object, Path], int]
+def ingest_files(ctx, spec, write_file: Callable[[str, object, Path], int]
                  ) -> tuple[list[dict], dict]:
     """Every file of the dataset in its cache entry, the missing ones read by ``write_file(path, spec,
     out_dir) -> rows``. Returns the stage's file list (``name``, ``fingerprint``, ``key``, ``rows``,
     ``offset``) and ``{"read", "reused", "schema_drift"}``."""
+    folder, code_version = file_fits.entries()  # the ingest node's per-file entries (Node.per_file)
     files = dataset_fingerprint.files(ctx.dataset, FileStamps.at(ctx.cache.root))
     drift = schema_drift(files, spec, ctx.config.preprocessing.schema_drift == "allow")
     missing = {(d["file"], d["column"]) for d in drift if d["change"] == "missing"}
@@ -78,17 +77,17 @@ def ingest_files(ctx, spec, code_version: str, write_file: Callable[[str, object
         absent = [c for c in spec.columns if (name, c) in missing]
         file_spec = replace(spec, columns={c: k for c, k in spec.columns.items() if c not in absent},
                             dictionary=tuple(c for c in spec.dictionary if c not in absent))
-        key = cache_key(FILE_ENTRIES, code_version, [fp], {**spec.slice(), "absent": absent})
-        entry = ctx.cache.get(FILE_ENTRIES, key)
+        key = cache_key(folder, code_version, [fp], {**spec.slice(), "absent": absent})
+        entry = ctx.cache.get(folder, key)
         if entry is None:
-            with ctx.cache.writer(FILE_ENTRIES, key) as tmp:
-                rows = write_file(path, file_spec, tmp / "data")
+            with ctx.cache.writer(folder, key) as tmp:
+                rows = write_file(path, file_spec, Ingested.data(tmp))
                 if absent:
-                    _add_null_columns(tmp / "data", spec, absent)
-                (tmp / FILE_INFO).write_text(json.dumps({"fingerprint": fp, "rows": rows}))
+                    _add_null_columns(Ingested.data(tmp), spec, absent)
+                Ingested.write_file_info(tmp, {"fingerprint": fp, "rows": rows})
             read += 1
         else:
-            rows = json.loads((entry / FILE_INFO).read_text())["rows"]
+            rows = Ingested.file_info(entry)["rows"]
         listed.append({"name": name, "fingerprint": fp, "key": key, "rows": rows, "offset": offset})
         offset += rows
     if offset == 0:
@@ -110,4 +109,4 @@ def _add_null_columns(folder: Path, spec, absent: list[str]) -> None:
 
 def entries_intact(cache, files: list[dict]) -> bool:
     """Whether every file entry an ingest entry lists is still in the cache (its hit is only a hit then)."""
-    return all((cache.path(FILE_ENTRIES, f["key"]) / FILE_INFO).is_file() for f in files)
+    return all(Ingested.file_info(cache.path(FILE_ENTRIES, f["key"])) is not None for f in files)

@@ -39,6 +39,7 @@ from tasks.ingest.common import (
 from tasks.ingest.nested import check_flat
 from tasks.runtime.dask_run import compute, shared
 from tasks.runtime.frame import write_ipc
+from tasks.runtime.outputs import Ingested
 
 # ---- plan ----------------------------------------------------------------------------------------------
 
@@ -144,7 +145,7 @@ def write_parts(dataset: str, spec, out_dir: Path, part_rows: int) -> int:
     # the spec once for all tasks, each unit as an opaque value: Dask walks a dataclass argument field by field,
     # and rebuilds it, in every call
     s = shared(spec)
-    compute([delayed(write_unit, pure=False)(shared(u), s, str(out_dir / f"part-{i:05d}.arrow"))
+    compute([delayed(write_unit, pure=False)(shared(u), s, str(Ingested.part_file(out_dir, i)))
              for i, u in enumerate(units)])
     return total
 

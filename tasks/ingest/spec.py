@@ -22,6 +22,7 @@ from tasks.dataset.info import dataset_columns, detect_format
 from tasks.ingest.common import dictionary_encoded, normalize_batch, reject_infinities, reject_text_in_numbers
 from tasks.runtime import frame
 from tasks.runtime.frame import write_ipc
+from tasks.runtime.outputs import Ingested
 
 PART_ROWS = 1 << 18  # rows per cached Arrow IPC part
 
@@ -67,7 +68,7 @@ def write_parts(batches, spec: IngestSpec, out_dir: Path, path: str) -> int:
     for part, table in enumerate(fixed_blocks(checked_tables(), PART_ROWS, combine=False)):
         table = dictionary_encoded(table, spec).append_column(
             ROW, pa.array(np.arange(total, total + table.num_rows, dtype=np.int64)))
-        write_ipc(table, out_dir / f"part-{part:05d}.arrow")
+        write_ipc(table, Ingested.part_file(out_dir, part))
         total += table.num_rows
     if total == 0:
         raise DataError(f"{path}: the dataset has a header but no data rows")

@@ -30,11 +30,9 @@ import pyarrow.csv as pacsv
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 
-from core.code_version import module_version
 from core.errors import DataError
 from core.lazy import pandas as pd
 from storage.fs import open_input
-from storage.hashing import stable_hash
 from tasks.dataset import csv_dialect
 from tasks.dataset.file_stamps import FileStamps
 from tasks.dataset.files import is_multi
@@ -46,12 +44,10 @@ from tasks.ingest import parquet as ingest_parts
 from tasks.ingest.common import check_columns as _check_columns
 from tasks.ingest.files import entries_intact, ingest_files
 from tasks.ingest.spec import PART_ROWS, IngestSpec, ingest_spec, write_parts
-from tasks.runtime.context import run_cached
-from tasks.runtime.node import Node
+from tasks.runtime.node import Node, Prepared
 from tasks.runtime.outputs import Ingested
 from tasks.runtime.statistics import Statistics
 
-CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 # Local CSVs up to this size are read whole by pyarrow's multi-threaded reader (faster than its streaming
 # reader, which parses one block at a time); larger ones are streamed in 16 MB blocks so memory stays bounded.
 WHOLE_READ_BYTES = 128 << 20
@@ -216,49 +212,53 @@ def config_slice(ctx) -> dict:
     return ingest_spec(ctx).slice()
 
 
-def run(ctx):
-    if ingest_frame.is_dask_frame(ctx.dataset) and "://" not in str(ctx.cache.root):
-        return _run_dask_frame(ctx)  # a Dask DataFrame: its partitions read on the workers
-    if ingest_frame.is_frame(ctx.dataset):  # a pandas DataFrame passed in Python
-        return _run_frame(ctx)
+def prepare(ctx) -> Prepared:
+    """The dataset's fingerprint, which keys the entry (a Dask DataFrame's partitions are converted and
+    staged to find it: a miss moves them into the entry, a hit drops them)."""
     spec = ingest_spec(ctx)
+    if ingest_frame.is_dask_frame(ctx.dataset) and "://" not in str(ctx.cache.root):
+        media = {f.column: f for f in ctx.media_features()}
+        convert = functools.partial(ingest_frame.convert_partition, columns=dict(spec.columns), media=media,
+                                    cache_dir=os.path.abspath(ctx.media_cache_root))
+        staged = dask_frame.stage(ctx.dataset, spec, convert, Path(ctx.cache.root) / "ingest", ingest_frame.SOURCE)
+        return Prepared(parents=(staged.fingerprint,), value=(spec, staged, staged.fingerprint), close=staged.close)
+    if ingest_frame.is_frame(ctx.dataset):  # a pandas DataFrame passed in Python
+        table = ingest_frame.frame_table(ctx, spec)
+        fp = dask_frame.table_fingerprint(table, spec)  # a Dask DataFrame's, for the same rows
+        return Prepared(parents=(fp,), value=(spec, table, fp))
     fp = ctx.fingerprint or fingerprint(ctx.dataset, FileStamps.at(ctx.cache.root))
-    if is_multi(ctx.dataset):  # a folder, glob or list: file by file (tasks.ingest.files)
-        return _run_files(ctx, spec, fp)
-
-    def compute(out: Path) -> Statistics:
-        rows = _write_file(ctx.dataset, spec, out / "data")
-        (out / "ingest.json").write_text(json.dumps({"fingerprint": fp, "rows": rows, "spec": spec.slice()}))
-        stats = Statistics()
-        stats.counter("ingest.rows_out", rows)
-        return stats
-
-    return run_cached(ctx, "ingest", CODE_VERSION, [fp], spec.slice(), compute, Ingested)
+    return Prepared(parents=(fp,), value=(spec, None, fp))
 
 
-def _run_files(ctx, spec: IngestSpec, fp: str):
-    """A folder's or glob's files, each in its own cache entry (``tasks.ingest.files``); the stage's entry
-    lists them. A hit whose file entries are gone (a cleaned cache) is recomputed."""
-
-    def compute(out: Path) -> Statistics:
-        listed, counts = ingest_files(ctx, spec, CODE_VERSION, _write_file)
-        rows = sum(f["rows"] for f in listed)
+def compute(ctx, out: Path, prepared: tuple) -> Statistics:
+    """The dataset's rows as Arrow IPC parts (``Ingested``): a file, a folder's files one by one, or a frame."""
+    spec, source, fp = prepared
+    stats = Statistics()
+    info = {"fingerprint": fp, "spec": spec.slice()}
+    if isinstance(source, dask_frame.Staged):  # a Dask DataFrame, partition by partition on the workers
+        source.move_into(Ingested.data(out))
+        info["rows"] = source.rows
+    elif source is not None:  # a pandas DataFrame
+        rows = write_parts(source.to_batches(max_chunksize=PART_ROWS), spec, Ingested.data(out), ingest_frame.SOURCE)
+        info["rows"] = rows
+    elif is_multi(ctx.dataset):  # a folder, glob or list: file by file (tasks.ingest.files)
+        listed, counts = ingest_files(ctx, spec, _write_file)
         # "read": what the run that wrote the entry read (not a statistic: the manifest's must not depend on
         # the cache's history)
-        (out / "ingest.json").write_text(json.dumps({"fingerprint": fp, "rows": rows, "spec": spec.slice(),
-                                                     "files": listed, "schema_drift": counts["schema_drift"],
-                                                     "read": counts["read"]}))
-        stats = Statistics()
-        stats.counter("ingest.rows_out", rows)
+        info.update(rows=sum(f["rows"] for f in listed), files=listed,
+                    schema_drift=counts["schema_drift"], read=counts["read"])
         for d in counts["schema_drift"]:
             stats.counter(f"ingest.schema_drift.{d['column']}", 1)
-        return stats
+    else:
+        info["rows"] = _write_file(ctx.dataset, spec, Ingested.data(out))
+    Ingested.write_info(out, info)
+    stats.counter("ingest.rows_out", info["rows"])
+    return stats
 
-    result = run_cached(ctx, "ingest", CODE_VERSION, [fp], spec.slice(), compute, Ingested)
-    if result.cached and not entries_intact(ctx.cache, result.files):
-        ctx.cache.discard("ingest", result.key)
-        result = run_cached(ctx, "ingest", CODE_VERSION, [fp], spec.slice(), compute, Ingested)
-    return result
+
+def intact(ctx, result: Ingested) -> bool:
+    """A folder's entry is usable while its files' entries are there (a cleaned cache: computed again)."""
+    return entries_intact(ctx.cache, result.files)
 
 
 def _write_file(path: str, spec: IngestSpec, out: Path) -> int:
@@ -270,47 +270,5 @@ def _write_file(path: str, spec: IngestSpec, out: Path) -> int:
     return write_parts(read_batches(path, spec), spec, out, path)
 
 
-def _run_frame(ctx):
-    """ingest of a pandas/Dask DataFrame passed in Python (``tasks.ingest.dataframe``)."""
-    spec = ingest_spec(ctx)
-    table = ingest_frame.frame_table(ctx, spec)
-    fp = dask_frame.table_fingerprint(table, spec)  # a Dask DataFrame's, for the same rows
-
-    def compute(out: Path) -> Statistics:
-        rows = write_parts(table.to_batches(max_chunksize=PART_ROWS), spec, out / "data", ingest_frame.SOURCE)
-        (out / "ingest.json").write_text(json.dumps({"fingerprint": fp, "rows": rows, "spec": spec.slice()}))
-        stats = Statistics()
-        stats.counter("ingest.rows_out", rows)
-        return stats
-
-    return run_cached(ctx, "ingest", ingest_frame.CODE_VERSION, [fp], spec.slice(), compute, Ingested)
-
-
-def _run_dask_frame(ctx):
-    """ingest of a Dask DataFrame, partition by partition on the workers (``tasks.ingest.dask_frame``), each
-    converted as the pandas ingest converts a frame; the staged parts become the cache entry."""
-    spec = ingest_spec(ctx)
-    media = {f.column: f for f in ctx.media_features()}
-    convert = functools.partial(ingest_frame.convert_partition, columns=dict(spec.columns), media=media,
-                                cache_dir=os.path.abspath(ctx.media_cache_root))
-    staged = dask_frame.stage(ctx.dataset, spec, convert, Path(ctx.cache.root) / "ingest", ingest_frame.SOURCE)
-    try:
-        def compute(out: Path) -> Statistics:
-            staged.move_into(out / "data")
-            (out / "ingest.json").write_text(json.dumps({"fingerprint": staged.fingerprint, "rows": staged.rows,
-                                                         "spec": spec.slice()}))
-            stats = Statistics()
-            stats.counter("ingest.rows_out", staged.rows)
-            return stats
-
-        return run_cached(ctx, "ingest", dask_frame_version(), [staged.fingerprint], spec.slice(), compute, Ingested)
-    finally:
-        staged.close()
-
-
-def dask_frame_version() -> str:
-    """The Dask DataFrame ingest's code version: its module's and the pandas conversion's."""
-    return stable_hash([module_version(dask_frame.__name__), ingest_frame.CODE_VERSION])
-
-
-NODE = Node("ingest", run, output=Ingested, reads=config_slice)
+NODE = Node("ingest", compute, output=Ingested, reads=config_slice, prepare=prepare, intact=intact,
+            per_file=True)

@@ -33,11 +33,9 @@ place of encode's and vocab's. Without media features the stage passes encode's 
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,15 +51,12 @@ from storage.fs import write_at
 from tasks.config.constants import SPLIT_NAMES
 from tasks.features.media import MediaFeature
 from tasks.runtime import dask_run, fitted_metadata, progress
-from tasks.runtime.context import run_cached
 from tasks.runtime.dask_run import on_cluster
 from tasks.runtime.frame import to_arrow, write_ipc
-from tasks.runtime.node import Node
-from tasks.runtime.outputs import MEDIA_STATE_FILE, Encoded, Fitted, MediaCached, StageResult
+from tasks.runtime.node import Node, Prepared
+from tasks.runtime.outputs import Encoded, Fitted, MediaCached
 from tasks.runtime.statistics import Statistics, decode_failures, sequence_lengths
 
-CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
-STATE_FILE = MEDIA_STATE_FILE
 CHUNK_ROWS = 2048  # rows per rewritten part: bounds memory in eager mode
 
 
@@ -98,10 +93,6 @@ class Sources:
         return np.array([e is not None for e in self.error], dtype=bool)
 
 
-def _rows_path(part: Path) -> Path:
-    return part.with_name(part.name.replace("part-", "rows-").rsplit(".", 1)[0] + ".npy")
-
-
 def _read_ipc(path: Path, columns: list[str] | None = None) -> pa.Table:
     return feather.read_table(str(path), columns=columns, memory_map=True)
 
@@ -116,7 +107,7 @@ def _collect(encoded: Encoded, features: list[MediaFeature]) -> tuple[list[Part]
             for name, src in by_name.items():
                 values = table.column(name).to_pylist()
                 uids[name] = np.fromiter((src.uid(v) for v in values), dtype=np.int64, count=len(values))
-            parts.append(Part(split_id, path, npy.load(_rows_path(path)), uids))
+            parts.append(Part(split_id, path, npy.load(Encoded.rows_file(path)), uids))
     return parts, by_name
 
 
@@ -235,11 +226,12 @@ def config_slice(ctx) -> dict:
             "fit_on": ctx.config.preprocessing.fit_on}
 
 
-def run(ctx, fitted: Fitted, encoded: Encoded) -> StageResult:
+def prepare(ctx, fitted: Fitted, encoded: Encoded) -> Prepared:
+    """Every media source read and hashed, on a cache hit too: their content joins the key. Without media
+    features encode's entry is this node's output."""
     features = ctx.media_features()
     if not features:  # nothing to decode: encode's result is this stage's
-        return MediaCached("media_cache", encoded.key, encoded.path, encoded.cached, 0.0, {})
-    start = time.perf_counter()
+        return Prepared(result=MediaCached.passing(fitted, encoded))
     with progress.stage("media_cache"):
         parts, by_name = _collect(encoded, features)
         all_sources = list(by_name.values())
@@ -248,15 +240,12 @@ def run(ctx, fitted: Fitted, encoded: Encoded) -> StageResult:
         _hash_all(all_sources)
     _check_fail_early(parts, all_sources)
     content = _content(all_sources)
-    fit_on = ctx.config.preprocessing.fit_on
+    return Prepared(key={"content": content}, value=(parts, all_sources, content))
 
-    def compute(out: Path) -> Statistics:
-        return _compute(ctx, out, fitted, parts, all_sources, content, fit_on)
 
-    result = run_cached(ctx, "media_cache", CODE_VERSION, [encoded.key, fitted.key],
-                        {**config_slice(ctx), "content": content}, compute, MediaCached)
-    # the stage's time includes reading and hashing every source (above), on a cache hit too
-    return dataclasses.replace(result, seconds=time.perf_counter() - start)
+def compute(ctx, out: Path, prepared: tuple, fitted: Fitted, encoded: Encoded) -> Statistics:
+    parts, all_sources, content = prepared
+    return _compute(ctx, out, fitted, encoded, parts, all_sources, content, ctx.config.preprocessing.fit_on)
 
 
 def _fit_sids(parts: list[Part], src: Sources, fit_on: str) -> list[int]:
@@ -297,7 +286,7 @@ def _slots(parts: list[Part], src: Sources, split_id: int) -> SplitSlots:
     return SplitSlots(order, slot_of_sid)
 
 
-def _compute(ctx, out: Path, fitted, parts: list[Part], all_sources: list[Sources], content: str,
+def _compute(ctx, out: Path, fitted: Fitted, encoded: Encoded, parts: list[Part], all_sources: list[Sources], content: str,
              fit_on: str) -> Statistics:
     metadata = Fitted.read_full(fitted.path)  # rewritten below, inline vocabularies included
     stats = Statistics()
@@ -331,9 +320,11 @@ def _compute(ctx, out: Path, fitted, parts: list[Part], all_sources: list[Source
         shutil.rmtree(scratch, ignore_errors=True)
     fitted_metadata.write(out, metadata)
     fitted.copy_files(metadata, out, link=True)  # Parquet vocabularies: publish reads them from this entry
-    (out / "encode.json").write_text(json.dumps({"rows": counts, "parts": len(parts)}))
-    (out / STATE_FILE).write_text(json.dumps({"content": content, "code_version": CODE_VERSION,
-                                              "features": [s.feature.name for s in all_sources]}))
+    Encoded.write_info(out, counts, len(parts))
+    # the decoding code joins the artifact's dataset fingerprint (MediaCached.fingerprint)
+    MediaCached.write_state(out, {"content": content, "code_version": module_version(__name__),
+                                  "features": [s.feature.name for s in all_sources],
+                                  "encode_statistics": encoded.statistics})
     return stats
 
 
@@ -535,8 +526,9 @@ def _rewrite_part(out: str, path: str, rows: np.ndarray, split_name: str, column
             else:
                 column = pa.array(slot, type=pa.int64())
             sub = sub.set_column(sub.schema.get_field_index(name), name, column)
-        write_ipc(sub, folder / f"part-{stem}-{c:05d}.arrow")
-        np.save(folder / f"rows-{stem}-{c:05d}.npy", rows[chosen].astype(np.int64))
+        part = Encoded.part_file(folder, f"{stem}-{c:05d}")
+        write_ipc(sub, part)
+        np.save(Encoded.rows_file(part), rows[chosen].astype(np.int64))
     return len(idx), skipped, filled
 
 
@@ -560,5 +552,5 @@ def _write_tables(out: Path, all_sources, codecs, slots) -> None:
 # ---- what later stages read ----------------------------------------------------------------------
 
 
-NODE = Node("media_cache", run, inputs=("vocab", "encode"), output=MediaCached, reads=config_slice,
-            in_artifact=False)  # its content hash joins the artifact id through the dataset fingerprint
+NODE = Node("media_cache", compute, inputs=("vocab", "encode"), output=MediaCached, reads=config_slice,
+            prepare=prepare, in_artifact=False)  # its content hash joins the artifact id through the dataset fingerprint

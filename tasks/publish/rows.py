@@ -23,6 +23,7 @@ import pyarrow.feather as feather
 
 from storage import npy
 from tasks.config.constants import ROW
+from tasks.runtime.outputs import Encoded
 
 COLUMN_SPEC = {"dtype": "torch.int64", "shape": [], "feature": ROW}  # publish's column spec (tasks.publish.stage)
 DESCRIPTION = ("the row's 0-based position in the input (for several files, in their concatenation); "
@@ -32,8 +33,7 @@ METADATA_ENTRY = {"type": "row_id", "column": ROW, "dtype": "int64", "descriptio
 
 def rows_path(part: str | Path) -> Path:
     """The input rows saved beside an encoded part (``part-X.arrow`` -> ``rows-X.npy``)."""
-    part = Path(part)
-    return part.with_name(part.name.replace("part-", "rows-", 1).rsplit(".", 1)[0] + ".npy")
+    return Encoded.rows_file(part)
 
 
 def read_part(part: str | Path) -> pa.Table:

@@ -291,10 +291,10 @@ def run(ctx, code_versions: dict[str, str], *inputs: StageResult) -> StageResult
     Its result's ``key`` is the artifact id, ``path`` the artifact's folder, ``artifact`` what ``publish``
     returned."""
     start = time.perf_counter()
-    progress.started("publish")  # publish is not a run_cached stage: its lines are said here
+    progress.started("publish")  # publish has no cache entry: its progress lines are said here
     by_stage = {r.stage: r for r in inputs}
-    media_cached = by_stage["media_cache"]  # decoded media: its entry replaces encode's and vocab's
-    fitted, encoded = media_cached.outputs(by_stage["vocab"], by_stage["encode"])
+    media_cached = by_stage["media_cache"]  # the fitted metadata and encoded rows, media decoded
+    fitted, encoded = media_cached.fitted(), media_cached.encoded()
     fingerprint = media_cached.fingerprint(by_stage["ingest"].fingerprint)  # media content joins the id
     if ctx.fitted_from:  # prepflow apply: the fitted artifact joins the id too
         fingerprint = stable_hash([fingerprint, ctx.fitted_from["artifact_id"]], 64)
@@ -443,6 +443,6 @@ def ensure_memmaps(ctx, artifact: dict) -> None:
     media.ensure_memmaps(artifact["artifact_path"])
 
 
-# Its inputs are every stage before it and its argument the artifact's code versions: ``tasks.graph.expand``
-# fills in both.
-NODE = Node("publish", run, output=Published, preflight=lambda ctx, local: check_split_binary(ctx))
+# Its inputs are every stage before it and its argument the artifact's code versions: ``tasks.graph`` fills in
+# both. It writes the artifact, not a cache entry.
+NODE = Node("publish", run, output=Published, preflight=lambda ctx, local: check_split_binary(ctx), cached=False)

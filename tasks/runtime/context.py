@@ -1,27 +1,19 @@
 """What every stage receives: the resolved config, feature objects, cache and run options.
 
-``run_cached`` is every stage's cached step: it returns the stage's typed output
-(``tasks.runtime.outputs``). No Dask collection ever crosses a stage boundary, only paths and keys.
+No Dask collection ever crosses a stage boundary, only paths and keys (``tasks.runtime.outputs``); the
+runner's cached step is ``tasks.runtime.cached``.
 """
 
 from __future__ import annotations
 
-import json
-import time
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Callable
 
 from core.code_version import class_version
-from core.pause import pause_point
-from storage.cache import StageCache, cache_key
+from storage.cache import StageCache
 from tasks.config.schema import Config
 from tasks.features import build_all, feature_code
 from tasks.features.base import FeatureType
 from tasks.features.media import MediaFeature
-from tasks.runtime import progress
-from tasks.runtime.outputs import StageResult
-from tasks.runtime.statistics import Statistics
 
 
 @dataclass
@@ -70,34 +62,3 @@ class RunContext:
 
 def _builtin_code(feature: FeatureType | None) -> str | None:
     return class_version(type(feature)) if feature is not None else None
-
-
-STATS_FILE = "statistics.json"
-def timed(stage_fn: Callable[..., StageResult], *args) -> StageResult:
-    """Run a stage function; its result's ``seconds`` cover the whole call (what the stage does before
-    or after its cached step too: reading the ingested parts, first imports), not only ``run_cached``."""
-    start = time.perf_counter()
-    result = stage_fn(*args)
-    result.seconds = time.perf_counter() - start
-    return result
-
-
-def run_cached(ctx: RunContext, stage: str, code_version: str, parents: list[str], config_slice: object,
-               compute: Callable[[Path], Statistics], output: type[StageResult] = StageResult) -> StageResult:
-    """Return the cached entry for this key, or run ``compute(tmp_dir)`` and store it atomically; as an
-    ``output`` (the stage's typed output, ``tasks.runtime.outputs``)."""
-    start = time.perf_counter()
-    progress.started(stage)  # the CLI's "started" line
-    key = cache_key(stage, code_version, parents, config_slice)
-    hit = ctx.cache.get(stage, key)
-    if hit is not None:
-        ctx.cache.sweep_once(stage)  # leftovers of killed runs, though this stage writes nothing
-        stats = json.loads((hit / STATS_FILE).read_text()) if (hit / STATS_FILE).exists() else {}
-        progress.finished(stage, time.perf_counter() - start, True, stats)
-        return output(stage, key, str(hit), True, time.perf_counter() - start, stats)
-    with ctx.cache.writer(stage, key) as tmp, progress.stage(stage):
-        stats = compute(tmp)
-        (tmp / STATS_FILE).write_text(json.dumps(stats.to_json(), sort_keys=True))
-        pause_point(stage)
-    progress.finished(stage, time.perf_counter() - start, False, stats.to_json())
-    return output(stage, key, str(ctx.cache.path(stage, key)), False, time.perf_counter() - start, stats.to_json())

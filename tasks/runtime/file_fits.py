@@ -9,6 +9,10 @@ positions), the digest of its rows' slice of the split (which rows are fit rows)
 (with the fill states the fit depends on) and the stage's code version. A file whose key is unchanged is
 not read again.
 
+The entries are declared by the node (``Node.per_file``): the runner computes such a node inside
+``declared(node)``, which names the entries' folder and code version after the node, so a stage never
+keys them itself; ``fit_files`` called by a node that did not declare them is an error.
+
 Which runs: a dataset of several files whose fit is a function of each file's rows alone
 (``applicable``): no custom stages (their fitted states are global), no timeseries windows (a window reads
 the rows before it), no ``ffill``/``bfill`` feature (a fill carried over from the previous file). Which
@@ -20,6 +24,7 @@ few rows of every file when rows are added, so every file is fitted again (corre
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -32,6 +37,26 @@ from storage.cache import cache_key
 from tasks.runtime import dask_run
 from tasks.runtime.outputs import Ingested
 from tasks.runtime.timeseries_windows import windowed
+
+_DECLARED: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("file_fits", default=None)
+
+
+@contextlib.contextmanager
+def declared(node):
+    """Inside: ``node``'s per-file entries (when it declares ``per_file``) are keyed as its own."""
+    token = _DECLARED.set((node.name, node.code_version) if node.per_file else None)
+    try:
+        yield
+    finally:
+        _DECLARED.reset(token)
+
+
+def entries() -> tuple[str, str]:
+    """``(cache folder, code version)`` of the running node's per-file entries."""
+    scope = _DECLARED.get()
+    if scope is None:
+        raise RuntimeError("per-file cache entries outside a node that declares them (Node.per_file)")
+    return f"{scope[0]}_file", scope[1]
 
 
 def applicable(ctx, ingest: Ingested, states: dict) -> bool:
@@ -59,8 +84,7 @@ def split_digest(assign, offset: int, rows: int) -> str:
     return xxhash.xxh3_128_hexdigest(np.ascontiguousarray(np.asarray(assign[offset:offset + rows])).tobytes())
 
 
-def fit_files(ctx, ingest: Ingested, assign, stage: str, code_version: str, key_slice: object,
-              fit_file: Callable[[list[tuple[str, int]], str], Any],
+def fit_files(ctx, ingest: Ingested, assign, key_slice: object, fit_file: Callable[[list[tuple[str, int]], str], Any],
               positions: bool | None = None) -> list[tuple[Any, Path]]:
     """Each file's accumulator and its entry's folder, in file order. ``fit_file(parts, folder)``: a delayed
     accumulator of the file's ingested ``parts``, whose tasks may also write files into ``folder`` (the new
@@ -69,7 +93,7 @@ def fit_files(ctx, ingest: Ingested, assign, stage: str, code_version: str, key_
     keyed without the split. ``positions``: whether an accumulator holds row positions, so that its entry is
     keyed by the file's row offset too (default: with a split); without them (infer_types' profiles) an entry
     is keyed by the file's ingest entry alone, so it holds wherever the file is."""
-    folder = f"{stage}_file"
+    folder, code_version = entries()
     positions = assign is not None if positions is None else positions
     results: list[Any] = [None] * len(ingest.files)
     pending: list[tuple[int, str, Path]] = []

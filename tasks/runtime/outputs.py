@@ -1,20 +1,27 @@
 """What each stage writes, as typed handles on its cache entry: the one place that knows the files.
 
+A handle reads its entry's files and writes them (Kedro's datasets): a stage's computation hands its data
+to its output type's writers (``SplitAssignment.write(out, assign)``) and never names a file itself.
+
 A stage declares its output type (``tasks.runtime.node.Node.output``); the runner hands each stage its
 parents' outputs as these handles (Kedro's catalog: a stage never imports another stage to find its
 input). A handle is a ``StageResult`` (what every stage returns, and what Prefect tasks pass between them: the cache
-key, the entry's folder, whether it came from the cache, its statistics) with readers for the entry's files:
+key, the entry's folder, whether it came from the cache, its statistics, which the runner writes as
+statistics.json) with readers and writers for the entry's files:
 
-    Ingested         ingest          data/part-*.arrow (Arrow IPC, ``__row__`` numbered), ingest.json
+    Ingested         ingest          data/part-*.arrow (Arrow IPC, ``__row__`` numbered), ingest.json; a folder's
+                                     files in ingest_file/<key>/ (data/, file.json)
     Types            infer_types     types.json: the inferred type and reason of each untyped feature
     SplitAssignment  split           split.npy: int8 per input row, 0 train, 1 validation, 2 test, -1 not sampled
     MissingStates    fill_missing    missing.json: each feature's missing-value state (and custom stages' states)
-                     (a custom stage)
-    Multiplicity     balance         multiplicity.npy: uint32 per input row (training rows), absent: no balancing
+                     (a custom stage)  + stage.json: the custom stage with its fitted state
+    Multiplicity     balance         multiplicity.npy: uint32 per input row (training rows), absent: no balancing;
+                                     balance.json
     Fitted           vocab           training_set_metadata.json (+ metadata_summary.json, vocab/*.parquet)
     Encoded          encode          <split>/part-NNNNN.arrow and rows-NNNNN.npy, encode.json
-    MediaCached      media_cache     its own Encoded + Fitted entry when it rewrote the parts, else none
-    GateResult       validate_*      validation.json
+    MediaCached      media_cache     the (Fitted, Encoded) pair: its own entry when it decoded media (+ media_cache.json),
+                                     else vocab's and encode's outputs passed through
+    GateResult       validate_*      validation.json, suite-NN.json
     Drifted          drift           drift.json: each feature's drift (apply) or skew (a run's splits)
     Published        publish         the artifact (``artifact``: path, id, rows per split)
 
@@ -30,6 +37,8 @@ import shutil
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+import numpy as np
+
 from core.errors import DataError
 from storage import vocab_store
 from storage.hashing import stable_hash
@@ -38,13 +47,19 @@ from tasks.runtime import fitted_metadata
 from tasks.runtime.frame import parts_in
 from tasks.runtime.statistics import Statistics
 
+INGEST_FILE = "ingest.json"
 SPLIT_FILE = "split.npy"
 MULTIPLICITY_FILE = "multiplicity.npy"
+BALANCE_FILE = "balance.json"
 MISSING_FILE = "missing.json"
+STAGE_FILE = "stage.json"  # a custom stage's own fitted state, beside its missing.json
+FILE_INFO = "file.json"  # a per-file ingest entry's fingerprint and rows
 TYPES_FILE = "types.json"
+ENCODE_FILE = "encode.json"
 GATE_FILE = "validation.json"
 DRIFT_FILE = "drift.json"
 MEDIA_STATE_FILE = "media_cache.json"
+STATS_FILE = "statistics.json"  # every entry's statistics, written by the runner (tasks.runtime.cached)
 FILE_ENTRIES = "ingest_file"  # the cache folder of the per-file ingest entries
 
 
@@ -75,7 +90,7 @@ class Output(StageResult):
     @classmethod
     def of(cls, result: StageResult):
         """``result`` as this output type (the same entry)."""
-        return result if type(result) is cls else cls(**{f.name: getattr(result, f.name) for f in fields(result)})
+        return result if type(result) is cls else cls(**{f.name: getattr(result, f.name) for f in fields(StageResult)})
 
     @classmethod
     def at(cls, path: str | Path):
@@ -91,8 +106,34 @@ class Output(StageResult):
 class Ingested(Output):
     """The ingested table: Arrow IPC parts, rows numbered by ``__row__`` (0-based input position)."""
 
+    @staticmethod
+    def data(out: Path) -> Path:
+        """The folder of the Arrow IPC parts in the entry ``out``."""
+        return out / "data"
+
+    @staticmethod
+    def part_file(data_dir: str | Path, index: int) -> Path:
+        """The ``index``-th Arrow IPC part in a data folder (``data``), named to sort in row order."""
+        return Path(data_dir) / f"part-{index:05d}.arrow"
+
+    @staticmethod
+    def write_info(out: Path, info: dict) -> None:
+        """The entry's description: ``fingerprint``, ``rows``, ``spec``, and a folder's ``files``."""
+        (out / INGEST_FILE).write_text(json.dumps(info))
+
+    @staticmethod
+    def write_file_info(entry: Path, info: dict) -> None:
+        """A per-file entry's ``fingerprint`` and ``rows`` (``FILE_ENTRIES``)."""
+        (entry / FILE_INFO).write_text(json.dumps(info))
+
+    @staticmethod
+    def file_info(entry: Path) -> dict | None:
+        """A per-file entry's ``fingerprint`` and ``rows``; None when the entry is gone."""
+        path = entry / FILE_INFO
+        return json.loads(path.read_text()) if path.is_file() else None
+
     def _info(self) -> dict:
-        return json.loads((self.folder / "ingest.json").read_text())
+        return json.loads((self.folder / INGEST_FILE).read_text())
 
     @property
     def parts(self) -> list[tuple[str, int]]:
@@ -102,13 +143,13 @@ class Ingested(Output):
         numbered from 0), so a file's entry does not depend on the files before it."""
         info = self._info()
         if "files" not in info:
-            return parts_in(self.folder / "data")
+            return parts_in(self.data(self.folder))
         root = self.folder.parent.parent  # the cache folder: <cache>/<stage>/<key>
-        return [part for f in info["files"] for part in parts_in(root / FILE_ENTRIES / f["key"] / "data", f["offset"])]
+        return [part for f in info["files"] for part in parts_in(self.data(root / FILE_ENTRIES / f["key"]), f["offset"])]
 
     def file_parts(self, f: dict) -> list[tuple[str, int]]:
         """One file's parts (``f``: an item of ``files``), with its row offset."""
-        return parts_in(self.folder.parent.parent / FILE_ENTRIES / f["key"] / "data", f["offset"])
+        return parts_in(self.data(self.folder.parent.parent / FILE_ENTRIES / f["key"]), f["offset"])
 
     @property
     def files_read(self) -> int:
@@ -138,6 +179,10 @@ class Ingested(Output):
 
 @dataclass
 class Types(Output):
+    @staticmethod
+    def write(out: Path, decisions: dict) -> None:
+        (out / TYPES_FILE).write_text(json.dumps({"features": decisions}, sort_keys=True, indent=1))
+
     def types(self) -> dict[str, dict]:
         """Feature name -> ``{"type", "reason", "preprocessing"}`` for every feature the config left untyped."""
         return json.loads((self.folder / TYPES_FILE).read_text())["features"]
@@ -145,6 +190,15 @@ class Types(Output):
 
 @dataclass
 class SplitAssignment(Output):
+    @staticmethod
+    def file(out: Path) -> Path:
+        """Where the assignment goes in the entry ``out`` (for Dask tasks writing it in place)."""
+        return out / SPLIT_FILE
+
+    @staticmethod
+    def write(out: Path, assign) -> None:
+        np.save(out / SPLIT_FILE, assign)
+
     def assignment(self) -> MappedArray:
         """The split of every input row (int8: 0/1/2, -1 not sampled), memory-mapped where it is read."""
         return MappedArray(self.folder / SPLIT_FILE)
@@ -152,6 +206,18 @@ class SplitAssignment(Output):
 
 @dataclass
 class MissingStates(Output):
+    @staticmethod
+    def write(out: Path, states: dict) -> None:
+        (out / MISSING_FILE).write_text(json.dumps(states, sort_keys=True, indent=1))
+
+    @staticmethod
+    def write_stage(out: Path, state: dict) -> None:
+        """A custom stage's planned stage with its fitted state (``stage_state``)."""
+        (out / STAGE_FILE).write_text(json.dumps(state, sort_keys=True, indent=1))
+
+    def stage_state(self) -> dict:
+        return json.loads((self.folder / STAGE_FILE).read_text())
+
     def states(self) -> dict:
         """Feature name -> its missing-value state (``computed_fill_value``, ...); with custom stages, also
         their fitted plan (``tasks.custom.plan.STATES_KEY``)."""
@@ -160,6 +226,16 @@ class MissingStates(Output):
 
 @dataclass
 class Multiplicity(Output):
+    @staticmethod
+    def file(out: Path) -> Path:
+        """Where the multiplicities go in the entry ``out`` (written in place by Dask tasks)."""
+        return out / MULTIPLICITY_FILE
+
+    @staticmethod
+    def write_info(out: Path, info: dict) -> None:
+        """Whether balancing ran (``enabled``) and on which ``label``."""
+        (out / BALANCE_FILE).write_text(json.dumps(info))
+
     def multiplicity(self) -> MappedArray | None:
         """How many times each input row is published (uint32; training rows), or None: no balancing."""
         path = self.folder / MULTIPLICITY_FILE
@@ -219,23 +295,58 @@ class Encoded(Output):
     def split_parts(self, split_name: str) -> list[Path]:
         return sorted((self.folder / split_name).glob("part-*.arrow"))
 
+    @staticmethod
+    def part_file(split_dir: str | Path, name: int | str) -> Path:
+        """A split's part ``name`` (a partition's index, or a string sorting among them)."""
+        return Path(split_dir) / (f"part-{name:05d}.arrow" if isinstance(name, int) else f"part-{name}.arrow")
+
+    @staticmethod
+    def rows_file(part: str | Path) -> Path:
+        """The input rows of each row of ``part``, saved beside it (``part-X.arrow`` -> ``rows-X.npy``)."""
+        part = Path(part)
+        return part.with_name(part.name.replace("part-", "rows-", 1).rsplit(".", 1)[0] + ".npy")
+
     def row_counts(self) -> dict[str, int]:
-        return json.loads((self.folder / "encode.json").read_text())["rows"]
+        return json.loads((self.folder / ENCODE_FILE).read_text())["rows"]
+
+    @staticmethod
+    def write_info(out: Path, rows: dict[str, int], parts: int) -> None:
+        """The rows per split and how many parts were written."""
+        (out / ENCODE_FILE).write_text(json.dumps({"rows": rows, "parts": parts}))
 
 
 @dataclass
 class MediaCached(Output):
-    """media_cache's entry. When it decoded media it rewrote the encoded parts and the metadata (an
-    ``Encoded`` and ``Fitted`` entry of its own); without media features it is encode's entry."""
+    """media_cache's output: the ``(fitted, encoded)`` pair the encoded gate and publish read. When it decoded
+    media its entry holds both (the metadata with the codecs, the rewritten parts); without media features
+    the pair is vocab's and encode's outputs, passed through (``passed``)."""
 
-    def outputs(self, fitted: Fitted, encoded: Encoded) -> tuple[Fitted, Encoded]:
-        """``(fitted, encoded)`` for the encoded gate and publish: this entry when it rewrote the parts
-        (its statistics merged with encode's, whose row counters the gate reads), else vocab's and
-        encode's outputs unchanged."""
-        if self.path == encoded.path:
-            return fitted, encoded
-        merged = Statistics.from_json(encoded.statistics).merge(Statistics.from_json(self.statistics)).to_json()
-        return Fitted.of(self), Encoded(self.stage, self.key, self.path, self.cached, self.seconds, merged)
+    passed: tuple[Fitted, Encoded] | None = None
+
+    @classmethod
+    def passing(cls, fitted: Fitted, encoded: Encoded) -> "MediaCached":
+        """The output of a media_cache with nothing to decode: vocab's and encode's outputs as they are."""
+        return cls("media_cache", encoded.key, encoded.path, encoded.cached, 0.0, {}, passed=(fitted, encoded))
+
+    def fitted(self) -> Fitted:
+        if self.passed is not None:
+            return self.passed[0]
+        return Fitted(self.stage, self.key, self.path, self.cached, self.seconds, self.statistics)
+
+    def encoded(self) -> Encoded:
+        """The encoded rows; a rewriting entry's statistics merged with encode's (whose row counters the gate
+        reads), as the entry recorded them."""
+        if self.passed is not None:
+            return self.passed[1]
+        encode = json.loads((self.folder / MEDIA_STATE_FILE).read_text())["encode_statistics"]
+        merged = Statistics.from_json(encode).merge(Statistics.from_json(self.statistics)).to_json()
+        return Encoded(self.stage, self.key, self.path, self.cached, self.seconds, merged)
+
+    @staticmethod
+    def write_state(out: Path, state: dict) -> None:
+        """What was decoded: the media ``content`` hash, the ``code_version``, the ``features``, and the
+        ``encode_statistics`` of the parts it rewrote."""
+        (out / MEDIA_STATE_FILE).write_text(json.dumps(state, sort_keys=True))
 
     def fingerprint(self, base: str) -> str:
         """The artifact's dataset fingerprint: the table's (``base``), combined with the media content hash."""
@@ -248,6 +359,13 @@ class MediaCached(Output):
 
 @dataclass
 class GateResult(Output):
+    @staticmethod
+    def write(out: Path, result: dict, suites: list[dict]) -> None:
+        """The gate's results, and each suite it ran (``suite-NN.json``, in order)."""
+        (out / GATE_FILE).write_text(json.dumps(result, sort_keys=True, indent=1, default=str))
+        for i, suite in enumerate(suites):
+            (out / f"suite-{i:02d}.json").write_text(json.dumps(suite, sort_keys=True, indent=1))
+
     def results(self) -> dict:
         """The gate's results: ``gate``, ``success``, ``rows``, ``evaluated``, ``failed``, ``suites``."""
         return json.loads((self.folder / GATE_FILE).read_text())
@@ -255,6 +373,10 @@ class GateResult(Output):
 
 @dataclass
 class Drifted(Output):
+    @staticmethod
+    def write(out: Path, result: dict) -> None:
+        (out / DRIFT_FILE).write_text(json.dumps(result, sort_keys=True, indent=1))
+
     def results(self) -> dict:
         """``mode`` (run | apply); ``drift`` (apply: feature -> entry) or ``skew`` (run: split -> feature -> entry)."""
         return json.loads((self.folder / DRIFT_FILE).read_text())

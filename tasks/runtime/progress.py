@@ -1,11 +1,11 @@
 """Progress of long stages: Dask task completions, and each stage's start and end, reported to whoever
 listens (the CLI's lines and bar, flows/console.py).
 
-``run_cached`` names the running stage (``stage(name)``); ``tasks.runtime.dask_run.compute`` reports how many of
-that compute's Dask tasks finished through a local-scheduler callback. A reporter is any callable
+The runner (``tasks.runtime.cached``) names the running stage (``stage(name)``);
+``tasks.runtime.dask_run.compute`` reports how many of that compute's Dask tasks finished through a local-scheduler callback. A reporter is any callable
 ``(stage, done, total)``; the CLI installs one, tests install a list.
 
-``run_cached`` also says when a stage starts and ends (``started`` / ``finished``) to the stage listener,
+It also says when a stage starts and ends (``started`` / ``finished``) to the stage listener,
 a callable ``(event, stage, info)``: event ``"start"`` (info ``{}``) or ``"end"`` (info ``seconds``,
 ``cached`` and ``rows``: the stage's row count from its statistics, ``None`` when it has none).
 """

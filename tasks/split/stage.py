@@ -31,14 +31,12 @@ from pathlib import Path
 import numpy as np
 from dask import delayed
 
-from core.code_version import module_version
 from core.errors import ConfigError, DataError
 from core.lazy import pandas as pd
 from storage.fs import write_at
 from storage.npy import MappedArray
 from tasks.config.constants import ROW, SPLIT_NAMES
 from tasks.runtime import dask_run, frame
-from tasks.runtime.context import run_cached
 from tasks.runtime.dask_run import compute as dask_compute
 from tasks.runtime.dask_run import row_chunks, summed
 from tasks.runtime.node import Node
@@ -53,7 +51,6 @@ from tasks.split.stratify import (
     stratify_split,
 )
 
-CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 FIXED_VALUES = {"0": 0, "1": 1, "2": 2, "train": 0, "training": 0, "validation": 1, "val": 1, "valid": 1,
                 "vali": 1, "dev": 1, "test": 2, "testing": 2}
 
@@ -318,13 +315,11 @@ def config_slice(ctx) -> dict:
             "sample_seed": pre.sample_seed, **({"hints": hints} if hints else {})}
 
 
-def run(ctx, ingest: Ingested):
-    """Stage entry point: writes ``split.npy``."""
-    pre = ctx.config.preprocessing
-    split = pre.split
-    hints = split_hints(ctx)
-    fn = SPLITTERS.get(split.type)
-    if split.type != "random" and fn is None:
+def check_config(ctx) -> None:
+    """On a miss and on a hit (the feature types are not in the split's key): the split type exists and a
+    stratify split's column is a binary or category feature."""
+    split = ctx.config.preprocessing.split
+    if split.type != "random" and split.type not in SPLITTERS:
         raise DataError(f"preprocessing.split.type: '{split.type}' is not implemented yet")
     if split.type == "stratify":
         for f in ctx.config.features:
@@ -332,39 +327,46 @@ def run(ctx, ingest: Ingested):
                 raise ConfigError(f"preprocessing.split.column: a stratify split needs a binary or category column; "
                                   f"'{split.column}' is the {f.type} feature '{f.name}'")
 
-    def compute(out: Path) -> Statistics:
-        n = ingest.num_rows
-        stats = Statistics()
-        written = _split_on_workers(ctx, ingest, n, out / "split.npy", hints)
-        if written is not None:  # on the workers: no per-row array in this process
-            kept, counts = written
-            check_active(kept, split.probabilities)
-            degenerate.check(ctx, ingest.parts, MappedArray(out / "split.npy"))  # warns or raises
-            for i, name in enumerate(SPLIT_NAMES):
-                stats.counter(f"split.rows.{name}", counts[i])
-            stats.counter("split.rows_not_sampled", n - kept)
-            return stats
-        keep = sample_mask(n, pre.sample_ratio, pre.sample_size, pre.sample_seed)
-        assign = np.full(n, -1, dtype=np.int8)
-        parts = frame.partitions(ingest.parts, ctx.npartitions)
-        results = dask_run.compute([delayed(_column_of)(p, split.column) for p in parts])
-        rows = np.concatenate([r[0] for r in results])
-        values = pd.concat([r[1] for r in results], ignore_index=True)
-        kept = keep[rows]
-        rows, values = rows[kept], values[kept].reset_index(drop=True)
-        assign[rows] = fn(values, rows, split, hints)
-        check_nonempty(assign, split.probabilities)
-        degenerate.check(ctx, ingest.parts, assign)  # before the entry is written: warns or raises
-        np.save(out / "split.npy", assign)
-        for i, name in enumerate(SPLIT_NAMES):
-            stats.counter(f"split.rows.{name}", int((assign == i).sum()))
-        stats.counter("split.rows_not_sampled", int((assign < 0).sum()))
-        return stats
 
-    result = run_cached(ctx, "split", CODE_VERSION, [ingest.key], config_slice(ctx), compute, SplitAssignment)
-    if result.cached:  # features are not in the split's key: checked again for this run's features
-        degenerate.check(ctx, ingest.parts, result.assignment())
-    return result
+def compute(ctx, out: Path, ingest: Ingested) -> Statistics:
+    """The assignment of every input row, written through ``SplitAssignment``."""
+    check_config(ctx)
+    pre = ctx.config.preprocessing
+    split = pre.split
+    hints = split_hints(ctx)
+    n = ingest.num_rows
+    stats = Statistics()
+    written = _split_on_workers(ctx, ingest, n, SplitAssignment.file(out), hints)
+    if written is not None:  # on the workers: no per-row array in this process
+        kept, counts = written
+        check_active(kept, split.probabilities)
+        degenerate.check(ctx, ingest.parts, MappedArray(SplitAssignment.file(out)))  # warns or raises
+        for i, name in enumerate(SPLIT_NAMES):
+            stats.counter(f"split.rows.{name}", counts[i])
+        stats.counter("split.rows_not_sampled", n - kept)
+        return stats
+    keep = sample_mask(n, pre.sample_ratio, pre.sample_size, pre.sample_seed)
+    assign = np.full(n, -1, dtype=np.int8)
+    parts = frame.partitions(ingest.parts, ctx.npartitions)
+    results = dask_run.compute([delayed(_column_of)(p, split.column) for p in parts])
+    rows = np.concatenate([r[0] for r in results])
+    values = pd.concat([r[1] for r in results], ignore_index=True)
+    kept = keep[rows]
+    rows, values = rows[kept], values[kept].reset_index(drop=True)
+    assign[rows] = SPLITTERS[split.type](values, rows, split, hints)
+    check_nonempty(assign, split.probabilities)
+    degenerate.check(ctx, ingest.parts, assign)  # before the entry is written: warns or raises
+    SplitAssignment.write(out, assign)
+    for i, name in enumerate(SPLIT_NAMES):
+        stats.counter(f"split.rows.{name}", int((assign == i).sum()))
+    stats.counter("split.rows_not_sampled", int((assign < 0).sum()))
+    return stats
+
+
+def check_hit(ctx, result: SplitAssignment, ingest: Ingested) -> None:
+    """A cache hit: features are not in the split's key, so the checks run for this run's."""
+    check_config(ctx)
+    degenerate.check(ctx, ingest.parts, result.assignment())
 
 
 def _split_on_workers(ctx, ingest, n: int, path: Path, hints: dict) -> tuple[int, list[int]] | None:
@@ -421,4 +423,5 @@ SPLITTERS = {
 }
 
 
-NODE = Node("split", run, inputs=("ingest",), output=SplitAssignment, reads=config_slice)
+NODE = Node("split", compute, inputs=("ingest",), output=SplitAssignment, reads=config_slice,
+            on_hit=check_hit)

@@ -27,12 +27,10 @@ from tasks.config.constants import ROW
 from tasks.runtime import file_fits, frame
 from tasks.runtime.outputs import Ingested
 
-STAGE = "validate_raw"
-
 log = logging.getLogger("prepflow.validate")
 
 
-def evaluate(ctx, ingest: Ingested, named: list[tuple[str, dict]], dtypes: dict[str, str], code_version: str,
+def evaluate(ctx, ingest: Ingested, named: list[tuple[str, dict]], dtypes: dict[str, str],
              rows_per_partition: int, view: Callable, whole: Callable) -> tuple[list[dict], int]:
     """The raw gate's suite entries (in ``named`` order) and rows: the suites that can file by file, the
     others by ``whole(suites)`` (the whole-table run). ``view``: a partition of ingested rows -> the gate's
@@ -42,8 +40,7 @@ def evaluate(ctx, ingest: Ingested, named: list[tuple[str, dict]], dtypes: dict[
     out: dict[int, dict] = {}
     if by_file:
         try:
-            suites = _by_file(ctx, ingest, [named[i] for i in by_file], columns, code_version, rows_per_partition,
-                              view)
+            suites = _by_file(ctx, ingest, [named[i] for i in by_file], columns, rows_per_partition, view)
             out = dict(zip(by_file, suites, strict=True))
         except Unstorable as exc:
             log.info("the raw gate's file bundles cannot be cached (%s): it runs over the whole table", exc)
@@ -53,7 +50,7 @@ def evaluate(ctx, ingest: Ingested, named: list[tuple[str, dict]], dtypes: dict[
     return [out[i] for i in range(len(named))], ingest.num_rows
 
 
-def _by_file(ctx, ingest: Ingested, named: list[tuple[str, dict]], columns: list[str], code_version: str,
+def _by_file(ctx, ingest: Ingested, named: list[tuple[str, dict]], columns: list[str],
              rows_per_partition: int, view: Callable) -> list[dict]:
     read = [*runner.columns_read(named, columns), ROW]
 
@@ -64,6 +61,5 @@ def _by_file(ctx, ingest: Ingested, named: list[tuple[str, dict]], columns: list
         return runner.file_bundle(named, frames, columns)
 
     key_slice = {"suites": [[src, stable_hash(s, 64)] for src, s in named], "columns": columns}
-    bundles = file_fits.fit_files(ctx, ingest, None, STAGE, f"{code_version}+{runner.CODE_VERSION}",
-                                  key_slice, fit_file, positions=True)
+    bundles = file_fits.fit_files(ctx, ingest, None, key_slice, fit_file, positions=True)
     return runner.run_files(named, [bundle for bundle, _entry in bundles], columns)

@@ -40,7 +40,6 @@ run after a file was added scans that file only (``tasks.validate.raw_files``; s
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
@@ -52,7 +51,6 @@ import pyarrow.feather as feather
 import pyarrow.parquet as pq
 from dask import delayed
 
-from core.code_version import module_version
 from core.errors import ConfigError, ValidationFailed
 from core.lazy import pandas as pd
 from expectations import gx_suites, runner
@@ -65,13 +63,11 @@ from tasks.config.constants import ROW, SPLIT_NAMES
 from tasks.config.suites import user_suites
 from tasks.custom import plan as custom_plan
 from tasks.runtime import dask_run, fitted_metadata, frame
-from tasks.runtime.context import run_cached
 from tasks.runtime.dask_run import summed
 from tasks.runtime.frame import ipc_num_rows
-from tasks.runtime.node import Node
+from tasks.runtime.node import Node, Prepared
 from tasks.runtime.outputs import (
     Encoded,
-    Fitted,
     GateResult,
     Ingested,
     MediaCached,
@@ -81,8 +77,6 @@ from tasks.runtime.outputs import (
 from tasks.runtime.statistics import Statistics
 from tasks.validate import raw_files
 
-CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
-RESULTS_FILE = "validation.json"
 # Rows per validation partition when --npartitions is not given: GX's fixed cost per partition and
 # expectation (user suites) is ~10-30 ms, so partitions much smaller than this cost more than they
 # parallelize.
@@ -358,25 +352,21 @@ def validate_view(named: list[tuple[str, dict]], view: str, args: list) -> tuple
     return run_suites(named, parts, columns, scheduler=scheduler, order=order), rows
 
 
-def _run_gate(ctx, gate: str, parents: list[str], named: list[tuple[str, dict]], evaluate):
-    """Cached: ``evaluate()`` (the suites' entries and the rows, ``validate_view``'s) runs only on a miss."""
+def _prepared(named: list[tuple[str, dict]], value) -> Prepared:
+    """The gate's suites join its key (a user suite's file, the generated suite's data-derived values)."""
+    return Prepared(key={"suites": [[src, stable_hash(s, 64)] for src, s in named]}, value=(named, value))
 
-    config_slice = {"suites": [[src, stable_hash(s, 64)] for src, s in named]}
 
-    def compute(out: Path) -> Statistics:
-        suites, rows = evaluate()
-        result = gate_json(gate, suites, rows)
-        (out / RESULTS_FILE).write_text(json.dumps(result, sort_keys=True, indent=1, default=str))
-        for i, (_src, suite) in enumerate(named):
-            (out / f"suite-{i:02d}.json").write_text(json.dumps(suite, sort_keys=True, indent=1))
-        stats = Statistics()
-        stage = STAGE[gate]
-        stats.counter(f"{stage}.rows_in", rows)
-        stats.counter(f"{stage}.expectations", result["evaluated"])
-        stats.counter(f"{stage}.failed", result["failed"])
-        return stats
-
-    return run_cached(ctx, STAGE[gate], CODE_VERSION, parents, config_slice, compute, GateResult)
+def _write(out: Path, gate: str, named: list[tuple[str, dict]], suites: list[dict], rows: int) -> Statistics:
+    """The gate's entry (``GateResult``) from its suites' results; its counters."""
+    result = gate_json(gate, suites, rows)
+    GateResult.write(out, result, [suite for _src, suite in named])
+    stats = Statistics()
+    stage = STAGE[gate]
+    stats.counter(f"{stage}.rows_in", rows)
+    stats.counter(f"{stage}.expectations", result["evaluated"])
+    stats.counter(f"{stage}.failed", result["failed"])
+    return stats
 
 
 def _suites_for(ctx, gate: str, generated: dict | None) -> list[tuple[str, dict]]:
@@ -393,22 +383,25 @@ def preflight(ctx, local: bool) -> None:
     preload(ctx.config, local)
 
 
-def run_raw(ctx, ingest: Ingested):
-    """Stage ``validate_raw``: the raw gate on the ingested table."""
-
+def prepare_raw(ctx, ingest: Ingested) -> Prepared:
+    """The raw gate's suites, with the generated one for the ingested columns' types."""
     dtypes = {c: t for c, t in frame.column_dtypes(ingest.parts).items() if c != ROW}
-    named = _suites_for(ctx, "raw", raw_suite(ctx, dtypes))
+    return _prepared(_suites_for(ctx, "raw", raw_suite(ctx, dtypes)), dtypes)
+
+
+def compute_raw(ctx, out: Path, prepared: tuple, ingest: Ingested) -> Statistics:
+    """Stage ``validate_raw``: the raw gate on the ingested table (a folder's files one by one)."""
+    named, dtypes = prepared
 
     def whole(suites: list[tuple[str, dict]]) -> list[dict]:
         return validate_view(suites, "raw", [os.path.abspath(ingest.path), ctx.npartitions])[0]
 
-    def evaluate() -> tuple[list[dict], int]:
-        if not ingest.files:
-            return whole(named), ingest.num_rows
+    if not ingest.files:
+        suites, rows = whole(named), ingest.num_rows
+    else:
         per_partition = -(-ingest.num_rows // ctx.npartitions) if ctx.npartitions else VALIDATION_ROWS
-        return raw_files.evaluate(ctx, ingest, named, dtypes, CODE_VERSION, per_partition, _raw_view, whole)
-
-    return _run_gate(ctx, "raw", [ingest.key], named, evaluate)
+        suites, rows = raw_files.evaluate(ctx, ingest, named, dtypes, per_partition, _raw_view, whole)
+    return _write(out, "raw", named, suites, rows)
 
 
 COUNT_ROWS = 1 << 24  # rows of split.npy (16 MiB) per task of ``expected_encoded_rows``
@@ -440,20 +433,21 @@ def expected_encoded_rows(split: SplitAssignment, balance: Multiplicity, encoded
     return weighted + validation + test - dropped
 
 
-def run_encoded(ctx, split: SplitAssignment, balance: Multiplicity, fitted: Fitted, encoded: Encoded,
-                media: MediaCached):
+def prepare_encoded(ctx, split: SplitAssignment, balance: Multiplicity, media: MediaCached) -> Prepared:
+    """The encoded gate's suites, with the generated one for the fitted metadata and the expected rows."""
+    metadata, encoded = media.fitted().metadata(), media.encoded()
+    named = _suites_for(ctx, "encoded", encoded_suite(ctx, metadata, expected_encoded_rows(split, balance, encoded)))
+    return _prepared(named, (metadata, encoded))
+
+
+def compute_encoded(ctx, out: Path, prepared: tuple, split: SplitAssignment, balance: Multiplicity,
+                    media: MediaCached) -> Statistics:
     """Stage ``validate_encoded``: the encoded gate on every encoded row of every split (media_cache's
     entry when it rewrote the parts)."""
-
-    fitted, encoded = media.outputs(fitted, encoded)
-    metadata = fitted.metadata()
-    named = _suites_for(ctx, "encoded", encoded_suite(ctx, metadata, expected_encoded_rows(split, balance, encoded)))
-
-    def evaluate() -> tuple[list[dict], int]:
-        shaped = {c.name: bool(c.shape) for f in ctx.features for c in f.output_columns(metadata[f.name])}
-        return validate_view(named, "encoded", [_encoded_chunks(encoded, ctx.npartitions), shaped])
-
-    return _run_gate(ctx, "encoded", [encoded.key], named, evaluate)
+    named, (metadata, encoded) = prepared
+    shaped = {c.name: bool(c.shape) for f in ctx.features for c in f.output_columns(metadata[f.name])}
+    suites, rows = validate_view(named, "encoded", [_encoded_chunks(encoded, ctx.npartitions), shaped])
+    return _write(out, "encoded", named, suites, rows)
 
 
 def _encoded_chunks(encoded: Encoded, npartitions: int | None) -> list[list]:
@@ -463,7 +457,7 @@ def _encoded_chunks(encoded: Encoded, npartitions: int | None) -> list[list]:
     pieces, offset = [], 0
     for split_id, split_name in enumerate(SPLIT_NAMES):
         for path in encoded.split_parts(split_name):
-            rows_path = path.with_name(path.name.replace("part-", "rows-").rsplit(".", 1)[0] + ".npy")
+            rows_path = Encoded.rows_file(path)
             n = _num_rows(path)
             pieces.append([os.path.abspath(path), os.path.abspath(rows_path), split_id, offset, n])
             offset += n
@@ -496,7 +490,7 @@ def enforce(ctx, result: GateResult) -> dict:
     return data
 
 
-RAW = Node("validate_raw", run_raw, inputs=("ingest",), output=GateResult, gate=True, enforce=enforce,
-           preflight=preflight)
-ENCODED = Node("validate_encoded", run_encoded, inputs=("split", "balance", "vocab", "encode", "media_cache"),
-               output=GateResult, gate=True, enforce=enforce)
+RAW = Node("validate_raw", compute_raw, inputs=("ingest",), output=GateResult, gate=True, enforce=enforce,
+           preflight=preflight, prepare=prepare_raw, per_file=True)
+ENCODED = Node("validate_encoded", compute_encoded, inputs=("split", "balance", "media_cache"),
+               output=GateResult, gate=True, enforce=enforce, prepare=prepare_encoded)

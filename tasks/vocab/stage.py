@@ -14,19 +14,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from core import combiner
-from core.code_version import module_version
 from tasks.config.constants import ROW
 from tasks.custom import apply as custom_apply
 from tasks.custom.prepared import filled_partitions
 from tasks.runtime import combine, dask_run, file_fits, fitted_metadata, frame
-from tasks.runtime.context import run_cached
 from tasks.runtime.node import FILLED, Node
 from tasks.runtime.outputs import Fitted, Ingested, MissingStates, SplitAssignment
 from tasks.runtime.statistics import Statistics
 from tasks.vocab import category as category_vocab
 from tasks.vocab import category_files
-
-CODE_VERSION = module_version(__name__)  # this module and what it imports directly (core.code_version)
 
 
 def _accumulate(prepared, combiners, fit_on):
@@ -61,7 +57,7 @@ def _fit_by_file(ctx, ingest: Ingested, assign, states: dict, prepare_states: di
         prepared = filled_partitions(frame.partitions(parts, None, dictionaries), ctx.features, assign, prepare_states)
         return category_files.file_fit(prepared, counted, fit_on, folder, _accumulate, combiners)
 
-    by_file = file_fits.fit_files(ctx, ingest, assign, "vocab", CODE_VERSION, key_slice, fit_file)
+    by_file = file_fits.fit_files(ctx, ingest, assign, key_slice, fit_file)
     reducers = category_files.reduce_files([str(entry / category_files.COUNTS_FILE) for _acc, entry in by_file],
                                            counted, out / "_candidates")
     return {**combiner.merge_extract(combiners, [acc for acc, _entry in by_file]),
@@ -72,54 +68,51 @@ def config_slice(ctx) -> dict:
     return {"features": ctx.features_slice(), "fit_on": ctx.config.preprocessing.fit_on}
 
 
-def run(ctx, ingest: Ingested, split: SplitAssignment, missing: MissingStates):
+def compute(ctx, out: Path, ingest: Ingested, split: SplitAssignment, missing: MissingStates) -> Statistics:
     fit_on = ctx.config.preprocessing.fit_on
-
-    def compute(out: Path) -> Statistics:
-        assign = split.assignment()
-        states = missing.states()
-        counted = category_vocab.counted_features(ctx.features)  # category vocabularies: by a shuffle
-        combiners = {f.name: f.fit_combiner(states[f.name]) for f in ctx.features if f not in counted}
-        # a number whose fill is a constant takes its fill in extract: its accumulator does not depend on it
-        prepare_states = {f.name: {**states[f.name], "missing_value_strategy": "keep"} if _fills_at_extract(f, states)
-                          else states[f.name] for f in ctx.features}
-        prepare_states.update({k: v for k, v in states.items() if k not in prepare_states})
-        # category columns as ingest stored them, dictionaries: each distinct value counted and looked up once
-        dictionaries = frame.dictionary_columns(ctx.features, bool(ctx.config.stages))
-        # a vocabulary that encoding looks partitions of this size up in by hash gets its index stored once
-        partition_rows = frame.largest_partition_rows(ingest.parts, ingest.num_rows, ctx.npartitions)
-        if file_fits.applicable(ctx, ingest, states) and file_fits.storable(*(c.create() for c in combiners.values())):
-            fitted = _fit_by_file(ctx, ingest, assign, states, prepare_states, counted, combiners, dictionaries, out,
-                                  partition_rows)
-        else:
-            parts = frame.partitions(ingest.parts, ctx.npartitions, dictionaries)
-            prepared = filled_partitions(parts, ctx.features, assign, prepare_states)
-            shared = dask_run.shared(combiners)
-            tasks, reducers = category_vocab.fit_tasks(prepared, counted, fit_on, out / "_candidates", _accumulate,
-                                                       (shared, fit_on))  # one task per partition
-            tasks = combine.merged(shared, tasks)  # merged on the workers: this process receives one accumulator
-            results = dask_run.compute(tasks + reducers)
-            fitted = {**combiner.merge_extract(combiners, results[:len(tasks)]),
-                      **category_vocab.extract(counted, results[len(tasks):], out, partition_rows)}
-        metadata = {}
-        stats = Statistics()
-        for f in ctx.features:
-            meta = fitted[f.name]
-            feature_cfg = next(c for c in ctx.config.features if c.name == f.name)
-            meta["type"] = feature_cfg.type
-            meta["column"] = f.column
-            meta["preprocessing"] = {**feature_cfg.preprocessing,
-                                     "missing_value_strategy": states[f.name]["missing_value_strategy"],
-                                     "computed_fill_value": states[f.name]["computed_fill_value"]}
-            if "vocab_size" in meta:
-                stats.counter(f"vocab.size.{f.name}", meta["vocab_size"])
-            metadata[f.name] = meta
-        custom_apply.annotate_metadata(metadata, states)  # features custom stages make carry the plan (serving)
-        fitted_metadata.write(out, metadata)  # category vocabularies arrive serialized (fitted_metadata.Raw)
-        return stats
-
-    return run_cached(ctx, "vocab", CODE_VERSION, [ingest.key, split.key, missing.key], config_slice(ctx), compute,
-                      Fitted)
+    assign = split.assignment()
+    states = missing.states()
+    counted = category_vocab.counted_features(ctx.features)  # category vocabularies: by a shuffle
+    combiners = {f.name: f.fit_combiner(states[f.name]) for f in ctx.features if f not in counted}
+    # a number whose fill is a constant takes its fill in extract: its accumulator does not depend on it
+    prepare_states = {f.name: {**states[f.name], "missing_value_strategy": "keep"} if _fills_at_extract(f, states)
+                      else states[f.name] for f in ctx.features}
+    prepare_states.update({k: v for k, v in states.items() if k not in prepare_states})
+    # category columns as ingest stored them, dictionaries: each distinct value counted and looked up once
+    dictionaries = frame.dictionary_columns(ctx.features, bool(ctx.config.stages))
+    # a vocabulary that encoding looks partitions of this size up in by hash gets its index stored once
+    partition_rows = frame.largest_partition_rows(ingest.parts, ingest.num_rows, ctx.npartitions)
+    if file_fits.applicable(ctx, ingest, states) and file_fits.storable(*(c.create() for c in combiners.values())):
+        fitted = _fit_by_file(ctx, ingest, assign, states, prepare_states, counted, combiners, dictionaries, out,
+                              partition_rows)
+    else:
+        parts = frame.partitions(ingest.parts, ctx.npartitions, dictionaries)
+        prepared = filled_partitions(parts, ctx.features, assign, prepare_states)
+        shared = dask_run.shared(combiners)
+        tasks, reducers = category_vocab.fit_tasks(prepared, counted, fit_on, out / "_candidates", _accumulate,
+                                                   (shared, fit_on))  # one task per partition
+        tasks = combine.merged(shared, tasks)  # merged on the workers: this process receives one accumulator
+        results = dask_run.compute(tasks + reducers)
+        fitted = {**combiner.merge_extract(combiners, results[:len(tasks)]),
+                  **category_vocab.extract(counted, results[len(tasks):], out, partition_rows)}
+    metadata = {}
+    stats = Statistics()
+    for f in ctx.features:
+        meta = fitted[f.name]
+        feature_cfg = next(c for c in ctx.config.features if c.name == f.name)
+        meta["type"] = feature_cfg.type
+        meta["column"] = f.column
+        # the config's options, under the feature type's own record of what it fitted (e.g. a hashed
+        # category's buckets), with the fill state
+        meta["preprocessing"] = {**feature_cfg.preprocessing, **meta.get("preprocessing", {}),
+                                 "missing_value_strategy": states[f.name]["missing_value_strategy"],
+                                 "computed_fill_value": states[f.name]["computed_fill_value"]}
+        if "vocab_size" in meta:
+            stats.counter(f"vocab.size.{f.name}", meta["vocab_size"])
+        metadata[f.name] = meta
+    custom_apply.annotate_metadata(metadata, states)  # features custom stages make carry the plan (serving)
+    fitted_metadata.write(out, metadata)  # category vocabularies arrive serialized (fitted_metadata.Raw)
+    return stats
 
 
-NODE = Node("vocab", run, inputs=("ingest", "split", FILLED), output=Fitted, reads=config_slice)
+NODE = Node("vocab", compute, inputs=("ingest", "split", FILLED), output=Fitted, reads=config_slice, per_file=True)

@@ -181,11 +181,13 @@ def counted_fits(monkeypatch):
     fitted: list[tuple[str, int]] = []
     real = file_fits.fit_files
 
-    def fit_files(ctx, ingest, assign, stage, code_version, key_slice, fit_file, **kwargs):
+    def fit_files(ctx, ingest, assign, key_slice, fit_file, **kwargs):
+        stage = file_fits.entries()[0].removesuffix("_file")  # the node whose per-file entries these are
+
         def counting(parts, folder):
             fitted.append((stage, parts[0][1]))  # (stage, the file's row offset)
             return fit_file(parts, folder)
-        return real(ctx, ingest, assign, stage, code_version, key_slice, counting, **kwargs)
+        return real(ctx, ingest, assign, key_slice, counting, **kwargs)
 
     monkeypatch.setattr(file_fits, "fit_files", fit_files)
     return fitted

@@ -16,6 +16,7 @@ from core.errors import ConfigError, DataError
 from flows.cli import main as cli_main
 from flows.infer import infer_dataset
 from tasks.config.loader import load_config
+from tasks.graph import execute
 from tasks.infer_types import profile, rules
 from tasks.infer_types import stage as infer_types
 from tasks.ingest import spec as ingest_spec
@@ -411,7 +412,7 @@ def _frame_ctx(df, config: dict, tmp: Path):
 def _stage_decision(df, config: dict, tmp: Path) -> rules.Inferred:
     """The pipeline's infer_types stage (after ingest) on an in-memory frame, in a fresh cache."""
     ctx = _frame_ctx(df, config, tmp)
-    item = infer_types.run(ctx, ingest.run(ctx)).types()["media"]
+    item = execute(infer_types.NODE, ctx, [execute(ingest.NODE, ctx, [])]).types()["media"]
     return rules.Inferred(**item)
 
 
@@ -447,7 +448,7 @@ def test_an_in_memory_frame_checks_its_media_files_like_a_csv(tmp_path, monkeypa
     assert {i.name: i for i in infer_dataset(str(csv))[0]}["media"] == item
     ctx = _frame_ctx(df, config, tmp_path / "missing")
     with pytest.raises(DataError, match=r"'media' .* inference would exclude it: .*'img/017\.png': no file"):
-        infer_types.apply(ctx, infer_types.run(ctx, ingest.run(ctx)))
+        infer_types.apply(ctx, execute(infer_types.NODE, ctx, [execute(ingest.NODE, ctx, [])]))
 
 
 def test_an_in_memory_frame_resolves_against_the_configs_media_root(tmp_path, monkeypatch):

@@ -76,12 +76,13 @@ def test_fsspec_urls(tmp_path, expected):
 def test_strings_are_read_as_arrow_strings(tmp_path):
     from storage.cache import StageCache
     from tasks.config.loader import parse_config
+    from tasks.graph import execute
     from tasks.ingest import stage as ingest
     from tasks.runtime import frame
     from tasks.runtime.context import RunContext
 
     ctx = RunContext(parse_config(CONFIG), str(write("csv", tmp_path / "d.csv")), StageCache(tmp_path / "c"))
-    result = ingest.run(ctx)
+    result = execute(ingest.NODE, ctx, [])
     ddf = frame.read_ingested(result.parts, None)
     assert str(ddf["cat"].dtype) in ("string", "str", "large_string[pyarrow]", "string[pyarrow]")
     assert ddf["cat"].compute().array.__class__.__name__ in ("ArrowStringArray", "ArrowStringArrayNumpySemantics",

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from core.errors import ConfigError, DataError
 from storage.cache import StageCache
 from tasks.config.loader import parse_config
+from tasks.graph import execute
 from tasks.ingest import stage as ingest
 from tasks.runtime.context import RunContext
 from tasks.split import dates as split_dates
@@ -245,7 +246,7 @@ def _stage(tmp_path, dataset, split_cfg: dict, npartitions: int, **pre) -> np.nd
                            "output_features": [{"name": "label", "type": "category"}],
                            "preprocessing": {"split": split_cfg, **pre}})
     ctx = RunContext(config, str(dataset), StageCache(tmp_path / f"cache{npartitions}"), npartitions)
-    return np.array(split.run(ctx, ingest.run(ctx)).assignment())
+    return np.array(execute(split.NODE, ctx, [execute(ingest.NODE, ctx, [])]).assignment())
 
 
 SPLIT_CONFIGS = {

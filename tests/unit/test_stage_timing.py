@@ -1,5 +1,5 @@
-"""A stage's reported seconds cover the whole stage call, not only its cached step: the work a stage
-does before ``run_cached`` (reading the ingested parts, first imports of a process) is stage time."""
+"""A stage's reported seconds cover the whole node call, not only its cached step: the work a node does
+before its cache lookup (its ``prepare``: hashing media, reading the ingested parts' schema) is stage time."""
 
 from __future__ import annotations
 
@@ -17,14 +17,17 @@ def test_stage_seconds_include_work_before_the_cached_step(tmp_path, monkeypatch
     data = write_csv(pd.DataFrame({"x": [1.0, 2.0, 3.0, 4.0] * 5, "y": [0, 1] * 10}), tmp_path / "d.csv")
     config = {"input_features": [{"name": "x", "type": "number"}],
               "output_features": [{"name": "y", "type": "binary"}]}
-    original = split.run
 
-    def slow_split(ctx, ingest):
-        time.sleep(0.3)  # e.g. a first import, before the stage reaches run_cached
-        return original(ctx, ingest)
+    def slow_prepare(ctx, ingest):
+        time.sleep(0.3)  # e.g. hashing the media, before the cache lookup
+        return None
 
-    slow_split.__module__ = original.__module__  # versioned as the split stage's code
-    nodes = tuple(dataclasses.replace(n, run=slow_split) if n is split.NODE else n for n in graph.NODES)
+    def compute(ctx, out, _prepared, ingest):
+        return split.compute(ctx, out, ingest)
+
+    compute.__module__ = split.compute.__module__  # versioned as the split stage's code
+    nodes = tuple(dataclasses.replace(n, run=compute, prepare=slow_prepare) if n is split.NODE else n
+                  for n in graph.NODES)
     monkeypatch.setattr(graph, "NODES", nodes)
     first = {s.stage: s for s in run(config, data, tmp_path).stages}
     assert first["split"].seconds >= 0.3 and not first["split"].cached
