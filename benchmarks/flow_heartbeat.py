@@ -1,5 +1,5 @@
 """What Prefect's flow-run heartbeat costs a ``prepflow run``: the CLI on the local server turns it off
-(``flows.cli._run_settings``) unless ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` is set; this runs the same cold run
+(``flows.cli.flow_runs.run_settings``) unless ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` is set; this runs the same cold run
 with it set to Prefect's default (180 s) and without, alternated, and prints each run's wall seconds and the
 CPU seconds of its process (``wait4``), then the medians per variant.
 

@@ -23,7 +23,7 @@ from prefect.states import Completed, State
 from prefect.utilities.annotations import opaque, quote
 
 from flows import bookkeeping
-from flows.apply import apply_context, summary_of, with_references
+from flows.apply_context import apply_context, with_references
 from flows.reporting import drift_artifact, report_artifact, statistics_artifact, validation_artifact
 from flows.resilience import retry_options
 from flows.run_labels import parameters_run_name
@@ -146,7 +146,7 @@ def apply_flow(artifact: str, dataset: str | list[str], output: str = "artifacts
     ctx = with_references(apply_context(artifact, dataset, output, split, config, _shared_path(cache_dir), npartitions))
     with TagsContext(current_tags=set()), dask_run.client(dask_address):
         results = run_graph(ctx, _prefect_call, local=not dask_address, nodes=expand_apply())
-        summary = summary_of(results)
+        summary = PipelineResult(results["publish"].artifact, list(results.values())).summary()
         statistics_artifact(list(results.values()))
         drift_artifact(summary.get("drift") or {})
         summary["report_path"] = _data(report_task(summary))

@@ -21,7 +21,7 @@ from expectations.report import format_gate, markdown
 from flows import local_server
 from flows.bookkeeping import best_effort
 from tasks.dataset.files import label as dataset_label
-from tasks.report.page import markdown_summary
+from tasks.report.run_summary import markdown_summary
 from tasks.runtime.statistics import merged, summary_rows
 
 PRESIGNED_SECONDS = 7 * 24 * 3600  # the longest an S3 (SigV4) presigned URL may live

@@ -29,15 +29,23 @@ import stat
 from pathlib import Path
 
 from core.errors import DataError, IntegrityError, quoted
-from storage.safe_paths import check_id, check_names, inside, latest_id, real_root, under
+from storage.safe_paths import (  # noqa: F401  (listed_file, MANIFEST and DAMAGED: this module's API too)
+    DAMAGED,
+    MANIFEST,
+    check_id,
+    check_names,
+    inside,
+    latest_id,
+    listed_file,
+    real_root,
+    under,
+)
 
-MANIFEST = "manifest.json"
 FEATURE_SPEC = "feature_spec.yaml"
 METADATA_FILE = "training_set_metadata.json"
 LATEST = "LATEST"
 MANIFEST_MAX = 256 << 20  # bytes: a manifest lists files and statistics, never data
 LATEST_MAX = 128  # bytes read of a LATEST file: an id and its newline fit many times over
-DAMAGED = "the artifact is damaged or was edited (prepflow inspect --verify checks every file against its manifest)"
 
 
 def check_manifest(manifest: object, where: str) -> dict:
@@ -80,30 +88,6 @@ def read_manifest(root: str | os.PathLike) -> dict:
     with open(path, "rb") as fh:
         data = fh.read(MANIFEST_MAX + 1)
     return parse_manifest(data, str(path))
-
-
-def _entry(files: dict, name: str, path: Path) -> dict:
-    info = files.get(name)
-    if not isinstance(info, dict) or not isinstance(info.get("bytes"), int) or isinstance(info.get("bytes"), bool):
-        raise IntegrityError(f"{path}: not listed in {MANIFEST} with its size; {DAMAGED}")
-    return info
-
-
-def listed_file(root: str | os.PathLike, files: dict, name: str, root_real: str | None = None) -> Path:
-    """``root / name``: inside the artifact (no symlink out), listed in the manifest's ``files``, a regular file
-    of the listed size. One ``stat``; nothing read."""
-    path = under(root, name, str(Path(root) / MANIFEST), root_real)
-    info = _entry(files, name, path)
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise IntegrityError(f"{Path(root)}: not a complete prepflow artifact: {name}: missing (listed in "
-                             f"{MANIFEST})") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise IntegrityError(f"{path}: not a regular file; {DAMAGED}")
-    if st.st_size != info["bytes"]:
-        raise IntegrityError(f"{path}: {st.st_size} bytes, {MANIFEST} lists {info['bytes']}; {DAMAGED}")
-    return path
 
 
 def check_bytes(data: bytes, info: object, where: str) -> bytes:

@@ -40,7 +40,7 @@ beside the training channels. ``state_dict()`` / ``load_state_dict()`` (torchdat
 ``StatefulDataLoader`` protocol) resume a killed job at the batch after the last one it was handed:
 the state is JSON numbers, checked against the loader before it is used (``BatchLoader``).
 
-Prefetch. A background thread gathers up to ``prefetch`` batches ahead of the consumer; numpy's
+Prefetch (``storage.prefetch``). A background thread gathers up to ``prefetch`` batches ahead of the consumer; numpy's
 copies release the GIL, so reading overlaps the training step. ``device=`` copies each batch there as
 the consumer takes it, on its current stream. To a CUDA device the batches are gathered into pinned
 memory by default (``pin_memory=None``), so the copy is asynchronous: the host goes on to the next
@@ -51,11 +51,10 @@ with the numbers for a side copy stream that was tried and not kept.
 
 from __future__ import annotations
 
-import queue
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -65,6 +64,7 @@ from storage import npy
 from storage.artifact_files import ROW_COLUMN, arrow_to_numpy, read_shard
 from storage.media import item_specs, open_media_columns
 from storage.order import Order, resume_point, state_dict
+from storage.prefetch import prefetched
 from storage.size_checks import check_row_items, check_split
 from storage.split_binary import read_chunk
 
@@ -333,55 +333,6 @@ def as_index(rows: np.ndarray):
 
 
 # ---- the loader ----------------------------------------------------------------------------------
-
-_END = object()
-
-
-class _Failure:
-    def __init__(self, exc: BaseException):
-        self.exc = exc
-
-
-def prefetched(make: Callable[[], Iterator], depth: int) -> Iterator:
-    """Iterate ``make()`` in a background thread that keeps up to ``depth`` items ready."""
-    if depth <= 0:
-        yield from make()
-        return
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def put(item) -> bool:
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        try:
-            for item in make():
-                if not put(item):
-                    return
-            put(_END)
-        except BaseException as exc:  # handed to the consumer, which re-raises it
-            put(_Failure(exc))
-
-    thread = threading.Thread(target=produce, name="prepflow-loader", daemon=True)
-    thread.start()
-    try:
-        while True:
-            item = q.get()
-            if item is _END:
-                return
-            if isinstance(item, _Failure):
-                raise item.exc
-            yield item
-    finally:
-        stop.set()
-        thread.join()
-
 
 def _to_device(batch: dict, device, non_blocking: bool) -> dict:
     return {k: (_to_device(v, device, non_blocking) if isinstance(v, dict) else v.to(device, non_blocking=non_blocking))

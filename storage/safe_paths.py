@@ -21,9 +21,13 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 
 from core.errors import IntegrityError, quoted
+
+MANIFEST = "manifest.json"
+DAMAGED = "the artifact is damaged or was edited (prepflow inspect --verify checks every file against its manifest)"
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 ID_MAX = 64  # publish's ids are 24 hex digits (tasks.publish.stage.artifact_id); a full sha256 is 64
@@ -89,4 +93,28 @@ def under(root: str | os.PathLike, name: object, where: str, root_real: str | No
     path = Path(root) / check_name(name, where)
     if not inside(root_real or real_root(root), path):
         raise _refuse(where, name, "is a symlink (or under one) that leads out of the artifact")
+    return path
+
+
+def _entry(files: dict, name: str, path: Path) -> dict:
+    info = files.get(name)
+    if not isinstance(info, dict) or not isinstance(info.get("bytes"), int) or isinstance(info.get("bytes"), bool):
+        raise IntegrityError(f"{path}: not listed in {MANIFEST} with its size; {DAMAGED}")
+    return info
+
+
+def listed_file(root: str | os.PathLike, files: dict, name: str, root_real: str | None = None) -> Path:
+    """``root / name``: inside the artifact (no symlink out), listed in the manifest's ``files``, a regular file
+    of the listed size. One ``stat``; nothing read."""
+    path = under(root, name, str(Path(root) / MANIFEST), root_real)
+    info = _entry(files, name, path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise IntegrityError(f"{Path(root)}: not a complete prepflow artifact: {name}: missing (listed in "
+                             f"{MANIFEST})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise IntegrityError(f"{path}: not a regular file; {DAMAGED}")
+    if st.st_size != info["bytes"]:
+        raise IntegrityError(f"{path}: {st.st_size} bytes, {MANIFEST} lists {info['bytes']}; {DAMAGED}")
     return path

@@ -41,8 +41,7 @@ import pyarrow.parquet as pq
 
 from core.errors import IntegrityError
 from storage import string_hash
-from storage.artifact_read import listed_file
-from storage.safe_paths import under
+from storage.safe_paths import listed_file, under
 
 ROW_GROUP_ROWS = 1 << 20
 SCAN_RATIO = 2  # a query of fewer than half the vocabulary's values is looked up by hash (VocabLookup)
@@ -76,7 +75,7 @@ def files(metadata: dict) -> list[str]:
 def resolve(metadata: dict, folder: str | Path, files: dict | None = None) -> dict:
     """A copy of ``metadata`` whose external vocabularies carry ``vocab_path`` (absolute, under ``folder``).
     ``files`` (a published artifact's manifest listing): each vocabulary must also be listed there, of its
-    listed size (``storage.artifact_read.listed_file``)."""
+    listed size (``storage.safe_paths.listed_file``)."""
     out = dict(metadata)
     for name, meta in metadata.items():
         if isinstance(meta, dict) and "vocab_file" in meta:

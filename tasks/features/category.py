@@ -40,169 +40,37 @@ Ludwig's ``idx2str``/``str2idx``/``str2freq`` (``str2freq`` counts the fit rows 
 encoding joins against it partition by partition. Fitting at scale (per-partition counts, a
 shuffle, exact ordering) is ``tasks.vocab.category``; the type's combiner (``create``/``add``/``merge``/
 ``extract``, ``tasks.runtime.combine``) gives the same result in memory.
+
+This module is the feature type; its options and the id layout's constants are
+``tasks.features.category_options``, the fit's counts and candidates ``tasks.features.category_counts``, and
+the per-row ids from each distinct value's ``tasks.features.category_ids``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import Field, model_validator
 
 from core.errors import ConfigError, DataError, NotFittedError
 from core.lazy import pandas as pd
 from storage import string_hash, vocab_store
 from tasks.features.base import (
-    BasePreprocessing,
     ColumnSpec,
     FeatureType,
     as_strings,
-    by_count_then,
     dictionary_array,
     first_bad,
     is_dictionary,
 )
+from tasks.features.category_counts import Candidates, sum_buckets, value_counts
+from tasks.features.category_ids import hash_ids, ids_by_code
+from tasks.features.category_options import INLINE_MAX, MAX_IDS, UNK, CategoryPreprocessing, oov_name
 
-UNK = "<UNK>"
-# ids; a larger vocabulary is stored as Parquet (vocab stage); a change reaches the cache keys through the feature
-# type's code (RunContext.features_slice)
-INLINE_MAX = 100_000
-MAX_IDS = 2**31 - 1  # ids are int32
-
-
-def oov_name(bucket: int) -> str:
-    return f"<OOV_{bucket}>"
-
-
-class CategoryPreprocessing(BasePreprocessing):
-    most_common: int = Field(default=10000, gt=0)
-    min_frequency: int = Field(default=1, ge=1)
-    num_oov_buckets: int = Field(default=0, ge=0, le=MAX_IDS // 2)
-    hash_buckets: int | None = Field(default=None, gt=0, le=MAX_IDS - 1)
-    encoded: bool = False  # the column holds integer ids in [0, cardinality), kept as given
-    cardinality: int | None = Field(default=None, gt=0, le=MAX_IDS)
-    out_of_range_id: int | None = Field(default=None, ge=0)
-    # ``ludwig``: Ludwig's vocabulary (see the module docstring); set by ``compatibility: ludwig``
-    symbols: Literal["prepflow", "ludwig"] = "prepflow"
-    # Keys Ludwig reads from the metadata's preprocessing (``--training_set_metadata``), at Ludwig's defaults:
-    # tasks.config.ludwig drops them from a config (and refuses other values), so they hold these values
-    lowercase: Literal[False] = False
-    cache_encoder_embeddings: bool = False
-
-    @model_validator(mode="after")
-    def _one_scheme(self) -> "CategoryPreprocessing":
-        if self.hash_buckets is not None and self.num_oov_buckets:
-            raise ValueError("hash_buckets hashes every value (no vocabulary), so num_oov_buckets cannot be "
-                             "combined with it; use one or the other")
-        if self.symbols == "ludwig":
-            clash = [k for k in ("num_oov_buckets", "hash_buckets", "encoded") if getattr(self, k)]
-            if clash:
-                raise ValueError(f"symbols: ludwig is Ludwig's vocabulary (no buckets, no pre-encoded ids), so "
-                                 f"{', '.join(clash)} cannot be combined with it")
-        if not self.encoded:
-            given = [k for k in ("cardinality", "out_of_range_id") if getattr(self, k) is not None]
-            if given:
-                raise ValueError(f"{', '.join(given)} only apply to pre-encoded ids: add encoded: true")
-            return self
-        if self.cardinality is None:
-            raise ValueError("encoded: true needs cardinality: the number of ids (ids are 0 .. cardinality-1)")
-        fields = type(self).model_fields
-        clash = [k for k in ("most_common", "min_frequency", "num_oov_buckets", "hash_buckets")
-                 if getattr(self, k) != fields[k].default]  # set to something else than the default
-        if clash:
-            raise ValueError(f"encoded: true keeps the ids as given (no vocabulary, no hashing), so "
-                             f"{', '.join(clash)} cannot be combined with it")
-        if self.out_of_range_id is not None and self.out_of_range_id >= self.cardinality:
-            raise ValueError(f"out_of_range_id {self.out_of_range_id} must be an id below cardinality "
-                             f"{self.cardinality}")
-        return self
-
-
-class Candidates:
-    """Counted values of one feature, reduced to what can still enter the vocabulary.
-
-    ``values``/``counts``: values with count >= min_frequency, at most ``most_common`` of them
-    (sorted by count desc, then value asc, or with ``symbols: ludwig`` first row asc, when ``ordered``);
-    ``first``: each value's first fit row (input row position; zeros unless ``symbols: ludwig``);
-    ``total``: all non-null fit values counted; ``unk``: how many were the literal ``<UNK>``; ``oov``:
-    per OOV bucket, the counts of values already dropped (B > 0); ``cut``: whether ``most_common``
-    dropped a value. Reductions of disjoint sets of values ``combine`` exactly (the shuffle's reducers
-    own disjoint sets of values).
-    """
-
-    def __init__(self, values: pa.Array, counts: np.ndarray, total: int, unk: int, oov: np.ndarray | None,
-                 first: np.ndarray | None = None, cut: bool = False):
-        self.values, self.counts, self.total, self.unk, self.oov = values, counts, total, unk, oov
-        self.first = np.zeros(len(counts), np.int64) if first is None else np.asarray(first, dtype=np.int64)
-        self.cut = cut
-
-    @classmethod
-    def reduce(cls, values: pa.Array, counts: np.ndarray, options: CategoryPreprocessing,
-               ordered: bool = True, first: np.ndarray | None = None) -> "Candidates":
-        """From distinct values and their counts (no nulls) and, for ``symbols: ludwig``, first rows."""
-        values = values.cast(pa.string())
-        counts = np.asarray(counts, dtype=np.int64)
-        first = np.zeros(len(counts), np.int64) if first is None else np.asarray(first, dtype=np.int64)
-        is_unk = pc.equal(values, UNK).to_numpy(zero_copy_only=False)
-        total, unk = int(counts.sum()), int(counts[is_unk].sum())
-        ludwig = options.symbols == "ludwig"
-        special = np.zeros_like(is_unk) if ludwig else is_unk  # Ludwig ranks a filled <UNK> like any value
-        eligible = ~special & (counts >= options.min_frequency)
-        dropped = ~special & ~eligible
-        oov = _bucket_counts(values.filter(pa.array(dropped)), counts[dropped], options.num_oov_buckets)
-        if eligible.all():
-            table = pa.table({"value": values, "count": counts, "first": first})
-        else:
-            mask = pa.array(eligible)
-            table = pa.table({"value": values.filter(mask), "count": counts[eligible], "first": first[eligible]})
-        return cls.top(table, total, unk, oov, options, ordered, cut=bool(ludwig and dropped.any()))
-
-    @classmethod
-    def top(cls, table: pa.Table, total: int, unk: int, oov: np.ndarray | None, options: CategoryPreprocessing,
-            ordered: bool = True, cut: bool = False) -> "Candidates":
-        """Keep the ``most_common`` first of ``table`` (value, count[, first]); what is cut counts into the
-        buckets. ``cut``: a value was already cut before (by a reducer)."""
-        if "first" not in table.column_names:
-            table = table.append_column("first", pa.array(np.zeros(table.num_rows, np.int64)))
-        keep = min(options.most_common, table.num_rows)
-        tie = "first" if options.symbols == "ludwig" else "value"  # Ludwig: equal counts in first-occurrence order
-        if ordered or keep < table.num_rows:
-            table = table.take(pa.array(by_count_then(table, tie)))
-        dropped = table.slice(keep)
-        if oov is not None and dropped.num_rows:
-            oov = oov + _bucket_counts(dropped.column("value"), dropped.column("count").to_numpy(), len(oov))
-        table = table.slice(0, keep)
-        return cls(table.column("value").combine_chunks(), table.column("count").to_numpy(), total, unk, oov,
-                   table.column("first").to_numpy(), cut or dropped.num_rows > 0)
-
-    @classmethod
-    def combine(cls, parts: list["Candidates"], options: CategoryPreprocessing) -> "Candidates":
-        values = pa.concat_arrays([p.values for p in parts]) if parts else pa.array([], pa.string())
-        counts = np.concatenate([p.counts for p in parts]) if parts else np.zeros(0, np.int64)
-        first = np.concatenate([p.first for p in parts]) if parts else np.zeros(0, np.int64)
-        return cls.top(pa.table({"value": values, "count": counts, "first": first}), sum(p.total for p in parts),
-                       sum(p.unk for p in parts), sum_buckets([p.oov for p in parts], options.num_oov_buckets), options,
-                       cut=any(p.cut for p in parts))
-
-
-def sum_buckets(parts: list[np.ndarray | None], buckets: int) -> np.ndarray | None:
-    if not buckets:
-        return None
-    out = np.zeros(buckets, dtype=np.int64)
-    for p in parts:
-        out += p
-    return out
-
-
-def _bucket_counts(values: pa.Array, counts: np.ndarray, buckets: int) -> np.ndarray | None:
-    if not buckets:
-        return None
-    if len(values) == 0:
-        return np.zeros(buckets, dtype=np.int64)
-    b = string_hash.buckets(string_hash.hash_strings(values), buckets)
-    return np.bincount(b, weights=np.asarray(counts, dtype=np.float64), minlength=buckets).round().astype(np.int64)
+__all__ = ["INLINE_MAX", "MAX_IDS", "UNK", "Candidates", "CategoryFeature", "CategoryPreprocessing", "oov_name",
+           "sum_buckets"]
 
 
 class CategoryFeature(FeatureType):
@@ -349,7 +217,7 @@ class CategoryFeature(FeatureType):
             batch = pa.table({"value": grouped["value"], "count": grouped["row_count"].cast(pa.int64()),
                               "first": grouped["row_min"]})
         else:
-            values, counts, nulls = _value_counts(values)
+            values, counts, nulls = value_counts(values)
             if nulls and self.reads_missing_as_fill():  # left missing by the preparation: each is a <UNK>
                 at = pc.index(values, UNK).as_py()
                 if at >= 0:
@@ -442,11 +310,11 @@ class CategoryFeature(FeatureType):
         if arr is None:
             arr = as_strings(values)
         if "hash_buckets" in metadata:
-            ids = _hash_ids(arr, metadata["hash_buckets"], offset=1)
+            ids = hash_ids(arr, metadata["hash_buckets"], offset=1)
         elif "vocab_file" in metadata:
             ids = self._encode_with_file(arr, metadata)
         elif pa.types.is_dictionary(arr.type):
-            ids = _ids_by_code(self._encode_inline(arr.dictionary, metadata), arr.indices)
+            ids = ids_by_code(self._encode_inline(arr.dictionary, metadata), arr.indices)
         else:
             ids = self._encode_inline(arr, metadata)
         return {self.name: ids}
@@ -462,7 +330,7 @@ class CategoryFeature(FeatureType):
             oov = pc.and_(pc.is_null(idx), pc.invert(pc.fill_null(pc.equal(arr, UNK), True)))
             oov = oov.to_numpy(zero_copy_only=False)
             if oov.any():
-                ids[oov] = _hash_ids(arr.filter(pa.array(oov)), buckets, offset=1)
+                ids[oov] = hash_ids(arr.filter(pa.array(oov)), buckets, offset=1)
         return ids
 
     def _encode_with_file(self, arr: pa.Array, metadata: dict) -> np.ndarray:
@@ -479,8 +347,8 @@ class CategoryFeature(FeatureType):
         if buckets:
             oov = (pos < 0) & ~pc.equal(distinct, UNK).to_numpy(zero_copy_only=False)
             if oov.any():
-                ids_of[oov] = _hash_ids(distinct.filter(pa.array(oov)), buckets, offset=1)
-        return _ids_by_code(ids_of, encoded.indices)
+                ids_of[oov] = hash_ids(distinct.filter(pa.array(oov)), buckets, offset=1)
+        return ids_by_code(ids_of, encoded.indices)
 
     def _encode_ludwig(self, arr: pa.Array, metadata: dict) -> np.ndarray:
         """Ludwig's lookup: ``str2idx`` of the value, else the id of ``<UNK>`` when the vocabulary has one, else
@@ -494,7 +362,7 @@ class CategoryFeature(FeatureType):
             encoded = pc.dictionary_encode(arr)
             pos = table.positions(encoded.dictionary)
             ids_of = np.where(pos >= 0, pos, max(int(unk), 0)).astype(np.int32)
-            return _ids_by_code(ids_of, encoded.indices, missing=max(int(unk), 0))
+            return ids_by_code(ids_of, encoded.indices, missing=max(int(unk), 0))
         str2idx = metadata["str2idx"]
         keys = pa.array(list(str2idx), pa.string())
         ids = np.asarray(list(str2idx.values()), np.int32)
@@ -522,48 +390,3 @@ class CategoryFeature(FeatureType):
 
     def output_columns(self, metadata: dict) -> list[ColumnSpec]:
         return [ColumnSpec(self.name, "int32")]
-
-
-def _hash_ids(arr: pa.Array, buckets: int, offset: int) -> np.ndarray:
-    """``offset + hash mod buckets`` per value; nulls and the literal ``<UNK>`` -> 0 (each distinct value hashed once)."""
-    if len(arr) == 0:
-        return np.zeros(0, np.int32)
-    encoded = arr if pa.types.is_dictionary(arr.type) else pc.dictionary_encode(arr)
-    distinct = encoded.dictionary
-    ids_of = (offset + string_hash.buckets(string_hash.hash_strings(distinct), buckets)).astype(np.int32)
-    ids_of[pc.equal(distinct, UNK).to_numpy(zero_copy_only=False)] = 0
-    return _ids_by_code(ids_of, encoded.indices)
-
-
-def _ids_by_code(ids_of: np.ndarray, codes: pa.Array, missing: int = 0) -> np.ndarray:
-    """Each row's id from its distinct value's (``ids_of[code]``); a missing value (null code) -> ``missing``.
-
-    The codes are read from their Arrow buffer as NumPy integers, and a null's slot (its value undefined)
-    is pointed at ``missing``, appended to ``ids_of``: one gather. Arrow's ``fill_null`` of the codes
-    costs more than the gather itself."""
-    if len(codes) == 0:
-        return np.zeros(0, np.int32)
-    table = np.append(np.asarray(ids_of, np.int32), np.int32(missing))
-    dtype = np.dtype(codes.type.to_pandas_dtype())
-    raw = np.frombuffer(codes.buffers()[1], dtype=dtype, count=codes.offset + len(codes))[codes.offset:]
-    if codes.null_count:
-        raw = np.where(codes.is_valid().to_numpy(zero_copy_only=False), raw, len(ids_of))
-    return table[raw]
-
-
-def _value_counts(values: pd.Series) -> tuple[pa.Array, np.ndarray, int]:
-    """Each distinct non-null value (strings), its count (int64) and the count of nulls. A dictionary column
-    (``keeps_dictionary``; its dictionary holds each value once: ``tasks.ingest.common.dictionary_encoded``) is
-    counted by its rows' indices, not by hashing every row's string."""
-    d = dictionary_array(values)
-    if d is None:
-        arr = as_strings(values)
-        vc = pc.value_counts(arr)  # nulls counted as one entry, dropped here (not the strings copied without them)
-        if arr.null_count:
-            vc = vc.filter(vc.field("values").is_valid())
-        return vc.field("values").cast(pa.string()), vc.field("counts").cast(pa.int64()).to_numpy().copy(), \
-            arr.null_count
-    codes = d.indices if d.null_count == 0 else d.indices.drop_null()
-    counts = np.bincount(codes.to_numpy(zero_copy_only=False), minlength=len(d.dictionary))
-    seen = np.flatnonzero(counts)
-    return d.dictionary.take(pa.array(seen)), counts[seen].astype(np.int64), d.null_count

@@ -33,8 +33,9 @@ from tasks.dataset.files import label
 from tasks.dataset.info import column_types
 from tasks.ingest.common import DICTIONARY
 from tasks.runtime import file_fits
-from tasks.runtime.frame import parts_in, write_ipc
+from tasks.runtime.frame import write_ipc
 from tasks.runtime.outputs import FILE_ENTRIES, Ingested
+from tasks.runtime.part_files import parts_in
 
 
 def schema_drift(files: list[tuple[str, str, str]], spec, allow: bool) -> list[dict]:

@@ -46,6 +46,7 @@ from tasks.config.constants import REPORT_SUFFIX, REPORT_TEMP_NAME
 from tasks.report.drift_section import drift_section
 from tasks.report.features import features_section
 from tasks.report.markup import CSP, STYLE, esc
+from tasks.report.run_summary import markdown_summary  # noqa: F401  (the Prefect UI's summary, kept importable here)
 from tasks.report.sections import (
     balance_section,
     quality_section,
@@ -154,28 +155,3 @@ def build_html(view: ArtifactView, run_summary: dict | None = None) -> str:
         f"{esc(view.location)}</p></header>"
         f'<main><nav id="contents"><ul>{nav}</ul></nav>{body}</main></body></html>\n'
     )
-
-
-# ---- Prefect UI -------------------------------------------------------------------------------------------
-
-def markdown_summary(location: str, run_summary: dict) -> str:
-    """The Prefect markdown artifact: the run's summary and where the report is."""
-    path = run_summary["artifact_path"]
-    # the manifest only: a local artifact's metadata (its inline vocabularies) is not parsed for this
-    manifest = open_view(path).manifest if remote.is_remote(path) else Artifact.open(path).manifest
-    lines = [f"# prepflow report: artifact `{manifest['artifact_id']}`", "",
-             f"**Report:** `{location}`" + ("" if "://" in location else f" ([open]({Path(location).resolve().as_uri()}))"),
-             "",
-             f"Artifact: `{run_summary['artifact_path']}`", "",
-             "| split | rows |", "|---|---|"]
-    lines += [f"| {s} | {n} |" for s, n in (manifest.get("rows") or {}).items()]
-    gates = manifest.get("validation") or {}
-    if gates:
-        lines += ["", "| gate | status | expectations | failed |", "|---|---|---|---|"]
-        lines += [f"| {g} | {'passed' if d.get('success') else '**failed**'} | {d.get('evaluated')} | "
-                  f"{d.get('failed')} |" for g, d in gates.items()]
-    stages = run_summary.get("stages") or []
-    if stages:
-        lines += ["", "| stage | seconds | cached |", "|---|---|---|"]
-        lines += [f"| {s['name']} | {float(s['seconds']):.3f} | {'yes' if s['cached'] else 'no'} |" for s in stages]
-    return "\n".join(lines) + "\n"

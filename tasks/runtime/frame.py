@@ -30,6 +30,7 @@ from core.lazy import pandas as pd
 from tasks.config.constants import ROW
 from tasks.features.base import FeatureType
 from tasks.runtime.dask_run import compute, shared
+from tasks.runtime.part_files import parts_in  # noqa: F401  (the parts a reader of the ingested table starts from)
 
 if TYPE_CHECKING:  # Dask is imported when first used: a reused artifact's run never reads data
     import dask.dataframe as dd
@@ -111,12 +112,6 @@ def read_ingested(parts: list[tuple[str, int]], npartitions: int | None) -> dd.D
     if npartitions and npartitions != ddf.npartitions:
         ddf = ddf.repartition(npartitions=npartitions)
     return ddf
-
-
-def parts_in(folder: str | Path, offset: int = 0) -> list[tuple[str, int]]:
-    """The Arrow IPC parts ingest wrote into ``folder`` (``part-NNNNN.arrow``, in row order), each with the row
-    offset of its ``__row__`` (``tasks.runtime.outputs.Ingested.parts``: the parts of every file)."""
-    return [(str(p), offset) for p in sorted(Path(folder).glob("part-*.arrow"))]
 
 
 def ipc_num_rows(path: str) -> int:

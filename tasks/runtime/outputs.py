@@ -44,7 +44,7 @@ from storage import vocab_store
 from storage.hashing import stable_hash
 from storage.npy import MappedArray
 from tasks.runtime import fitted_metadata
-from tasks.runtime.frame import parts_in
+from tasks.runtime.part_files import parts_in
 from tasks.runtime.statistics import Statistics
 
 INGEST_FILE = "ingest.json"

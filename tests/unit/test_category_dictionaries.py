@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from tasks.config.constants import ROW
 from tasks.config.loader import parse_config
-from tasks.features import category
-from tasks.features.category import CategoryFeature, _value_counts
+from tasks.features import category, category_ids
+from tasks.features.category import CategoryFeature
+from tasks.features.category_counts import value_counts
 from tasks.ingest import csv_ranges as ingest_csv
 from tasks.ingest import spec as ingest_spec
 from tasks.ingest import stage as ingest_mod
@@ -132,7 +133,7 @@ def test_a_dictionary_is_counted_as_its_strings(chunks):
     strings = pd.Series(pd.array([v for c in chunks for v in c], dtype=pd.StringDtype("pyarrow")))
     arrays = [pa.array(c, pa.string()).dictionary_encode() for c in chunks]
     kept = pd.Series(pd.arrays.ArrowExtensionArray(pa.chunked_array(arrays, type=DICTIONARY)))
-    got, want = _value_counts(kept), _value_counts(strings)
+    got, want = value_counts(kept), value_counts(strings)
     assert dict(zip(got[0].to_pylist(), got[1].tolist(), strict=True)) == \
         dict(zip(want[0].to_pylist(), want[1].tolist(), strict=True))
     assert got[2] == want[2] == strings.isna().sum()
@@ -167,5 +168,5 @@ def test_ids_by_code_takes_each_codes_id_and_missing_for_a_null(codes, start, in
     assert arr.to_pylist() == codes
     arr = arr.slice(min(start, len(codes)))
     expected = [missing if c is None else int(ids_of[c]) for c in arr.to_pylist()]
-    got = category._ids_by_code(ids_of, arr, missing)
+    got = category_ids.ids_by_code(ids_of, arr, missing)
     assert got.dtype == np.int32 and got.tolist() == expected

@@ -1,0 +1,7 @@
+"""``python -m flows.cli``: the ``prepflow`` command."""
+
+import sys
+
+from flows.cli import main
+
+sys.exit(main())
