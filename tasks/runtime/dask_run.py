@@ -21,7 +21,7 @@ from tasks.runtime.progress import tracking
 
 def local_only() -> bool:
     """No scheduler configured and ``distributed`` never imported, so no Client can exist: Dask's local
-    threaded scheduler runs the tasks. Dask would import ``distributed`` (0.2-0.5 s, once per process)
+    threaded scheduler runs the tasks. Dask would import ``distributed`` (a heavy import, once per process)
     just to find that out."""
 
     return dask.config.get("scheduler", None) is None and "distributed" not in sys.modules
@@ -41,7 +41,7 @@ def client(address: str | None):
     config's folder are imported on every worker (``tasks.runtime.worker_plugins``)."""
     if not address:
         return contextlib.nullcontext()
-    from distributed import Client  # heavy (~0.4 s to import): only with --dask-address
+    from distributed import Client  # a heavy import: only with --dask-address
 
     try:
         dask_client = Client(address, timeout=os.environ.get("PREPFLOW_DASK_CONNECT_TIMEOUT", "30s"))

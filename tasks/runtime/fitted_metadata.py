@@ -1,8 +1,8 @@
 """The fitted metadata's two files in a stage entry (written by vocab and media_cache):
 
 - ``training_set_metadata.json``: every feature's metadata, inline vocabularies included (Ludwig's
-  ``idx2str``/``str2idx``/``str2freq``, up to ``category.INLINE_MAX`` ids per feature: ~5.5 MB at 2M
-  Criteo-like rows). Its bytes are ``json.dumps(metadata, sort_keys=True, ensure_ascii=False)``; publish
+  ``idx2str``/``str2idx``/``str2freq``, up to ``category.INLINE_MAX`` ids per feature: megabytes for a
+  wide table). Its bytes are ``json.dumps(metadata, sort_keys=True, ensure_ascii=False)``; publish
   copies it into the artifact as it is;
 - ``metadata_summary.json``: the same without those vocabularies (``VOCABULARY_KEYS``); a feature that had
   some lists their names under ``"inline_vocabulary"``. This is what the flow process reads (the encoded
