@@ -7,12 +7,12 @@ mean/min/max/sum, proportion of non-null, distinct values containing numbers; no
 result format, no suite parameter); the others run on GX (``expectations.gx_suites``). A kernel makes
 GX's own pandas call where one decides (``isin``, ``astype(str).str.contains``, ``.mean()`` on the
 column's partitions concatenated in row order) and reports kwargs as GX does (no None, no defaults).
-``tests/unit/test_gx_user_kernels.py`` checks each against GX.
+``tests/unit/gates/test_gx_user_kernels.py`` checks each against GX.
 
 Each generated expectation type has a kernel: ``partial(frame)`` reads one pandas partition (which
 carries its global row index) and returns a small, mergeable value; ``merge(partials)`` (partials in
 partition order, which is row order) returns the result JSON (``expectations.results``) that Great
-Expectations 1.x gives for the whole frame. ``tests/unit/test_gx_kernels.py`` checks every kernel
+Expectations 1.x gives for the whole frame. ``tests/unit/gates/`` checks every kernel
 against GX itself, on hypothesis frames cut into partitions anywhere.
 
 * row-wise checks (between, not null, the number pattern) count per partition and keep their first

@@ -10,7 +10,7 @@ A third, ``file_digest``, checks files: sha256 where the digest is published (th
 XXH3-128 where it only guards prepflow's own stage cache against a file changed on disk (several times
 sha256's speed, and a run writes far more cache bytes than artifact bytes).
 
-Golden values for both are pinned in ``tests/unit/test_hashing.py``: changing this module
+Golden values for both are pinned in ``tests/unit/features/test_hashing.py``: changing this module
 changes every cache key and artifact id, which must be a deliberate, versioned decision.
 """
 

@@ -9,7 +9,7 @@ schema of each registered type's options (JSON types, defaults, allowed values, 
 Every option has a description: the model field's own ``description`` when it has one
 (``Field(description=...)``), else the one in ``DESCRIPTIONS`` (per type, then shared by name). A
 type's ``missing_value_strategy`` description lists that type's strategies and default.
-``tests/unit/test_config_schema.py`` fails for an option of a registered type without one.
+``tests/unit/config/test_config_schema.py`` fails for an option of a registered type without one.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import pytest
 from storage.artifact import Artifact
 from tasks.serving.preprocessor import Preprocessor
 from tests.helpers import artifact_files, run, without_created_at, write_csv
-from tests.unit.test_apply import CONFIG, frame
+from tests.unit.serving.test_apply import CONFIG, frame
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from storage.artifact import Artifact
 from tests.artifact_crafting import copy, edit_json, sign
 from tests.helpers import run, write_csv
 from tests.integration.test_s3_artifact import BUCKET, in_env, s3_env  # noqa: F401  (the fixtures)
-from tests.unit.test_apply import CONFIG, frame
+from tests.unit.serving.test_apply import CONFIG, frame
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("in_env")]
 

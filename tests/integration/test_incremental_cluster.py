@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import artifact_files, run, without_created_at, write_config
-from tests.unit.test_incremental_files import STABLE, rich_day, write_day
+from tests.unit.dataset.test_incremental_files import STABLE, rich_day, write_day
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from distributed import Client
 
 from core.errors import DataError
 from tests.helpers import artifact_files, run, without_created_at, write_csv
-from tests.unit.test_media_pipeline import broken_dataset, config
+from tests.unit.media.test_media_pipeline import broken_dataset, config
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""A plugin beside the config on Dask workers (issue 48, item 8; the flow process: tests/unit/test_plugin_folder.py).
+"""A plugin beside the config on Dask workers (issue 48, item 8; the flow process: tests/unit/config/test_plugin_folder.py).
 
 The workers of a 2-process ``LocalCluster`` start before the config is loaded, so nothing tells them about
 its folder at start. ``prepflow run --dask-address`` imports ``folderplug_cluster.py`` from the config's
@@ -16,7 +16,7 @@ import pytest
 import yaml
 from distributed import Client
 
-from tests.unit.test_plugin_folder import CONFIG, MODULE, PLUGIN, prepflow, project
+from tests.unit.config.test_plugin_folder import CONFIG, MODULE, PLUGIN, prepflow, project
 
 pytestmark = pytest.mark.integration
 

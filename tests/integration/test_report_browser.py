@@ -133,7 +133,7 @@ document.getElementById("out").textContent = JSON.stringify({legend: [legend.x, 
 
 def test_the_histogram_legend_is_clear_of_every_bar_as_rendered(tmp_path):
     """The legend's box as Chromium lays out its text (``getBBox``), not as estimated from the SVG."""
-    from tests.unit.test_report import RIGHT_HEAVY, marked_histograms
+    from tests.unit.report.test_report import RIGHT_HEAVY, marked_histograms
 
     page = tmp_path / "histogram.html"
     page.write_text(f'<!DOCTYPE html><html><body>{marked_histograms(RIGHT_HEAVY)}<pre id="out"></pre>{MEASURE}'

@@ -1,7 +1,7 @@
 """Crafted artifacts on a real S3 endpoint (moto's server, as tests/integration/test_s3_artifact.py starts it):
 a download never writes outside ``PREPFLOW_ARTIFACT_CACHE``, an artifact id never climbs out of it, a failed
 download leaves nothing behind, a damaged published artifact is published again (issue 40; the same cases
-on fsspec's memory:// store are in the fast lane, tests/unit/test_artifact_safety.py)."""
+on fsspec's memory:// store are in the fast lane, tests/unit/artifact/test_artifact_safety.py)."""
 
 from __future__ import annotations
 

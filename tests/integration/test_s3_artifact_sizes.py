@@ -1,7 +1,7 @@
 """An object on a real S3 endpoint (moto's server, tests/integration/test_s3_artifact.py) larger than its
 manifest lists: a download (``Artifact.open``) and a streamed read (``stream=True``) stop at the listed size
 and refuse it by name, in a fresh interpreter whose peak RSS and time are measured (the memory:// case:
-tests/unit/test_artifact_sizes.py)."""
+tests/unit/artifact/test_artifact_sizes.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from tests.artifact_crafting import copy, publish
 from tests.integration.test_s3_artifact import BUCKET, in_env, s3_env  # noqa: F401  (the fixtures)
 from tests.integration.test_s3_artifact_safety import cached, s3, upload
-from tests.unit.test_artifact_sizes import PEAK_RSS_MB, SECONDS, measured
+from tests.unit.artifact.test_artifact_sizes import PEAK_RSS_MB, SECONDS, measured
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("in_env")]
 

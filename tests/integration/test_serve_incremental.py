@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 from tests.helpers import write_config
-from tests.unit.test_incremental_files import CONFIG, write_day
+from tests.unit.dataset.test_incremental_files import CONFIG, write_day
 
 pytestmark = pytest.mark.integration
 

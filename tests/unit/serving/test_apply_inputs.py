@@ -15,7 +15,7 @@ from core.errors import ConfigError, DataError
 from storage.artifact import Artifact
 from tasks.serving.preprocessor import Preprocessor
 from tests.helpers import run, write_csv
-from tests.unit.test_apply import CONFIG, frame
+from tests.unit.serving.test_apply import CONFIG, frame
 
 
 @pytest.fixture(scope="module")

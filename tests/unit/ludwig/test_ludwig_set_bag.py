@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.unit.feature_helpers import feature
-from tests.unit.test_ludwig_vocab import fit_partitioned
+from tests.unit.ludwig.test_ludwig_vocab import fit_partitioned
 
 SPECIALS = ["<EOS>", "<SOS>", "<PAD>", "<UNK>"]
 

@@ -24,7 +24,7 @@ from tasks.features import category
 from tasks.vocab import category as category_vocab
 from tests.helpers import run, write_csv
 from tests.unit.feature_helpers import feature
-from tests.unit.test_ludwig_vocab import fit_partitioned
+from tests.unit.ludwig.test_ludwig_vocab import fit_partitioned
 
 UNK = "<UNK>"
 

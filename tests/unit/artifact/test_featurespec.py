@@ -27,7 +27,7 @@ from prepflow import Artifact
 from storage.featurespec import SPLIT_COLUMN, SPLIT_IDS, FeatureSpecInput
 from tests.helpers import run
 
-SPECS = Path(__file__).resolve().parents[1] / "data" / "nvidia_feature_specs"
+SPECS = Path(__file__).resolve().parents[2] / "data" / "nvidia_feature_specs"
 DLRM_SPECS = sorted(p.name for p in SPECS.glob("dlrm_*.yaml") if "transcoding" not in p.name)
 ROWS = {"train": 64, "validation": 16, "test": 24}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from tasks import graph
 from tasks.runtime import fitted_metadata, outputs
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RUNNER = ROOT / "tasks" / "runtime" / "cached.py"
 HANDLES = {ROOT / "tasks" / "runtime" / "outputs.py", ROOT / "tasks" / "runtime" / "fitted_metadata.py"}
 

@@ -23,7 +23,7 @@ from tasks.config.loader import parse_config
 from tasks.config.ludwig import ALWAYS, LUDWIG_ONLY
 from tasks.features import build_all
 
-LUDWIG = json.loads((Path(__file__).parents[1] / "data" / "ludwig_0.17_preprocessing_defaults.json").read_text())
+LUDWIG = json.loads((Path(__file__).parents[2] / "data" / "ludwig_0.17_preprocessing_defaults.json").read_text())
 TYPES = sorted(k for k in LUDWIG if not k.startswith("_"))
 
 

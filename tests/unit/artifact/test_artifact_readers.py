@@ -1,6 +1,6 @@
 """Every reader of an artifact goes through ``storage.artifact_read`` (issue 48, items 1, 2 and 5's LATEST).
 
-Crafted artifacts, as in tests/unit/test_artifact_safety.py: a published artifact copied and edited the way
+Crafted artifacts, as in tests/unit/artifact/test_artifact_safety.py: a published artifact copied and edited the way
 an attacker would, its manifest re-signed. Each case is refused by every reader (a typed error in Python,
 one ``prepflow: error:`` line and exit 1 on the command line) with nothing written outside the output.
 The same store cases on a real S3 endpoint: tests/integration/test_s3_artifact_safety.py.

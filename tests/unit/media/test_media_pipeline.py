@@ -286,7 +286,7 @@ def test_skip_row_and_fill_are_the_same_in_every_mode(tmp_path, policy):
 
 
 def test_a_decompression_bomb_is_a_decode_failure(tmp_path):
-    from tests.unit.test_media_image import png_header_only
+    from tests.unit.media.test_media_image import png_header_only
 
     data = make_dataset(tmp_path / "data", n=6)
     (tmp_path / "data" / "img" / "p1.png").write_bytes(png_header_only(20_000, 20_000))

@@ -17,7 +17,7 @@ from prepflow import Artifact, Preprocessor
 from tasks.config.constants import SPLIT_NAMES
 from tests.helpers import run
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "titanic"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "titanic"
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from tasks.dataset import fingerprint as dataset_fingerprint
 from tasks.dataset.files import as_dataset, base_of, dataset_files, label
 from tests.cli_inprocess import runner
 from tests.helpers import artifact_files, names_passed, without_created_at
-from tests.unit.test_incremental_files import CONFIG, write_day
+from tests.unit.dataset.test_incremental_files import CONFIG, write_day
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import numpy as np
 from storage import media
 from storage.media_image import ImageCodec
 from tasks.media_cache.stage import _decode_slots
-from tests.unit.test_media_pipeline import make_image
+from tests.unit.media.test_media_pipeline import make_image
 
 
 def test_slots_are_decoded_and_written_at_their_offset(tmp_path):

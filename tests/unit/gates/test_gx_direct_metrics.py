@@ -168,12 +168,12 @@ def test_generated_suites_and_kernel_run_user_suites_do_not_import_gx():
 import sys
 import numpy as np, pandas as pd
 from expectations import runner
-from tests.unit.test_gx_direct_metrics import generated_suite
+from tests.unit.gates.test_gx_direct_metrics import generated_suite
 frame = pd.DataFrame({c: np.arange(10) for c in ("f64", "f32", "i32", "u8", "i64", "nint", "split")})
 frame["s"] = pd.Series(["1"] * 10, dtype="string[pyarrow]")
 [entry] = runner.run([("generated:raw", generated_suite(10, (0, 5)))], [frame], list(frame.columns), scheduler="sync")
-# and a user suite of every type the kernels run (tests/unit/test_gx_user_kernels.py)
-from tests.unit.test_gx_user_kernels import suites
+# and a user suite of every type the kernels run (tests/unit/gates/test_gx_user_kernels.py)
+from tests.unit.gates.test_gx_user_kernels import suites
 frame["str"] = frame["s"]
 [user] = runner.run([("u.json", suites(10).example())], [frame], list(frame.columns), scheduler="sync")
 print(entry["evaluated"], user["evaluated"], "great_expectations" in sys.modules)

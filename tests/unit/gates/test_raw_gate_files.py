@@ -16,7 +16,7 @@ import pytest
 from expectations import runner
 from storage import accumulators
 from tests.helpers import run
-from tests.unit.test_incremental_files import CONFIG, counted_fits, day, write_day  # noqa: F401 (a fixture)
+from tests.unit.dataset.test_incremental_files import CONFIG, counted_fits, day, write_day  # noqa: F401 (a fixture)
 
 KERNEL_SUITE = [  # every expectation on prepflow's kernels, most failing in several files
     {"type": "expect_column_values_to_be_between", "kwargs": {"column": "v", "min_value": 0, "max_value": 100}},

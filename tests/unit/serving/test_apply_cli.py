@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from tests.helpers import run, write_csv
-from tests.unit.test_apply import CONFIG, frame
+from tests.unit.serving.test_apply import CONFIG, frame
 
 OFF = {"PREPFLOW_PREFECT": "off"}
 

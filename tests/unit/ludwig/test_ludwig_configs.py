@@ -18,7 +18,7 @@ from tasks.features import build_all
 from tasks.features.binary import BinaryFeature, BinaryPreprocessing
 from tests.unit.feature_helpers import feature, fit
 
-FIXTURES = Path(__file__).resolve().parents[1] / "data" / "ludwig_configs"
+FIXTURES = Path(__file__).resolve().parents[2] / "data" / "ludwig_configs"
 ACCEPTED = sorted(p.name for p in FIXTURES.glob("*.yaml"))  # every one: none is refused
 
 
@@ -48,7 +48,7 @@ def test_forecasting_window_size_and_horizon_are_options_of_their_side():
 
 def test_nbeats_flat_window_size_is_a_model_parameter_as_in_ludwig():
     # Ludwig nests a flat feature key into the encoder (input) or decoder (output): no windowing, the
-    # history column holds whole series (tests/unit/test_timeseries_windows.py windows the forecasting example)
+    # history column holds whole series (tests/unit/features/test_timeseries_windows.py windows the forecasting example)
     features = {f.name: f for f in load_config(FIXTURES / "nbeats_forecasting.yaml").features}
     assert features["history"].preprocessing["window_size"] == 0
     assert features["forecast"].preprocessing["horizon"] == 0 and features["forecast"].preprocessing["window_size"] == 0
@@ -241,7 +241,7 @@ def test_ludwigs_titanic_configs_run_on_the_titanic_data(name, tmp_path):
     from storage.artifact import Artifact
     from tests.helpers import run
 
-    data = Path(__file__).resolve().parents[2] / "examples" / "titanic" / "titanic.csv"
+    data = Path(__file__).resolve().parents[3] / "examples" / "titanic" / "titanic.csv"
     result = run(yaml.safe_load((FIXTURES / name).read_text()), data, tmp_path)
     art = Artifact.open(result.artifact["artifact_path"])
     assert sum(art.num_rows(s) for s in art.splits) == len(pd.read_csv(data))

@@ -14,7 +14,7 @@ import prepflow
 from tasks.drift import measures, noise
 from tests.helpers import write_csv
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TITANIC = ROOT / "examples" / "titanic"
 
 

@@ -32,7 +32,7 @@ from tasks.report.page import write_report
 from tasks.runtime.context import RunContext
 from tests.conftest import ROOT
 from tests.helpers import run, write_csv
-from tests.unit.test_featurespec import write_like_nvidia
+from tests.unit.artifact.test_featurespec import write_like_nvidia
 
 CONFIG = {
     "input_features": [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}],

@@ -14,7 +14,7 @@ from core.errors import ConfigError, DataError, ValidationFailed
 from flows.cli import main as cli_main
 from tests.helpers import run, write_csv
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 CONFIG = {
     "input_features": [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}],

@@ -24,7 +24,7 @@ from tasks.config.loader import parse_config
 from tasks.features import build_all
 from tests.helpers import artifact_files, run, without_created_at, write_csv
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FEATURES = [{"name": "o", "type": "category", "preprocessing": {"num_oov_buckets": 3, "min_frequency": 2}},
             {"name": "h", "type": "category", "preprocessing": {"hash_buckets": 10}}]
 CONFIG = {"input_features": FEATURES, "output_features": [{"name": "y", "type": "binary"}]}
@@ -130,7 +130,7 @@ _IDS_SCRIPT = """
 import json, sys
 import pandas as pd
 sys.path.insert(0, {root!r})
-from tests.unit.test_category_buckets import NEW, fitted
+from tests.unit.fit.test_category_buckets import NEW, fitted
 (o, meta), (h, hmeta) = fitted()
 new = pd.Series(NEW, dtype="string")
 print(json.dumps([o.encode(new, meta)["o"].tolist(), h.encode(new, hmeta)["h"].tolist()]))

@@ -16,7 +16,7 @@ from pathlib import Path
 from tasks import graph
 from tasks.config.constants import BUILTIN_STAGES
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PACKAGES = ("prepflow", "core", "storage", "expectations", "tasks", "flows")
 MAX_CHAIN = 12
 MAX_LINES = 800

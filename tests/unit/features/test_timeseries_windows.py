@@ -26,7 +26,7 @@ from tasks.runtime.frame import write_ipc
 from tasks.serving.preprocessor import Preprocessor
 from tests.helpers import artifact_files, run, without_created_at, write_csv
 
-FORECASTING = Path(__file__).resolve().parents[1] / "data" / "ludwig_configs" / "forecasting.yaml"
+FORECASTING = Path(__file__).resolve().parents[2] / "data" / "ludwig_configs" / "forecasting.yaml"
 
 
 def reference(values: list, window_size: int, horizon: int, strategy: str, fill: float | None,

@@ -19,8 +19,8 @@ from storage.artifact import Artifact
 from storage.media_image import store_value
 from storage.tmpdirs import ABANDONED_AFTER_S, LOCK_SUFFIX
 from tests.helpers import run
-from tests.unit.test_media_pipeline import batches, config, in_memory_frame, make_dataset, run_frame
-from tests.unit.test_tmpdirs import Writer, age
+from tests.unit.media.test_media_pipeline import batches, config, in_memory_frame, make_dataset, run_frame
+from tests.unit.runtime.test_tmpdirs import Writer, age
 
 # argv: kind, root, marker, go, pattern, n, *args. kind "frame": a pipeline run of the in-memory frame of
 # args[0] into root (ingest stores the values in one store_batch); "value": store_value(root, "im", an
@@ -32,7 +32,7 @@ CHILD = textwrap.dedent("""
     kind, root, marker, go, pattern, n, *args = sys.argv[1:]
     hold_renames(marker, go, pattern, int(n))
     if kind == "frame":
-        from tests.unit.test_media_pipeline import config, in_memory_frame, run_frame
+        from tests.unit.media.test_media_pipeline import config, in_memory_frame, run_frame
         run_frame(config("eager", height=8, width=8), in_memory_frame(Path(args[0]))[1], Path(root))
     elif kind == "value":
         import numpy as np
