@@ -45,7 +45,9 @@ def test_a_run_reads_the_dataset_once_for_its_fingerprint(tmp_path, monkeypatch)
     config = parse_config({"input_features": [{"name": "a", "type": "number"}, {"name": "b", "type": "number"}]})
 
     fp = dataset_fingerprint.fingerprint(str(path))
-    result = ingest.run(RunContext(config, str(path), StageCache(tmp_path / "c"), fingerprint=fp))
+    from tasks.runtime.cached import run_node
+
+    result = run_node(ingest.NODE, RunContext(config, str(path), StageCache(tmp_path / "c"), fingerprint=fp), [])
     assert len(reads) == 1 and result.fingerprint == hashlib.sha256(path.read_bytes()).hexdigest()
-    ingest.run(RunContext(config, str(path), StageCache(tmp_path / "c2")))  # no fingerprint given: hashed
+    run_node(ingest.NODE, RunContext(config, str(path), StageCache(tmp_path / "c2")), [])  # no fingerprint given: hashed
     assert len(reads) == 2
