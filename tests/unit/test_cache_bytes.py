@@ -1,0 +1,71 @@
+"""The cache's bytes policy: the large Arrow IPC parts (ingest's of a Parquet input, encode's) are written
+compressed (``tasks.runtime.frame.PART_COMPRESSION``), and the artifact's bytes do not depend on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+import pytest
+
+from tasks.runtime import frame
+from tests.helpers import artifact_files, run, without_created_at
+
+ROWS = 6000
+CONFIG = {
+    "input_features": [{"name": "x", "type": "number"}, {"name": "c", "type": "category"}],
+    "output_features": [{"name": "y", "type": "binary"}],
+    "preprocessing": {"split": {"type": "random", "probabilities": [0.7, 0.2, 0.1]}},
+    "publish": {"formats": ["parquet", "npy"], "shard_rows": 1000, "row_group_rows": 250},
+}
+
+
+def _dataset(path: Path) -> Path:
+    rng = np.random.default_rng(7)
+    df = pd.DataFrame({"x": np.round(rng.normal(size=ROWS), 2),
+                       "c": rng.choice(["alpha", "beta", "gamma", "delta"], size=ROWS),
+                       "y": rng.integers(0, 2, size=ROWS).astype(bool)})
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path, row_group_size=1500)
+    return path
+
+
+def _parts(cache: Path, stage: str) -> list[Path]:
+    return sorted((cache / stage).glob("*/**/part-*.arrow"))
+
+
+def _uncompressed_bytes(part: Path) -> int:
+    """The size of the part's table written as an uncompressed Arrow IPC file."""
+    with ipc.open_file(part) as reader:
+        table = reader.read_all()
+    sink = pa.BufferOutputStream()
+    with ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().size
+
+
+@pytest.mark.parametrize("stage", ["ingest", "encode"])
+def test_cold_run_keeps_no_uncompressed_copy(tmp_path, stage):
+    result = run(CONFIG, _dataset(tmp_path / "d.parquet"), tmp_path)
+    assert result.artifact is not None
+    parts = _parts(tmp_path / "cache", stage)
+    assert parts
+    stored = sum(p.stat().st_size for p in parts)
+    assert stored < 0.8 * sum(_uncompressed_bytes(p) for p in parts)
+
+
+def test_artifact_does_not_depend_on_part_compression(tmp_path, monkeypatch):
+    data = _dataset(tmp_path / "d.parquet")
+    compressed = run(CONFIG, data, tmp_path / "a")
+    monkeypatch.setattr(frame, "PART_COMPRESSION", "uncompressed")
+    monkeypatch.setattr("tasks.ingest.parquet.PART_COMPRESSION", "uncompressed")
+    monkeypatch.setattr("tasks.encode.stage.PART_COMPRESSION", "uncompressed")
+    plain = run(CONFIG, data, tmp_path / "b")
+    plain_parts = _parts(tmp_path / "b" / "cache", "ingest")
+    assert sum(p.stat().st_size for p in plain_parts) == sum(_uncompressed_bytes(p) for p in plain_parts)
+    assert compressed.artifact["artifact_id"] == plain.artifact["artifact_id"]
+    assert without_created_at(artifact_files(compressed.artifact["artifact_path"])) == \
+        without_created_at(artifact_files(plain.artifact["artifact_path"]))
