@@ -48,16 +48,23 @@ def to_arrow(values: np.ndarray) -> pa.Array:
     return flat
 
 
-# The compression of the cache's large Arrow IPC parts (ingest's and encode's): LZ4 frames decode at memory
-# speed, so the stages that read a part several times pay little CPU for writing a fraction of the bytes.
-PART_COMPRESSION = "lz4"
+# The compression of the cache's large Arrow IPC parts (ingest's of a Parquet input, and encode's), which the
+# stages read several times: "lz4" writes about half the bytes, but on a local disk its encoding and the
+# decoding on every read cost more CPU than writing the bytes (benchmarks/RESULTS.md, "Cache bytes"); a cache on
+# storage where bytes are dear may choose it. Readers take either, and the artifact does not depend on it.
+PART_COMPRESSION = "uncompressed"
 
 
 def write_ipc(table: pa.Table, path: Path, compression: str = "uncompressed") -> None:
     """Cache files are Arrow IPC: far faster to write and read back than Parquet, and memory-mappable
-    (uncompressed; ``PART_COMPRESSION`` for the large parts). Parquet is for artifacts."""
+    when uncompressed (the large parts are written with ``PART_COMPRESSION``). Parquet is for artifacts."""
 
     feather.write_feather(table, str(path), compression=compression)
+
+
+def write_part(table: pa.Table, path: Path) -> None:
+    """One of the cache's large parts (ingest's of a Parquet input, encode's), written with ``PART_COMPRESSION``."""
+    write_ipc(table, path, PART_COMPRESSION)
 
 
 def _strings(arrow_type):

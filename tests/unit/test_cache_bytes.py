@@ -1,5 +1,6 @@
-"""The cache's bytes policy: the large Arrow IPC parts (ingest's of a Parquet input, encode's) are written
-compressed (``tasks.runtime.frame.PART_COMPRESSION``), and the artifact's bytes do not depend on it."""
+"""The cache's bytes policy (``tasks.runtime.frame.PART_COMPRESSION``): the large Arrow IPC parts (ingest's of
+a Parquet input, encode's) are written with it, every reader takes them so, and the artifact's bytes do not
+depend on it."""
 
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def _uncompressed_bytes(part: Path) -> int:
 
 
 @pytest.mark.parametrize("stage", ["ingest", "encode"])
-def test_cold_run_keeps_no_uncompressed_copy(tmp_path, stage):
+def test_compressed_policy_keeps_no_uncompressed_copy(tmp_path, monkeypatch, stage):
+    monkeypatch.setattr(frame, "PART_COMPRESSION", "lz4")
     result = run(CONFIG, _dataset(tmp_path / "d.parquet"), tmp_path)
     assert result.artifact is not None
     parts = _parts(tmp_path / "cache", stage)
@@ -57,13 +59,13 @@ def test_cold_run_keeps_no_uncompressed_copy(tmp_path, stage):
     assert stored < 0.8 * sum(_uncompressed_bytes(p) for p in parts)
 
 
-def test_artifact_does_not_depend_on_part_compression(tmp_path, monkeypatch):
+@pytest.mark.parametrize("npartitions", [1, 3, 7])
+def test_artifact_does_not_depend_on_part_compression(tmp_path, monkeypatch, npartitions):
     data = _dataset(tmp_path / "d.parquet")
-    compressed = run(CONFIG, data, tmp_path / "a")
+    monkeypatch.setattr(frame, "PART_COMPRESSION", "lz4")
+    compressed = run(CONFIG, data, tmp_path / "a", npartitions)
     monkeypatch.setattr(frame, "PART_COMPRESSION", "uncompressed")
-    monkeypatch.setattr("tasks.ingest.parquet.PART_COMPRESSION", "uncompressed")
-    monkeypatch.setattr("tasks.encode.stage.PART_COMPRESSION", "uncompressed")
-    plain = run(CONFIG, data, tmp_path / "b")
+    plain = run(CONFIG, data, tmp_path / "b", npartitions)
     plain_parts = _parts(tmp_path / "b" / "cache", "ingest")
     assert sum(p.stat().st_size for p in plain_parts) == sum(_uncompressed_bytes(p) for p in plain_parts)
     assert compressed.artifact["artifact_id"] == plain.artifact["artifact_id"]
