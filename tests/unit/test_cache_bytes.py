@@ -71,3 +71,18 @@ def test_artifact_does_not_depend_on_part_compression(tmp_path, monkeypatch, npa
     assert compressed.artifact["artifact_id"] == plain.artifact["artifact_id"]
     assert without_created_at(artifact_files(compressed.artifact["artifact_path"])) == \
         without_created_at(artifact_files(plain.artifact["artifact_path"]))
+
+
+def test_a_changed_fill_value_recomputes_from_fill_missing_on(tmp_path):
+    data = _dataset(tmp_path / "d.parquet")
+    first = run(CONFIG, data, tmp_path)
+    changed = {**CONFIG, "input_features": [
+        {"name": "x", "type": "number",
+         "preprocessing": {"missing_value_strategy": "fill_with_const", "fill_value": -1.0}},
+        CONFIG["input_features"][1]]}
+    second = run(changed, data, tmp_path)
+    names = [s.stage for s in second.stages]
+    first_changed = names.index("fill_missing")
+    assert [s.cached for s in second.stages[:first_changed]] == [True] * first_changed
+    assert not any(s.cached for s in second.stages[first_changed:] if s.stage in ("fill_missing", "vocab", "encode"))
+    assert second.artifact["artifact_id"] != first.artifact["artifact_id"]
