@@ -13,6 +13,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
 
+from storage.artifact import Artifact
 from tasks.runtime import frame
 from tests.helpers import artifact_files, run, without_created_at
 
@@ -86,3 +87,16 @@ def test_a_changed_fill_value_recomputes_from_fill_missing_on(tmp_path):
     assert [s.cached for s in second.stages[:first_changed]] == [True] * first_changed
     assert not any(s.cached for s in second.stages[first_changed:] if s.stage in ("fill_missing", "vocab", "encode"))
     assert second.artifact["artifact_id"] != first.artifact["artifact_id"]
+
+
+def test_parquet_vocabularies_are_linked_into_the_artifact_not_written_again(tmp_path, monkeypatch):
+    from tasks.features import category
+
+    monkeypatch.setattr(category, "INLINE_MAX", 2)  # the 4-value vocabulary is stored as a Parquet file
+    result = run(CONFIG, _dataset(tmp_path / "d.parquet"), tmp_path)
+    published = sorted((Path(result.artifact["artifact_path"]) / "vocab").glob("*.parquet"))
+    assert published
+    cached = {p.name: p for p in (tmp_path / "cache" / "vocab").glob("*/vocab/*.parquet")}
+    for path in published:
+        assert path.stat().st_ino == cached[path.name].stat().st_ino
+    Artifact.open(result.artifact["artifact_path"], verify=True)  # the manifest's hashes hold
