@@ -281,9 +281,33 @@ def run_once(workers: int, cfg: Path, data: Path, work: Path, memory_limit: str,
     if floor_cpu is not None:  # benchmarks/flow_floor.py: a flow of as many task runs and computes, no work
         result["floor_cpu_s"] = round(floor_cpu, 2)
         result["floor_share"] = round(floor_cpu / (floor_cpu + worker_cpu), 3)
+    result.update(written_bytes(cache, Path(summary["artifact_path"])))
     result["split_path"] = str(next((cache / "split").glob("*/split.npy")))
     result["ingest_parts"] = len(list((cache / "ingest").glob("*/data/part-*.arrow")))
     return result
+
+
+def _file_bytes(folder: Path, seen: set[tuple[int, int]]) -> int:
+    """The bytes of the files under ``folder`` not counted yet (a hard link counts once, by inode)."""
+    total = 0
+    for p in folder.rglob("*"):
+        st = p.lstat()
+        if p.is_file() and (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            total += st.st_size
+    return total
+
+
+def written_bytes(cache: Path, artifact: Path) -> dict:
+    """What a cold run left on disk: each stage's cache folder, the artifact, and their sum over the artifact's
+    bytes (files hard-linked between the cache and the artifact count once)."""
+    seen: set[tuple[int, int]] = set()
+    art = _file_bytes(artifact, seen)
+    stages = {d.name: _file_bytes(d, seen) for d in sorted(cache.iterdir()) if d.is_dir()}
+    mb = 2**20
+    return {"cache_mb": {k: round(v / mb, 1) for k, v in stages.items() if v >= mb / 10},
+            "written_mb": round((art + sum(stages.values())) / mb, 1),
+            "written_to_artifact": round((art + sum(stages.values())) / max(art, 1), 2)}
 
 
 def _live_server(work: Path, tree: Path = ROOT) -> str | None:

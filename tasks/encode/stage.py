@@ -19,7 +19,7 @@ from tasks.config.constants import ROW, SPLIT_NAMES
 from tasks.custom.prepared import filled_partitions
 from tasks.encode import feature_stats
 from tasks.runtime import dask_run, frame
-from tasks.runtime.frame import to_arrow, write_ipc
+from tasks.runtime.frame import to_arrow, write_part
 from tasks.runtime.node import FILLED, Node
 from tasks.runtime.outputs import Encoded, Fitted, Ingested, MissingStates, Multiplicity, SplitAssignment
 from tasks.runtime.statistics import Statistics
@@ -71,7 +71,7 @@ def _encode_partition(prepared, index, features, metadata, mult, out_dir):
         folder = out_dir / split_name
         folder.mkdir(parents=True, exist_ok=True)
         part = Encoded.part_file(folder, index)
-        write_ipc(table, part)
+        write_part(table, part)
         np.save(Encoded.rows_file(part), input_rows[take])  # input rows
         rows_out[split_name] = table.num_rows
         stats.counter(f"encode.rows_out.{split_name}", table.num_rows)

@@ -38,7 +38,7 @@ from tasks.ingest.common import (
 )
 from tasks.ingest.nested import check_flat
 from tasks.runtime.dask_run import compute, shared
-from tasks.runtime.frame import write_ipc
+from tasks.runtime.frame import write_part
 from tasks.runtime.outputs import Ingested
 
 # ---- plan ----------------------------------------------------------------------------------------------
@@ -129,7 +129,7 @@ def read_unit(unit: Unit, spec) -> pa.Table:
 def write_unit(unit: Unit, spec, part: str) -> int:
     table = read_unit(unit, spec)
     rows = pa.array(np.arange(unit.first_row, unit.first_row + unit.rows, dtype=np.int64))
-    write_ipc(dictionary_encoded(table, spec).append_column(ROW, rows), Path(part))
+    write_part(dictionary_encoded(table, spec).append_column(ROW, rows), Path(part))
     return table.num_rows
 
 

@@ -15,8 +15,8 @@ only on data + config, never on the number of encode partitions, tasks or worker
   one task per encoded part writes that part's rows of every column at their offset
   (``write_npy_rows``), then one task per file hashes it (``hash_file``).
 
-* The Parquet vocabularies of the vocab stage's entry: one task per file copies it into the artifact
-  (``copy_file``), so a large vocabulary (Criteo's ~40M-id columns) is not copied by the flow process.
+* The Parquet vocabularies of the vocab stage's entry: one task per file hard-links it into the artifact (or
+  copies it, ``copy_file``), so a large vocabulary (Criteo's ~40M-id columns) is not copied by the flow process.
 
 Each writer is a function of one shard's pieces (or one part), so another output format can add
 its own per-shard writer beside these.
@@ -34,6 +34,7 @@ The bytes equal a local run's: the same header and the same rows in the same ord
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from pathlib import Path
 
@@ -115,14 +116,21 @@ def dictionary_columns(columns: dict[str, dict]) -> list[str]:
 
 
 def copy_file(source: str, path: str, rel: str) -> dict[str, dict]:
-    """Copy ``source`` (a file of a cache entry: a Parquet vocabulary) to ``path``, a local path or a store
-    URL, hashing the bytes as they are written (one read); the copy's description."""
+    """Put ``source`` (a file of a cache entry: a Parquet vocabulary) at ``path``, a local path or a store URL;
+    its description. A local output hard-links it where the file system allows (a cache entry is never changed
+    in place, and its hashes are checked on every hit), else copies it, hashing the bytes as they are written."""
+    if not is_url(path):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(source, path)
+            return describe(Path(path), rel)
+        except OSError:  # another file system, or no hard links there: copy
+            pass
     with open(source, "rb") as src:
         if is_url(path):
             with open_output(path) as sink:
                 shutil.copyfileobj(src, sink, COPY_CHUNK)
         else:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
             with open(path, "wb") as dst:
                 sink = HashingWriter(dst)
                 shutil.copyfileobj(src, sink, COPY_CHUNK)

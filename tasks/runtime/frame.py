@@ -48,11 +48,23 @@ def to_arrow(values: np.ndarray) -> pa.Array:
     return flat
 
 
-def write_ipc(table: pa.Table, path: Path) -> None:
-    """Cache files are uncompressed Arrow IPC: ~10x faster to write and read back than Parquet here
-    (measured on the 336k-row flights table), and memory-mappable. Parquet is for artifacts."""
+# The compression of the cache's large Arrow IPC parts (ingest's of a Parquet input, and encode's), which the
+# stages read several times: "lz4" writes about half the bytes, but on a local disk its encoding and the
+# decoding on every read cost more CPU than writing the bytes (benchmarks/RESULTS.md, "Cache bytes"); a cache on
+# storage where bytes are dear may choose it. Readers take either, and the artifact does not depend on it.
+PART_COMPRESSION = "uncompressed"
 
-    feather.write_feather(table, str(path), compression="uncompressed")
+
+def write_ipc(table: pa.Table, path: Path, compression: str = "uncompressed") -> None:
+    """Cache files are Arrow IPC: far faster to write and read back than Parquet, and memory-mappable
+    when uncompressed (the large parts are written with ``PART_COMPRESSION``). Parquet is for artifacts."""
+
+    feather.write_feather(table, str(path), compression=compression)
+
+
+def write_part(table: pa.Table, path: Path) -> None:
+    """One of the cache's large parts (ingest's of a Parquet input, encode's), written with ``PART_COMPRESSION``."""
+    write_ipc(table, path, PART_COMPRESSION)
 
 
 def _strings(arrow_type):
@@ -128,7 +140,7 @@ def _rows(path: str, size: int, mtime_ns: int) -> int:
     changed in place: a file of the same path, size and mtime is the same file."""
     with pa.memory_map(path) as source:
         reader = pa.ipc.open_file(source)
-        return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+        return reader.count_rows()  # from the batches' headers: a compressed part's bodies are not decoded
 
 
 def _read_rows(pieces: list[tuple[str, int, int, int]], dictionaries: frozenset[str] | tuple = (),
