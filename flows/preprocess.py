@@ -11,7 +11,9 @@ the real data dependencies. A stage served from the cache finishes in a ``Comple
 *content*. A gate's results go to the UI as an artifact before a failing ``fail`` gate stops the flow.
 """
 
-from __future__ import annotations
+# Annotations are evaluated (no ``from __future__ import annotations``): Prefect validates the flows' parameters
+# against them, and a deployment's run loads this module under another name, where a string
+# annotation (``Config``) cannot be resolved.
 
 import os
 from pathlib import Path
