@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CHUNK_ROWS = 1 << 19  # tasks.validate.stage.VALIDATION_ROWS
+CHUNK_ROWS = 1 << 19  # tasks.validate.views.VALIDATION_ROWS
 SPLIT = (0.8, 0.1, 0.1)
 SUITE = {"name": "prepflow-encoded", "meta": {"generated_by": "prepflow"},
          "expectations": [{"type": "expect_column_values_to_be_unique", "kwargs": {"column": "__row__"},
@@ -52,7 +52,7 @@ def _chunk(pieces: list, part_rows: int, seed: int, offset: int, duplicates: int
 
 
 def _plan(rows: int, part_rows: int) -> list[list]:
-    """The chunks as ``tasks.validate.stage._encoded_chunks`` forms them: the pieces (one input partition's rows of
+    """The chunks as ``tasks.validate.views.encoded_chunks`` forms them: the pieces (one input partition's rows of
     one split; expected sizes here) of every split in order, consecutive pieces in one chunk until the next
     would pass the target. So one chunk holds the last training pieces and the first validation ones."""
     parts = -(-rows // part_rows)

@@ -17,6 +17,8 @@ One exception, declared by the module itself: a dispatcher that only chooses bet
 (``tasks.custom.prepared``: plain, custom-stage or windowed partitions) sets ``CODE_VERSION_FOLLOWS_IMPORTS =
 True``, and a module importing it is versioned with the dispatcher's own imports too (and through
 further dispatchers), so the stages that read prepared partitions follow the code that prepares them.
+A stage split into several files marks its parts the same way (``tasks.media_cache.decoding``, ...): the
+stage's version covers what its parts import, as it did when their code was in the stage's module.
 
 The files are parsed, never imported, so computing a version costs no heavy import (a rerun of a
 published artifact computes the artifact id from these versions before deciding to do anything).

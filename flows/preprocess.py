@@ -1,6 +1,7 @@
 """The Prefect runner of the stage graph: ``preprocess`` runs each node of ``tasks.graph`` as a task.
 
-The flow parses the config once (a path is read here, a mapping validated) and walks the graph with
+The flow takes the config ``prepflow run`` parsed as it is, or parses it once (a path, or a mapping, as a
+deployment's JSON parameters give it: read here, validated) and walks the graph with
 ``tasks.graph.run_graph``, the loop the in-process runner uses too; its ``call`` runs each node as a
 Prefect task (``stage_task``) around the same ``tasks.graph.execute``, which runs the node through the
 runner's content-addressed cache and enforces gates. Tasks pass typed stage outputs (keys and paths), never
@@ -10,7 +11,9 @@ the real data dependencies. A stage served from the cache finishes in a ``Comple
 *content*. A gate's results go to the UI as an artifact before a failing ``fail`` gate stops the flow.
 """
 
-from __future__ import annotations
+# Annotations are evaluated (no ``from __future__ import annotations``): Prefect validates the flows' parameters
+# against them, and a deployment's run loads this module under another name, where a string
+# annotation (``Config``) cannot be resolved.
 
 import os
 from pathlib import Path
@@ -113,11 +116,11 @@ def _shared_path(path: str) -> str:
 
 
 @flow(name="preprocess", log_prints=True, flow_run_name=parameters_run_name)  # a CLI run names its own
-def preprocess(config: str | dict, dataset: str | list[str], output: str = "artifacts", cache_dir: str = ".prepflow-cache",
+def preprocess(config: str | dict | Config, dataset: str | list[str], output: str = "artifacts", cache_dir: str = ".prepflow-cache",
                npartitions: int | None = None, dask_address: str | None = None,
                dataset_fingerprint: str | None = None) -> dict:
-    """Preprocess ``dataset`` with ``config`` (a path, or the config as a mapping) into a GPU-ready
-    artifact under ``output``. ``dataset_fingerprint``: the dataset's sha256 when the caller has already
+    """Preprocess ``dataset`` with ``config`` (a path or the config as a mapping, as a deployment passes it; or
+    the ``Config`` ``prepflow run`` parsed, used as it is) into a GPU-ready artifact under ``output``. ``dataset_fingerprint``: the dataset's sha256 when the caller has already
     hashed it (``prepflow run`` does, to look for a published artifact), so it is read once."""
     ctx = RunContext(config_value(config), as_dataset(dataset), StageCache(_shared_path(cache_dir)), npartitions, output,
                      dataset_fingerprint)

@@ -40,15 +40,19 @@ def run_tags(dataset, config) -> list[str]:
 def parameters_run_name() -> str:
     """The name of a run a deployment starts (``prepflow serve``; the ``preprocess`` flow's
     ``flow_run_name``), from the run's parameters as Prefect gives them: the same as a CLI run's
-    (``prepflow run`` names its runs itself). A config that cannot be read still names the run by its file;
-    the flow then fails on it with its one-line error."""
+    (``prepflow run`` names its runs itself). A deployment's parameters are JSON, so its config is a path or a
+    mapping, parsed here for the name and again by the flow; a parsed ``Config`` is used as it is. A config
+    that cannot be read still names the run by its file; the flow then fails on it with its one-line error."""
     from prefect.runtime import flow_run  # Prefect: imported by the flow already
 
     from tasks.config.loader import load_config, parse_config
+    from tasks.config.schema import Config
 
     params = flow_run.parameters or {}
     dataset, config = params.get("dataset") or "?", params.get("config")
     source = config if isinstance(config, str) else "config"
+    if isinstance(config, Config):  # parsed by the caller: named from it, never parsed again
+        return run_name(dataset, source, config)
     try:
         parsed = parse_config(config, "config") if isinstance(config, dict) else load_config(config)
     except Exception:  # named anyway: the run reports the config's error itself

@@ -12,7 +12,8 @@ The format (``feature_spec.yaml``; DeepLearningExamples' DLRM, DLRM_and_DCNv2 an
   WideAndDeep: ``onehot_categorical``, ``multihot_categorical``, ``numerical``, ``label``, ``map``);
 * ``metadata``: free-form.
 
-Chunk types read (``FeatureSpecInput``): ``csv`` (headerless; a first line equal to the
+Chunk types read (``FeatureSpecInput``; the YAML is parsed and checked in ``storage.featurespec_spec``, the
+config derived in ``storage.featurespec_config``): ``csv`` (headerless; a first line equal to the
 chunk's feature names is taken as a header), ``split_binary`` (raw row-major values of the
 features' dtype, no header; every feature of a chunk has the same dtype), ``npy`` and ``parquet``
 (what prepflow publishes). Before any value is read every binary chunk's row count is derived from
@@ -49,149 +50,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
-import yaml
 
-from core.errors import ConfigError, DataError
-from core.yaml_load import load_yaml
+from core.errors import DataError
 from storage import npy
+from storage.featurespec_config import DerivedConfig
+from storage.featurespec_spec import NULLS, SPLIT_COLUMN, SPLIT_IDS, numpy_dtype
 from storage.tmpdirs import TempFile, sweep
 
 DATASET_TEMP = ".dataset-"  # prefix of prepare()'s temporary file, ``.dataset-<hex>.parquet``
-SPLIT_COLUMN = "__featurespec_split__"
-SPLIT_IDS = {"train": 0, "training": 0, "validation": 1, "val": 1, "valid": 1, "eval": 1, "test": 2}
-CHUNK_TYPES = ("csv", "split_binary", "npy", "parquet")
-CATEGORICAL_CHANNELS = ("categorical", "onehot_categorical")
-MULTIHOT_CHANNELS = ("multihot_categorical",)
-NULLS = ["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"]
-TORCH_NAMES = {"half": "float16", "float": "float32", "double": "float64", "long": "int64", "int": "int32",
-               "short": "int16"}
-BINARY_VALUES = {"0", "1", "0.0", "1.0", "true", "false", "True", "False"}
 
 
 # ---- reading: a FeatureSpec dataset --------------------------------------------------------------
 
-def numpy_dtype(name) -> np.dtype | None:
-    """A FeatureSpec dtype (numpy or ``torch.*`` name) as numpy; None when absent."""
-    if name is None:
-        return None
-    text = str(name)
-    if text.startswith("torch."):
-        text = TORCH_NAMES.get(text[6:], text[6:])
-    try:
-        return np.dtype(text.removeprefix("numpy.").removeprefix("np."))
-    except TypeError:
-        return None
-
-
-class FeatureSpecInput:
-    """A FeatureSpec YAML and the chunks it names."""
-
-    def __init__(self, path: Path, spec: dict):
-        self.path = Path(path)
-        self.base = self.path.parent
-        self.spec = spec
-        self.features: dict[str, dict] = {k: dict(v or {}) for k, v in spec["feature_spec"].items()}
-        self.channels: dict[str, list[str]] = {k: list(v or []) for k, v in (spec.get("channel_spec") or {}).items()}
-        self.sources: dict[str, list[dict]] = spec["source_spec"]
-        self.workdir: Path | None = None
-        self._check()
-
-    @classmethod
-    def load(cls, path: str | Path) -> "FeatureSpecInput":
-        path = Path(path)
-        try:
-            spec = load_yaml(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: FeatureSpec file not found") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML ({exc})") from None
-        if not isinstance(spec, dict):
-            raise ConfigError(f"{path}: expected a mapping with feature_spec, source_spec, channel_spec")
-        for key in ("feature_spec", "source_spec"):
-            if not isinstance(spec.get(key), dict) or not spec[key]:
-                raise ConfigError(f"{path}: '{key}' is missing or empty")
-        return cls(path, spec)
-
-    # ---- checks (no data read) -------------------------------------------------------------------
-    def _check(self) -> None:
-        where = str(self.path)
-        for name, info in self.features.items():
-            card = info.get("cardinality")
-            if card is not None and card != "auto" and not (isinstance(card, int) and card > 0):
-                raise ConfigError(f"{where}: feature_spec.{name}.cardinality: expected a positive int or 'auto', "
-                                  f"got {card!r}")
-            if "dtype" in info and numpy_dtype(info["dtype"]) is None:
-                raise ConfigError(f"{where}: feature_spec.{name}.dtype: {info['dtype']!r} is not a numpy dtype name")
-            hot = info.get("max_hotness")
-            if hot is not None and not (isinstance(hot, int) and hot > 0):
-                raise ConfigError(f"{where}: feature_spec.{name}.max_hotness: expected a positive int, got {hot!r}")
-        for channel, names in self.channels.items():
-            for name in names:
-                if name not in self.features:
-                    raise ConfigError(f"{where}: channel_spec.{channel}: '{name}' is not in feature_spec")
-        for split, chunks in self.sources.items():
-            if split not in SPLIT_IDS:
-                raise ConfigError(f"{where}: source_spec.{split}: unknown split name; expected one of "
-                                  f"train, validation (val, valid), test")
-            seen: set[str] = set()
-            for i, chunk in enumerate(chunks or []):
-                at = f"{where}: source_spec.{split}[{i}]"
-                if chunk.get("type") not in CHUNK_TYPES:
-                    raise ConfigError(f"{at}.type: {chunk.get('type')!r} cannot be transcoded; expected one of "
-                                      f"{', '.join(CHUNK_TYPES)}")
-                if not chunk.get("features") or not chunk.get("files"):
-                    raise ConfigError(f"{at}: a chunk needs 'features' and 'files'")
-                for name in chunk["features"]:
-                    if name not in self.features:
-                        raise ConfigError(f"{at}.features: '{name}' is not in feature_spec")
-                    if name in seen:
-                        raise ConfigError(f"{at}.features: '{name}' appears in two chunks of split '{split}'")
-                    seen.add(name)
-                if chunk["type"] in ("split_binary", "npy"):
-                    self._check_binary_chunk(chunk, at)
-            absent = [f for f in self.features if f not in seen]
-            if absent:
-                raise ConfigError(f"{where}: source_spec.{split}: feature(s) {absent} are in no chunk")
-
-    def _check_binary_chunk(self, chunk: dict, at: str) -> None:
-        dtypes = {numpy_dtype(self.features[n].get("dtype")) for n in chunk["features"]}
-        if chunk["type"] == "split_binary":
-            if None in dtypes:
-                missing = [n for n in chunk["features"] if "dtype" not in self.features[n]]
-                raise ConfigError(f"{at}: a split_binary chunk needs the dtype of its features; "
-                                  f"feature_spec.{missing[0]}.dtype is missing")
-            if len(dtypes) > 1:
-                raise ConfigError(f"{at}: the features of one split_binary chunk share one dtype, got "
-                                  f"{sorted(d.name for d in dtypes)}")
-            if any(self.kind(n) == "multihot" for n in chunk["features"]):
-                raise ConfigError(f"{at}: multi-hot features cannot be read from split_binary chunks")
-        elif len(chunk["features"]) != 1 or len(chunk["files"]) != 1:
-            raise ConfigError(f"{at}: an npy chunk holds one feature in one file")
-
-    def channel_of(self, name: str) -> str | None:
-        return next((c for c, names in self.channels.items() if name in names), None)
-
-    def kind(self, name: str) -> str:
-        """How a feature is read and configured: ids, multihot, number, label or other."""
-        info, channel = self.features[name], self.channel_of(name)
-        dtype = numpy_dtype(info.get("dtype"))
-        if channel in MULTIHOT_CHANNELS or "max_hotness" in info:
-            return "multihot"
-        if channel in CATEGORICAL_CHANNELS:
-            return "ids"
-        if channel == "numerical":
-            return "number"
-        if channel == "label":
-            return "label"
-        if dtype is not None and dtype.kind == "f":
-            return "number"
-        if dtype is not None and dtype.kind in "iu" and "cardinality" in info:
-            return "ids"
-        return "other"
-
-    def chunk_label(self, split: str, i: int) -> str:
-        names = self.sources[split][i]["features"]
-        return f"{self.path}: source_spec.{split}[{i}] ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+class FeatureSpecInput(DerivedConfig):
+    """A FeatureSpec YAML and the chunks it names, read into one table and the config derived from it."""
 
     def _size_up(self, split: str) -> None:
         """Every file of the split exists, and every split_binary/npy/parquet file's row count (from its
@@ -404,86 +276,6 @@ class FeatureSpecInput:
             pq.write_table(table, tmp, compression="zstd")
             os.replace(tmp, target)
         return target, config
-
-    # ---- config ----------------------------------------------------------------------------------
-    def cardinality(self, name: str, column: pa.ChunkedArray) -> int:
-        """The declared cardinality, or for ``auto`` the largest id seen + 1."""
-        card = self.features[name].get("cardinality")
-        if isinstance(card, int):
-            return card
-        if self.kind(name) == "multihot":
-            flat = pc.list_flatten(pc.split_pattern(pc.fill_null(column, ""), " "))
-            flat = flat.filter(pc.not_equal(flat, ""))
-            top = pc.max(flat.cast(pa.int64())).as_py() if len(flat) else None
-        else:
-            top = pc.max(column).as_py()
-        return int(top) + 1 if top is not None else 1
-
-    def _ids_feature(self, name: str, column: pa.ChunkedArray) -> dict:
-        return {"name": name, "type": "category",
-                "preprocessing": encoded_category_options(self.cardinality(name, column))}
-
-    def _multihot_feature(self, name: str, column: pa.ChunkedArray) -> dict:
-        card = self.cardinality(name, column)
-        if self.workdir is None:
-            raise ConfigError(f"{self.path}: multi-hot feature '{name}' needs a work folder for its vocabulary")
-        vocab = self.workdir / f"vocab-{_safe(name)}.txt"
-        vocab.write_text("".join(f"{i}\n" for i in range(card)))
-        return {"name": name, "type": "set",
-                "preprocessing": {"tokenizer": "space", "vocab_file": str(vocab.resolve()), "most_common": card}}
-
-    def _label_feature(self, name: str, column: pa.ChunkedArray) -> dict:
-        info = self.features[name]
-        dtype = numpy_dtype(info.get("dtype"))
-        if dtype == np.bool_ or _binary_values(column):
-            return {"name": name, "type": "binary"}
-        if dtype is not None and dtype.kind == "f":
-            return {"name": name, "type": "number", "preprocessing": {"normalization": "none"}}
-        if "cardinality" in info and (dtype is None or dtype.kind in "iu") and _integer_column(column):
-            return self._ids_feature(name, column.cast(pa.float64()).cast(pa.int64()))
-        return {"name": name, "type": "category"}
-
-    def _feature(self, name: str, column: pa.ChunkedArray, normalization: str) -> dict:
-        kind = self.kind(name)
-        if kind == "ids":
-            return self._ids_feature(name, column)
-        if kind == "multihot":
-            return self._multihot_feature(name, column)
-        if kind == "number":
-            return {"name": name, "type": "number", "preprocessing": {"normalization": normalization}}
-        if kind == "label":
-            return self._label_feature(name, column)
-        dtype = numpy_dtype(self.features[name].get("dtype"))
-        if dtype == np.bool_:
-            return {"name": name, "type": "binary"}
-        return {"name": name, "type": "category"}
-
-    def config(self, table: pa.Table, normalization: str = "none", formats: list[str] | None = None) -> dict:
-        inputs, outputs = [], []
-        for name in self.features:
-            feature = self._feature(name, table.column(name), normalization)
-            (outputs if self.channel_of(name) == "label" else inputs).append(feature)
-        if not inputs:
-            raise ConfigError(f"{self.path}: no input features (every feature is in the label channel)")
-        config: dict = {
-            "input_features": inputs,
-            "output_features": outputs,
-            "preprocessing": {"split": {"type": "fixed", "column": SPLIT_COLUMN}},
-            "publish": {"formats": formats or ["npy", "parquet"]},
-        }
-        channels = {c: names for c, names in self.channels.items() if names}
-        if channels:
-            config["publish"]["channels"] = channels
-        return config
-
-
-def encoded_category_options(cardinality: int) -> dict:
-    """The category preprocessing that keeps already-encoded integer ids and their cardinality
-    (``tasks/features/category.py``: ``encoded: true``; no ``out_of_range_id``, since transcode has
-    already refused an id outside ``[0, cardinality)`` naming its file and row)."""
-    return {"encoded": True, "cardinality": int(cardinality)}
-
-
 def _npy_rows(path: Path, label: str) -> int:
     """The row count in a ``.npy`` file's header (no data read)."""
     fmt = np.lib.format
@@ -495,23 +287,6 @@ def _npy_rows(path: Path, label: str) -> int:
     except ValueError as exc:
         raise DataError(f"{label}: {path.name} is not a .npy file ({exc})") from None
     return int(shape[0]) if shape else 1
-
-
-def _binary_values(column: pa.ChunkedArray) -> bool:
-    values = pc.unique(pc.drop_null(column))
-    if pa.types.is_boolean(values.type):
-        return True
-    if pa.types.is_integer(values.type) or pa.types.is_floating(values.type):
-        return set(values.to_pylist()) <= {0, 1}
-    return set(values.cast(pa.string()).to_pylist()) <= BINARY_VALUES
-
-
-def _integer_column(column: pa.ChunkedArray) -> bool:
-    try:
-        x = column.cast(pa.float64()).to_numpy() if not pa.types.is_integer(column.type) else None
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return False
-    return x is None or bool(np.all(np.isnan(x) | (x == np.floor(x))))
 
 
 def _concat(tables: list[pa.Table]) -> pa.Table:
@@ -534,7 +309,3 @@ def _concat(tables: list[pa.Table]) -> pa.Table:
             cols.append(col)
         fixed.append(pa.table(cols, names=names))
     return pa.concat_tables(fixed)
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)

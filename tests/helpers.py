@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -35,6 +37,36 @@ def names_passed(monkeypatch, owner, attr: str) -> list[str]:
 
     monkeypatch.setattr(owner, attr, recorded)
     return names
+
+
+def config_parses(monkeypatch) -> list[str]:
+    """What each outermost ``load_config`` / ``parse_config`` call parsed (a file, or ``mapping``), in call
+    order, wherever the caller imported them from (their bindings in every loaded module are wrapped; a module
+    imported later takes the loader's, which is wrapped too). ``load_config`` calling ``parse_config`` is one
+    parse; so is a file whose parse the loader's own cache answers."""
+    from tasks.config import loader
+
+    calls: list[str] = []
+    depth = [0]
+
+    def counted(real, name):
+        def call(data, *args, **kwargs):
+            if not depth[0]:
+                calls.append(f"{name}:{data if isinstance(data, (str, os.PathLike)) else 'mapping'}")
+            depth[0] += 1
+            try:
+                return real(data, *args, **kwargs)
+            finally:
+                depth[0] -= 1
+        return call
+
+    for name in ("load_config", "parse_config"):
+        real = getattr(loader, name)
+        wrapped = counted(real, name)
+        for module in list(sys.modules.values()):
+            if getattr(module, name, None) is real:
+                monkeypatch.setattr(module, name, wrapped)
+    return calls
 
 
 def write_config(config: dict, path: Path) -> Path:

@@ -79,17 +79,18 @@ def _print_summary(summary: dict, wall: float, stats: bool, warnings: list[str])
 
 
 def _run_flow(args: argparse.Namespace, config, fingerprint: str | None = None) -> dict:
-    """The preprocess flow, named and tagged for the UI (flows/run_labels.py). Bookkeeping never fails the
-    run: a Prefect API that cannot be reached, or fails the flow, leaves the run to finish without it."""
+    """The preprocess flow, named and tagged for the UI (flows/run_labels.py), given the ``Config`` the CLI
+    parsed (never the file again). Bookkeeping never fails the run: a Prefect API that cannot be reached, or
+    fails the flow, leaves the run to finish without it."""
     from flows import without_prefect  # the in-process runner: the stages (slow to import)
 
     if os.environ.get("PREPFLOW_PREFECT") == "off":  # the in-process runner, no Prefect API at all
-        return _without_prefect(args, without_prefect)
+        return _without_prefect(args, without_prefect, config)
     try:
         mode = configure_prefect()
     except PrepflowError as exc:  # no local server: the run goes on without one
         bookkeeping.note_incomplete("local Prefect server", exc)
-        return _finish_without_prefect(args, without_prefect, bookkeeping)
+        return _finish_without_prefect(args, without_prefect, bookkeeping, config)
     if not args.verbose:  # after the server started: its process keeps its own log lines
         console.quiet_prefect_console()
     from prefect import tags
@@ -107,7 +108,7 @@ def _run_flow(args: argparse.Namespace, config, fingerprint: str | None = None) 
     with run_settings(mode):
         try:
             with tags(*run_tags(args.dataset, config), *record.tags), stage_output(args):
-                summary = flow(config=args.config, dataset=args.dataset, output=args.output,
+                summary = flow(config=config, dataset=args.dataset, output=args.output,
                                cache_dir=args.cache_dir, npartitions=args.npartitions,
                                dask_address=args.dask_address, dataset_fingerprint=fingerprint)
         except Exception as exc:
@@ -116,7 +117,7 @@ def _run_flow(args: argparse.Namespace, config, fingerprint: str | None = None) 
                 raise
             record.finish(recorded=False)  # its final state may be missing: the next sweep marks it Crashed
             bookkeeping.note_incomplete("flow run", exc)
-            return _finish_without_prefect(args, without_prefect, bookkeeping)
+            return _finish_without_prefect(args, without_prefect, bookkeeping, config)
         record.finish(summary.get("artifact_id"))
         if mode != "ephemeral" and (url := flow_run_url(record.flow_run_id)):
             summary = {**summary, "flow_run_url": url}
@@ -124,19 +125,19 @@ def _run_flow(args: argparse.Namespace, config, fingerprint: str | None = None) 
 
 
 
-def _finish_without_prefect(args: argparse.Namespace, without_prefect, bookkeeping) -> dict:
+def _finish_without_prefect(args: argparse.Namespace, without_prefect, bookkeeping, config) -> dict:
     print("prepflow: warning: the Prefect API failed; finishing the run without it (its UI record is "
           "incomplete)", file=sys.stderr)
-    return with_ui_record(_without_prefect(args, without_prefect), bookkeeping)
+    return with_ui_record(_without_prefect(args, without_prefect, config), bookkeeping)
 
 
-def _without_prefect(args: argparse.Namespace, without_prefect) -> dict:
+def _without_prefect(args: argparse.Namespace, without_prefect, config) -> dict:
     if not args.verbose:
         console.quiet_prefect_console()
     _freeze_imports()
     with stage_output(args):
-        return without_prefect.run(args.config, args.dataset, args.output, args.cache_dir, args.npartitions,
-                                   args.dask_address)
+        return without_prefect.run_config(config, args.dataset, args.output, args.cache_dir, args.npartitions,
+                                          args.dask_address)
 
 
 def _freeze_imports() -> None:
@@ -155,7 +156,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.npartitions is not None and args.npartitions < 1:
         raise ConfigError(f"--npartitions must be at least 1, got {args.npartitions}")
     start = time.perf_counter()
-    config = load_config(args.config)  # config errors before any server start or data read
+    config = load_config(args.config)  # the run's one parse: config errors before any server start or data read
     if config.stages:  # so is a malformed custom-stage DAG
         from tasks.custom import plan as custom_plan
 

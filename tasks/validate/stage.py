@@ -32,7 +32,7 @@ Caching: key = parent key + sha of every suite's JSON (generated ones included) 
 fails again. ``enforce`` raises ``ValidationFailed`` naming the gate (``fail``; nothing is
 published) or logs a warning (``warn``); the results go to manifest.json ``validation``.
 
-Each gate's partitions are ``VIEWS[name](*args)``, Dask delayed frames: the gate's row work runs
+Each gate's partitions are ``VIEWS[name](*args)`` (``tasks.validate.views``), Dask delayed frames: the gate's row work runs
 on the Dask workers, the merge of its small per-partition results here. The raw gate of a dataset of
 several files runs its suites file by file where it can, each file's partials a cache entry, so that a
 run after a file was added scans that file only (``tasks.validate.raw_files``; same results).
@@ -46,25 +46,19 @@ from pathlib import Path
 
 import dask.threaded
 import numpy as np
-import pyarrow as pa
-import pyarrow.feather as feather
-import pyarrow.parquet as pq
 from dask import delayed
 
 from core.errors import ConfigError, ValidationFailed
-from core.lazy import pandas as pd
 from expectations import gx_suites, runner
 from expectations.kernels import NUMBER_PATTERN
 from expectations.report import format_gate
 from expectations.suites import SuiteError, is_generated
-from storage import npy
 from storage.hashing import stable_hash
 from tasks.config.constants import ROW, SPLIT_NAMES
 from tasks.config.suites import user_suites
 from tasks.custom import plan as custom_plan
 from tasks.runtime import dask_run, fitted_metadata, frame
 from tasks.runtime.dask_run import summed
-from tasks.runtime.frame import ipc_num_rows
 from tasks.runtime.node import Node, Prepared
 from tasks.runtime.outputs import (
     Encoded,
@@ -76,11 +70,8 @@ from tasks.runtime.outputs import (
 )
 from tasks.runtime.statistics import Statistics
 from tasks.validate import raw_files
+from tasks.validate.views import ORDERS, VALIDATION_ROWS, VIEWS, encoded_chunks, raw_frame
 
-# Rows per validation partition when --npartitions is not given: GX's fixed cost per partition and
-# expectation (user suites) is ~10-30 ms, so partitions much smaller than this cost more than they
-# parallelize.
-VALIDATION_ROWS = 1 << 19
 GATES = ("raw", "encoded")
 STAGE = {"raw": "validate_raw", "encoded": "validate_encoded"}
 
@@ -200,122 +191,6 @@ def encoded_suite(ctx, metadata: dict, expected_rows: int) -> dict:
     return {"name": "prepflow-encoded", "expectations": exps, "meta": {"generated_by": "prepflow"}}
 
 
-# ---- views: what each gate validates -------------------------------------------------------------
-
-def _raw_view(pdf: pd.DataFrame) -> pd.DataFrame:
-    rows = pdf[ROW].to_numpy()
-    out = pdf.drop(columns=[ROW])
-    if len(rows) and rows[-1] - rows[0] == len(rows) - 1 and bool((np.diff(rows) == 1).all()):
-        out.index = pd.RangeIndex(int(rows[0]), int(rows[-1]) + 1)  # ingest parts hold consecutive rows
-    else:
-        out.index = pd.Index(rows)
-    return out
-
-
-def _read_table(path: Path):
-    if path.suffix == ".parquet":
-        return pq.read_table(path)
-
-    return feather.read_table(str(path), memory_map=True)
-
-
-def _matrix_stats(col) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    n = len(col)
-    flat = col
-    while pa.types.is_fixed_size_list(flat.type):
-        flat = flat.flatten()
-    values = flat.to_numpy(zero_copy_only=False)
-    width = len(values) // n if n else 0
-    values = values.reshape(n, width)
-    sizes = np.full(n, width, dtype=np.int64)
-    if width == 0:
-        empty = np.full(n, np.nan)
-        return sizes, empty, empty
-    if values.dtype.kind == "f":  # NaN anywhere in a row -> NaN (a null to GX)
-        return sizes, values.min(axis=1), values.max(axis=1)
-    return sizes, values.min(axis=1), values.max(axis=1)
-
-
-def _encoded_columns(path: str, rows_path: str, split_id: int, shaped: dict[str, bool]) -> dict[str, np.ndarray]:
-    """One encoded part as columns: scalar outputs as they are, each matrix output as its rows' size,
-    min and max; ``__row__`` (input row; oversampled copies after the first are flagged in
-    ``__first__``) and ``__split__``."""
-    table = _read_table(Path(path))
-    data: dict[str, np.ndarray] = {}
-    for name, matrix in shaped.items():
-        col = table.column(name).combine_chunks()
-        if matrix:
-            data[f"{name}__size"], data[f"{name}__min"], data[f"{name}__max"] = _matrix_stats(col)
-        else:
-            data[name] = col.to_numpy(zero_copy_only=False)
-    rows = npy.load(rows_path)
-    first = np.ones(len(rows), dtype=bool)
-    first[1:] = rows[1:] != rows[:-1]  # copies made by oversampling are adjacent
-    data["__row__"], data["__first__"] = rows, first
-    data["__split__"] = np.full(len(rows), split_id, dtype=np.int8)
-    return data
-
-
-def _encoded_chunk(pieces: list, shaped: dict[str, bool]) -> pd.DataFrame:
-    """Consecutive encoded parts as one frame indexed by position in the encoded output (the pieces'
-    offsets are consecutive). Columns are concatenated as numpy arrays: a pandas concat of the parts'
-    frames costs ~10x more."""
-
-    parts = [_encoded_columns(path, rows, split_id, shaped) for path, rows, split_id, _offset, _n in pieces]
-    data = {k: parts[0][k] if len(parts) == 1 else np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    first = data.pop("__first__")
-    row = pd.array(np.where(first, data["__row__"], 0), dtype="Int64")
-    row[~first] = pd.NA
-    data["__row__"] = row
-    data["__split__"] = data.pop("__split__")  # last, as the view's columns list it
-    offset = pieces[0][3]
-    # copy=False: one block per column, not a copy of every column into 2-D blocks (the kernels read column
-    # by column)
-    return pd.DataFrame(data, index=pd.RangeIndex(offset, offset + len(first)), copy=False)
-
-
-def raw_view(ingest_path: str, npartitions: int | None, read=None) -> tuple[list, list[str], int]:
-    """The raw gate's partitions (delayed, indexed by input row; ``VALIDATION_ROWS`` rows each by
-    default), columns and row count. ``read(columns)``: the columns whose values the suites read
-    (``expectations.runner.columns_read``; None: all); the partitions hold only those."""
-
-    ingested = Ingested.at(ingest_path)
-    rows, ingested_parts = ingested.num_rows, ingested.parts
-    columns = [c for c in frame.column_names(ingested_parts) if c != ROW]
-    wanted = read(columns) if read is not None else None
-    parts = frame.partitions(ingested_parts, npartitions or -(-rows // VALIDATION_ROWS),
-                             columns=None if wanted is None else [*wanted, ROW])
-    return [delayed(_raw_view)(p) for p in parts], columns, rows
-
-
-def encoded_view(chunks: list[list], shaped: dict[str, bool], read=None) -> tuple[list, list[str], int]:
-    """The encoded gate's partitions (one per chunk of ``_encoded_chunks``), columns and row count;
-    ``shaped``: output column -> whether it is a matrix."""
-
-    s = dask_run.shared(shaped)
-    parts = [delayed(_encoded_chunk)(chunk, s) for chunk in chunks]
-    columns = [n for name, matrix in shaped.items()
-               for n in ([f"{name}__size", f"{name}__min", f"{name}__max"] if matrix else [name])]
-    return parts, [*columns, "__row__", "__split__"], sum(p[-1] for chunk in chunks for p in chunk)
-
-
-def encoded_order(chunks: list[list], _shaped=None) -> list[int]:
-    """The encoded gate's chunks in the order the runner's gathering tree takes them: by the first input
-    partition they hold rows of (the number in ``part-NNNNN``), so that the training, validation and test
-    chunks of the same input rows meet early and their ``__row__`` bitmaps complete each other's blocks
-    (``expectations.unique_kernel.BitBlocks``). The chunks themselves stay in encoded order."""
-
-    def first_part(chunk: list) -> int:
-        return min(int(Path(path).stem.rsplit("-", 1)[1]) for path, *_rest in chunk)
-
-    return sorted(range(len(chunks)), key=lambda i: (first_part(chunks[i]), i))
-
-
-# What each gate validates, by name: arguments -> (partitions, columns, rows); and, for a view whose
-# partitions' keys interleave, the order in which the runner's tree gathers them (same arguments).
-VIEWS = {"raw": raw_view, "encoded": encoded_view}
-ORDERS = {"encoded": encoded_order}
-
 
 # ---- running a gate ------------------------------------------------------------------------------
 
@@ -400,7 +275,7 @@ def compute_raw(ctx, out: Path, prepared: tuple, ingest: Ingested) -> Statistics
         suites, rows = whole(named), ingest.num_rows
     else:
         per_partition = -(-ingest.num_rows // ctx.npartitions) if ctx.npartitions else VALIDATION_ROWS
-        suites, rows = raw_files.evaluate(ctx, ingest, named, dtypes, per_partition, _raw_view, whole)
+        suites, rows = raw_files.evaluate(ctx, ingest, named, dtypes, per_partition, raw_frame, whole)
     return _write(out, "raw", named, suites, rows)
 
 
@@ -446,35 +321,8 @@ def compute_encoded(ctx, out: Path, prepared: tuple, split: SplitAssignment, bal
     entry when it rewrote the parts)."""
     named, (metadata, encoded) = prepared
     shaped = {c.name: bool(c.shape) for f in ctx.features for c in f.output_columns(metadata[f.name])}
-    suites, rows = validate_view(named, "encoded", [_encoded_chunks(encoded, ctx.npartitions), shaped])
+    suites, rows = validate_view(named, "encoded", [encoded_chunks(encoded, ctx.npartitions), shaped])
     return _write(out, "encoded", named, suites, rows)
-
-
-def _encoded_chunks(encoded: Encoded, npartitions: int | None) -> list[list]:
-    """The encoded parts as ``[path, rows path, split id, offset, rows]`` (absolute paths), grouped in
-    consecutive chunks of ~VALIDATION_ROWS rows each (or ``npartitions`` chunks)."""
-
-    pieces, offset = [], 0
-    for split_id, split_name in enumerate(SPLIT_NAMES):
-        for path in encoded.split_parts(split_name):
-            rows_path = Encoded.rows_file(path)
-            n = _num_rows(path)
-            pieces.append([os.path.abspath(path), os.path.abspath(rows_path), split_id, offset, n])
-            offset += n
-    chunks: list[list] = []
-    target = -(-offset // npartitions) if npartitions else VALIDATION_ROWS
-    for piece in pieces:
-        if not chunks or sum(p[-1] for p in chunks[-1]) + piece[-1] > target:
-            chunks.append([])
-        chunks[-1].append(piece)
-    return chunks
-
-
-def _num_rows(path: Path) -> int:
-    if path.suffix == ".parquet":
-        return pq.ParquetFile(path).metadata.num_rows
-
-    return ipc_num_rows(path)
 
 
 def enforce(ctx, result: GateResult) -> dict:

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from flows.cli import build_parser
-from storage.featurespec import CHUNK_TYPES
+from storage.featurespec_spec import CHUNK_TYPES
 
 
 def test_transcode_help_lists_every_chunk_type_it_reads(capsys):

@@ -25,6 +25,19 @@ def test_a_module_that_is_not_a_dispatcher_stops_at_its_direct_imports():
     assert "tasks.runtime.timeseries_windows" not in covered and "tasks.encode.stage" not in covered
 
 
+@pytest.mark.parametrize(("stage", "parts", "their_imports"), [
+    ("tasks.media_cache.stage",
+     {"tasks.media_cache.sources", "tasks.media_cache.hashing", "tasks.media_cache.decoding", "tasks.media_cache.rewriting"},
+     {"tasks.runtime.frame", "storage.fs", "tasks.features.media", "tasks.runtime.dask_run"}),
+    ("tasks.validate.stage", {"tasks.validate.views"}, {"storage.npy", "tasks.runtime.frame", "tasks.runtime.outputs"}),
+])
+def test_a_stage_split_into_files_is_versioned_with_what_its_parts_import(stage, parts, their_imports):
+    """A stage's parts in their own modules (media_cache's hashing, decoding and rewriting; validate's views): the
+    code they call (the part writer, the positioned write, the media feature's codec) still versions the stage."""
+    covered = set(hashed_modules(stage))
+    assert parts <= covered
+    assert their_imports <= covered
+
 def _source(tmp_path, text: str):
     path = tmp_path / "mod.py"
     path.write_text(text)

@@ -183,9 +183,10 @@ def test_past_max_repeated_the_exact_rescan_still_gives_the_exact_result(monkeyp
 
 
 def test_the_encoded_gate_gives_the_tree_its_chunks_by_first_input_partition(monkeypatch, tmp_path):
-    """``tasks.validate.stage``: the training, validation and test chunks of the same input partitions meet
+    """``tasks.validate.views``: the training, validation and test chunks of the same input partitions meet
     early in the runner's tree (``encoded_order``), while the chunks stay in encoded order."""
     from tasks.validate import stage as validate
+    from tasks.validate import views
 
     def piece(split: str, part: int, split_id: int, offset: int, n: int) -> list:
         path = tmp_path / split / f"part-{part:05d}.arrow"
@@ -194,7 +195,7 @@ def test_the_encoded_gate_gives_the_tree_its_chunks_by_first_input_partition(mon
     chunks = [[piece("train", 0, 0, 0, 8), piece("train", 1, 0, 8, 8)], [piece("train", 2, 0, 16, 8)],
               [piece("train", 3, 0, 24, 8)], [piece("validation", p, 1, 32 + p, 1) for p in range(4)],
               [piece("test", 1, 2, 36, 1), piece("test", 3, 2, 37, 1)]]
-    assert validate.encoded_order(chunks) == [0, 3, 4, 1, 2]
+    assert views.encoded_order(chunks) == [0, 3, 4, 1, 2]
     seen = {}
 
     def run(named, parts, columns, scheduler=None, order=None):

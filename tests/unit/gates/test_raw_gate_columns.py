@@ -1,5 +1,5 @@
 """The raw gate reads only the columns whose values its expectations read (``expectations.runner.columns_read``,
-``tasks.validate.stage.raw_view``): existence checks read names and row counts lengths, so the default suite
+``tasks.validate.views.raw_view``): existence checks read names and row counts lengths, so the default suite
 reads the label alone; a suite with an expectation only GX runs reads every column."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from expectations import runner
-from tasks.validate import stage as validate
+from tasks.validate import views
 from tests.helpers import run, write_csv
 
 
@@ -35,7 +35,7 @@ def test_the_raw_view_holds_only_the_columns_read(tmp_path, read):
     result = run({"input_features": [{"name": "c", "type": "category"}, {"name": "x", "type": "number"}],
                   "output_features": [{"name": "y", "type": "binary"}]}, write_csv(table, tmp_path / "d.csv"), tmp_path)
     ingest = next(s for s in result.stages if s.stage == "ingest")
-    parts, columns, rows = validate.raw_view(ingest.path, 2, read=lambda cols: read)
+    parts, columns, rows = views.raw_view(ingest.path, 2, read=lambda cols: read)
     frames = dask.compute(*parts, scheduler="sync")
     assert columns == ["c", "x", "y"] and rows == 4  # what existence checks see: every column
     whole = pd.concat(frames)

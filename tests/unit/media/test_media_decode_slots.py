@@ -1,4 +1,4 @@
-"""A worker's share of media decoding (tasks.media_cache.stage._decode_slots): each item decoded, its tensor (or
+"""A worker's share of media decoding (tasks.media_cache.decoding._decode_slots): each item decoded, its tensor (or
 the codec's fill for a failure or a known error) written at its slot of a store file, in one write."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 
 from storage import media
 from storage.media_image import ImageCodec
-from tasks.media_cache.stage import _decode_slots
+from tasks.media_cache.decoding import _decode_slots
 from tests.unit.media.test_media_pipeline import make_image
 
 
