@@ -37,6 +37,11 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
                         "(every stage then shows as Cached in the UI)")
     p.add_argument("--stats", action="store_true",
                    help="print the run's statistics table after the summary (they are in the report either way)")
+    p.add_argument("--extend", action="store_true",
+                   help="keep the parent artifact's fit, rows and ids; encode the new files only, vocabularies "
+                        "extended (docs/apply-and-drift.md)")
+    p.add_argument("--parent", default=None, help="--extend: the artifact to extend (default: OUTPUT's LATEST)")
+    p.add_argument("--window", type=int, default=None, help="--extend: keep the newest N files by name")
     p.add_argument("--verbose", action="store_true",
                    help="show Prefect's own log lines (quiet by default; they always reach the Prefect UI); "
                         "no progress bar then")
@@ -155,6 +160,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.npartitions is not None and args.npartitions < 1:
         raise ConfigError(f"--npartitions must be at least 1, got {args.npartitions}")
     start = time.perf_counter()
+    if args.extend or args.parent is not None or args.window is not None:
+        return _extend(args, start)
     config = load_config(args.config)  # config errors before any server start or data read
     if config.stages:  # so is a malformed custom-stage DAG
         from tasks.custom import plan as custom_plan
@@ -176,6 +183,23 @@ def cmd_run(args: argparse.Namespace) -> int:
                 f"`prepflow report {summary['artifact_path']}` builds the report again")
         print(f"prepflow: warning: {note}", file=sys.stderr)
         summary = {**summary, "warnings": [*summary.get("warnings", []), note]}
+    _report(args, summary, time.perf_counter() - start)
+    return 0
+
+
+def _extend(args: argparse.Namespace, start: float) -> int:
+    """``--extend``: the extend graph in this process (``flows.extend``)."""
+    if not args.extend:
+        raise ConfigError("--parent and --window apply to --extend")
+    from flows.extend import extend_in_process
+
+    check_output(args.output)
+    check_cache_dir(args.cache_dir)
+    dataset = args.dataset[0] if len(args.dataset) == 1 else args.dataset
+    with console.collected_warnings() as collected, stage_output(args):
+        summary = extend_in_process(args.config, dataset, args.output, args.parent, args.window, args.cache_dir,
+                                    args.npartitions, args.dask_address)
+    summary = {**summary, "warnings": list(collected.lines)} if collected.lines else summary
     _report(args, summary, time.perf_counter() - start)
     return 0
 

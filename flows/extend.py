@@ -1,0 +1,34 @@
+"""``prepflow run --extend``: a child artifact of the parent's fit, its vocabularies extended by the new files.
+
+The new files (``flows.extend_context``) go through ``tasks.graph.expand_extend``: ingest of the new files
+only -> their splits by row -> the parent's fill values -> the parent's metadata with its vocabularies
+extended -> encode -> media_cache -> the encoded gate -> drift against the parent's fit -> a publish that
+links the parent's shards and adds the new rows. With no new file nothing runs: the parent is the result.
+"""
+
+from __future__ import annotations
+
+from flows.extend_context import extend_context
+from tasks.graph import PipelineResult, expand_extend, run_graph
+from tasks.report.page import write_report_or_warn
+from tasks.runtime import dask_run
+
+
+def extend_in_process(config, dataset, output: str = "artifacts", parent: str | None = None,
+                      window: int | None = None, cache_dir: str = ".prepflow-cache", npartitions: int | None = None,
+                      dask_address: str | None = None, report: bool = True) -> dict:
+    """The extend graph in this process; returns the summary (``mode``, ``parent``, ``refit_advised``)."""
+    ctx = extend_context(config, dataset, str(output), parent, window, cache_dir, npartitions)
+    if isinstance(ctx, dict):  # no new file: the parent is the result, no stage ran
+        return {**ctx, "refit_advised": []}
+    with dask_run.client(dask_address):
+        results = run_graph(ctx, local=not dask_address, nodes=expand_extend())
+    art = results["publish"].artifact
+    summary = PipelineResult(art, list(results.values())).summary()
+    summary.update(mode="extend", extended=True, parent=art["parent"], new_rows=art["new_rows"],
+                   refit_advised=art["refit_advised"],
+                   files={"total": len(ctx.extend["kept"]) + len(ctx.extend["new"]), "new": len(ctx.extend["new"]),
+                          "dropped": [f["name"] for f in ctx.extend["dropped"]]})
+    if report:
+        summary["report_path"] = write_report_or_warn(summary)
+    return summary
