@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from core.errors import ConfigError
-from flows.apply_context import open_fitted
+from core.errors import ConfigError, DataError
+from storage.artifact import Artifact
+from storage.artifact_files import size_problems
 from storage.cache import StageCache
 from tasks.config.loader import load_config, parse_config
 from tasks.dataset import fingerprint as dataset_fingerprint
@@ -37,7 +38,15 @@ def parent_of(output: str, parent: str | None):
     if parent is None and not (Path(output) / "LATEST").is_file():
         raise ConfigError(f"--extend: {output} has no LATEST artifact to extend; run once without --extend first "
                           "or name one with --parent")
-    return open_fitted(where)
+    try:
+        art = Artifact.open(where)
+    except (OSError, KeyError, ValueError) as exc:
+        raise DataError(f"--extend: {where}: not a complete prepflow artifact ({exc})") from None
+    problems = size_problems(art.path, art.manifest)
+    if problems or "config" not in art.manifest:
+        raise DataError(f"--extend: {art.path}: not a complete prepflow artifact: "
+                        + "; ".join(problems[:5] or ["no config in its manifest"]))
+    return art
 
 
 def first_difference(a, b, path: str = "") -> str | None:

@@ -41,16 +41,13 @@ from tasks.fitted import stage as fitted
 from tasks.infer_types import stage as infer_types
 from tasks.ingest import stage as ingest
 from tasks.media_cache import stage as media_cache
-from tasks.publish import extend as publish_extend
 from tasks.publish import stage as publish
 from tasks.runtime.cached import run_node
 from tasks.runtime.context import RunContext
 from tasks.runtime.node import FILLED, Node
 from tasks.runtime.outputs import Drifted, Ingested, MissingStates, Output
-from tasks.split import extend as split_extend
 from tasks.split import stage as split
 from tasks.validate import stage as validate
-from tasks.vocab import extend as vocab_extend
 from tasks.vocab import stage as vocab
 
 _BUILTIN = {n.name: n for n in (ingest.NODE, infer_types.NODE, validate.RAW, split.NODE, fill_missing.NODE,
@@ -108,24 +105,6 @@ def expand_apply() -> list[Node]:
             nodes.append(_publish(nodes, {**artifact_code_versions(), fitted.SPLIT.module: fitted.SPLIT.code_version}))
         else:
             nodes.append(n)
-    return nodes
-
-
-def expand_extend() -> list[Node]:
-    """``prepflow run --extend``'s nodes: apply's (the parent's fill values and statistics, no balancing), with
-    the new rows' splits by row (``tasks.split.extend``), the parent's vocabularies extended by the new files'
-    values (``tasks.vocab.extend``) and a publish that links the parent's shards (``tasks.publish.extend``)."""
-    replaced = {n.name: n for n in (split_extend.NODE, vocab_extend.NODE)}
-    nodes: list[Node] = []
-    for n in expand_apply():
-        if n.name == publish.NODE.name:
-            versions = {**artifact_code_versions(), **{m.module: m.code_version for m in
-                                                       (fitted.FILL_MISSING, split_extend.NODE, vocab_extend.NODE,
-                                                        publish_extend.NODE)}}
-            nodes.append(dataclasses.replace(publish_extend.NODE, inputs=tuple(m.name for m in nodes),
-                                             args=(versions,)))
-        else:
-            nodes.append(replaced.get(n.name, n))
     return nodes
 
 

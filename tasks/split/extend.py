@@ -18,13 +18,13 @@ from pathlib import Path
 import numpy as np
 from dask import delayed
 
+from tasks.config.constants import SPLIT_NAMES
 from tasks.runtime import dask_run, frame
 from tasks.runtime.node import Node
 from tasks.runtime.outputs import Ingested, SplitAssignment
 from tasks.runtime.statistics import Statistics
 from tasks.split.rows import mix64
 from tasks.split.stage import _column_of, _threshold, fixed_split, hash_ids
-from tasks.config.constants import SPLIT_NAMES
 
 
 def random_ids(rows: np.ndarray, probabilities: list[float], seed: int) -> np.ndarray:

@@ -229,3 +229,18 @@ def test_a_vocabulary_at_its_cap_leaves_new_values_unk_and_advises_a_refit(tmp_p
     assert any("c: vocabulary at its cap" in r for r in child["refit_advised"])
     stats = Artifact.open(child["artifact_path"]).manifest["statistics"]
     assert stats["vocab.unk_past_cap.c"]["count"] > 0
+
+
+def test_inspect_prints_the_chain_back_to_the_last_refit(data, tmp_path, capfd):
+    parent = _parent(data, tmp_path)
+    write_csv(day(2), data / "day_2.csv")
+    first = _extend(data, tmp_path)
+    write_csv(day(3), data / "day_3.csv")
+    second = _extend(data, tmp_path)
+    assert second["parent"]["artifact_id"] == first["artifact_id"]
+    shown = InProcess(capfd, "inspect", second["artifact_path"])
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    start = lines.index("lineage (extend of):")
+    assert [line.split()[:2] for line in lines[start + 1:start + 3]] == [[first["artifact_id"], "extend"],
+                                                                        [parent["artifact_id"], "refit"]]
