@@ -214,6 +214,7 @@ def _publish(ctx, output: Path, art_id: str, fingerprint: str, parent: Path, par
         for result in dask_run.compute(tasks):
             described.update(result)
         fitted.copy_metadata(staging)
+        fitted.copy_files(metadata, staging, link=True)  # the Parquet vocabularies (the extended ones)
         published_rows.add_to_metadata(staging / METADATA_FILE)
         source_spec = {split: [{"type": "parquet", "features": list(columns), "files": files[split]}]
                        for split in SPLIT_NAMES}

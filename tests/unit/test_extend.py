@@ -244,3 +244,26 @@ def test_inspect_prints_the_chain_back_to_the_last_refit(data, tmp_path, capfd):
     start = lines.index("lineage (extend of):")
     assert [line.split()[:2] for line in lines[start + 1:start + 3]] == [[first["artifact_id"], "extend"],
                                                                         [parent["artifact_id"], "refit"]]
+
+
+def test_a_vocabulary_stored_as_a_file_is_extended_as_a_prefix(data, tmp_path, monkeypatch):
+    from storage import vocab_store
+    from tasks.features import category
+    from tasks.vocab import extend
+
+    monkeypatch.setattr(category, "INLINE_MAX", 3)  # every vocabulary here goes to a Parquet file
+    monkeypatch.setattr(extend, "INLINE_MAX", 3)
+    parent = _parent(data, tmp_path)
+    write_csv(day(2, extra={"e": 40, "f": 30}), data / "day_2.csv")
+    child = _extend(data, tmp_path)
+
+    def values(summary):
+        art = Artifact.open(summary["artifact_path"], verify=True)
+        rel = art.metadata["c"]["vocab_file"]["path"]
+        return vocab_store.read(art.path / rel)["value"].to_pylist()
+
+    before, after = values(parent), values(child)
+    assert after[:len(before)] == before and after[len(before):] == ["e", "f"]
+    rows = _by_row(Artifact.open(child["artifact_path"]))
+    expected = Preprocessor.load(child["artifact_path"]).transform(pd.read_csv(data / "day_2.csv"))
+    assert np.array_equal(rows["c"][600:], expected["c"])
