@@ -51,12 +51,18 @@ def extend_in_process(config, dataset, output: str = "artifacts", parent: str | 
         return {**ctx, "refit_advised": []}
     with dask_run.client(dask_address):
         results = run_graph(ctx, local=not dask_address, nodes=expand_extend())
+    summary = extend_summary(ctx, results)
+    if report:
+        summary["report_path"] = write_report_or_warn(summary)
+    return summary
+
+
+def extend_summary(ctx, results: dict) -> dict:
+    """``--json``'s summary of an extend: a run's, with ``mode``, ``parent``, ``new_rows``, ``refit_advised``."""
     art = results["publish"].artifact
     summary = PipelineResult(art, list(results.values())).summary()
     summary.update(mode="extend", extended=True, parent=art["parent"], new_rows=art["new_rows"],
                    refit_advised=art["refit_advised"],
                    files={"total": len(ctx.extend["kept"]) + len(ctx.extend["new"]), "new": len(ctx.extend["new"]),
                           "dropped": [f["name"] for f in ctx.extend["dropped"]]})
-    if report:
-        summary["report_path"] = write_report_or_warn(summary)
     return summary
