@@ -86,9 +86,11 @@ def tree_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-def written_bytes(artifact: Path) -> int:
-    """The bytes of an artifact's files that are not hard links of another artifact's (what an extend wrote)."""
-    return sum(p.stat().st_size for p in artifact.rglob("*") if p.is_file() and p.stat().st_nlink == 1)
+def written_bytes(artifact: Path, parent: Path) -> int:
+    """The bytes of an artifact's files that are not hard links of its parent's (what an extend wrote: the new
+    shards, the grown vocabularies, the metadata)."""
+    shared = {p.stat().st_ino for p in parent.rglob("*") if p.is_file()}
+    return sum(p.stat().st_size for p in artifact.rglob("*") if p.is_file() and p.stat().st_ino not in shared)
 
 
 def extend_case(args, store: Path, cfg: Path, work: Path, workers: int) -> dict:
@@ -115,7 +117,7 @@ def extend_case(args, store: Path, cfg: Path, work: Path, workers: int) -> dict:
     total_rows = sum(manifest["rows"].values())
     new_rows = manifest["dataset_files"][-1]["rows"]
     share = tree_bytes(child) * new_rows / total_rows
-    artifact_written = written_bytes(child)
+    artifact_written = written_bytes(child, base / "out" / first["artifact_id"])
     return {"workers": workers, "rows_per_file": args.rows, "files": args.files, "first": first,
             "extend_after_one_more_file": extended, "cold_on_grown": cold,
             "extend_over_cold_cpu": round(extended["cpu_s"] / cold["cpu_s"], 3),

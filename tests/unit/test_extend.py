@@ -267,3 +267,28 @@ def test_a_vocabulary_stored_as_a_file_is_extended_as_a_prefix(data, tmp_path, m
     rows = _by_row(Artifact.open(child["artifact_path"]))
     expected = Preprocessor.load(child["artifact_path"]).transform(pd.read_csv(data / "day_2.csv"))
     assert np.array_equal(rows["c"][600:], expected["c"])
+
+
+def test_the_report_says_a_refit_is_advised(tmp_path):
+    capped = json.loads(json.dumps(CONFIG))
+    capped["input_features"][1]["preprocessing"] = {"most_common": 4}
+    folder = tmp_path / "data"
+    write_csv(day(0), folder / "day_0.csv")
+    _parent(folder, tmp_path, capped)
+    write_csv(day(2, extra={"e": 60}), folder / "day_2.csv")
+    child = _extend(folder, tmp_path, capped)
+    page = Path(child["report_path"]).read_text()
+    assert "refit advised" in page and "c: vocabulary at its cap" in page and "extend of" in page
+
+
+def test_an_object_store_output_is_refused_before_any_data_is_read(data, tmp_path):
+    with pytest.raises(ConfigError, match="object store"):
+        run(CONFIG, data, "s3://bucket/out", cache_dir=tmp_path / "cache", extend=True)
+
+
+def test_a_set_feature_is_refused_naming_it(data, tmp_path):
+    with_set = {**CONFIG, "input_features": [*CONFIG["input_features"], {"name": "s", "type": "set", "column": "c"}]}
+    _parent(data, tmp_path, with_set)
+    write_csv(day(2), data / "day_2.csv")
+    with pytest.raises(ConfigError, match="feature 's' is of type set"):
+        _extend(data, tmp_path, config=with_set)
