@@ -292,3 +292,31 @@ def test_a_set_feature_is_refused_naming_it(data, tmp_path):
     write_csv(day(2), data / "day_2.csv")
     with pytest.raises(ConfigError, match="feature 's' is of type set"):
         _extend(data, tmp_path, config=with_set)
+
+
+def test_the_extend_nodes_keep_the_stage_contract(data, tmp_path):
+    import dataclasses
+
+    from flows.extend import expand_extend
+    from flows.extend_context import extend_context
+    from tasks.graph import run_graph
+    from tasks.split import extend as split_extend
+    from tasks.vocab import extend as vocab_extend
+    from tests.stage_check import check_stage
+
+    _parent(data, tmp_path)
+    write_csv(day(2, extra={"e": 40}), data / "day_2.csv")
+    ctx = extend_context(CONFIG, data, str(tmp_path / "out"), cache_dir=str(tmp_path / "cache"))
+    results = run_graph(ctx, nodes=expand_extend(), until="fill_missing")
+
+    def other(**split) -> object:
+        pre = ctx.config.preprocessing
+        config = ctx.config.model_copy(update={"preprocessing": pre.model_copy(
+            update={"split": pre.split.model_copy(update=split)})})
+        return dataclasses.replace(ctx, config=config)
+
+    check_stage(split_extend.NODE, ctx, [results["ingest"]], [lambda: other(seed=7)], tmp_path / "split")
+    check_stage(vocab_extend.NODE, ctx, [results[n] for n in vocab_extend.NODE.inputs],
+                [lambda: dataclasses.replace(ctx, extend={**ctx.extend, "parent": {**ctx.extend["parent"],
+                                                                                     "artifact_id": "other"}})],
+                tmp_path / "vocab")
