@@ -69,8 +69,8 @@ def first_difference(a, b, path: str = "") -> str | None:
 def extend_config(config, parent_manifest: dict, parent_path: str):
     """The parent's config with the given config's ``validation:`` section; any other difference refused."""
     parsed = parse_config(config, "config") if isinstance(config, dict) else load_config(config)
-    given = parsed.model_dump(mode="json", exclude_none=True)
     fitted = dict(parent_manifest["config"])
+    given = _typed_as(parsed.model_dump(mode="json", exclude_none=True), fitted, parent_path)
     key = first_difference({k: v for k, v in given.items() if k != "validation"},
                            {k: v for k, v in fitted.items() if k != "validation"})
     if key is not None:
@@ -81,6 +81,20 @@ def extend_config(config, parent_manifest: dict, parent_path: str):
     out = parse_config(fitted, f"{parent_path}: config")
     _check_supported(out)
     return out
+
+
+def _typed_as(given: dict, fitted: dict, parent_path: str) -> dict:
+    """``given`` with the types the parent inferred for its untyped features, resolved again (each type's
+    defaults), so that an untyped config compares equal to the typed config the parent recorded."""
+    types = {f["name"]: f.get("type") for key in ("input_features", "output_features") for f in fitted.get(key, [])}
+    untyped = False
+    for key in ("input_features", "output_features"):
+        for f in given.get(key, []):
+            if not f.get("type") and types.get(f.get("name")):
+                f["type"], untyped = types[f["name"]], True
+    if not untyped:
+        return given
+    return parse_config(given, f"config (typed as {parent_path})").model_dump(mode="json", exclude_none=True)
 
 
 def _check_supported(config) -> None:

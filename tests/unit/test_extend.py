@@ -320,3 +320,11 @@ def test_the_extend_nodes_keep_the_stage_contract(data, tmp_path):
                 [lambda: dataclasses.replace(ctx, extend={**ctx.extend, "parent": {**ctx.extend["parent"],
                                                                                      "artifact_id": "other"}})],
                 tmp_path / "vocab")
+
+
+def test_an_untyped_config_extends_the_artifact_it_typed(data, tmp_path):
+    untyped = {**CONFIG, "input_features": [{"name": "x"}, {"name": "c"}]}
+    parent = _parent(data, tmp_path, untyped)
+    write_csv(day(2), data / "day_2.csv")
+    child = _extend(data, tmp_path, config=untyped)
+    assert child["extended"] and child["parent"]["artifact_id"] == parent["artifact_id"]
