@@ -25,8 +25,9 @@ from tasks.runtime.context import RunContext
 
 # the features whose fitted state an extend can carry: their statistics unchanged, categories' vocabularies
 # extended (a set's or bag's multi-hot width is its vocabulary's size, so its published column would change
-# shape; text and sequence token vocabularies are not extended yet)
-EXTENDABLE_TYPES = ("number", "numerical", "binary", "category", "date", "vector", "timeseries")
+# shape; text and sequence token vocabularies are not extended yet; a time series window reads the rows
+# before it, which an extend does not ingest)
+EXTENDABLE_TYPES = ("number", "numerical", "binary", "category", "date", "vector")
 
 
 def parent_of(output: str, parent: str | None):
