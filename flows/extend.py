@@ -9,11 +9,9 @@ links the parent's shards and adds the new rows. With no new file nothing runs: 
 
 from __future__ import annotations
 
-import dataclasses
-
-from flows.extend_context import extend_context
-from tasks.fitted import stage as fitted
-from tasks.graph import PipelineResult, artifact_code_versions, expand_apply, run_graph
+from flows.extend_context import extend_context, summary_of
+from tasks.graph import PipelineResult, run_graph
+from tasks.graph import expand_extend as graph_extend
 from tasks.publish import extend as publish_extend
 from tasks.report.page import write_report_or_warn
 from tasks.runtime import dask_run
@@ -22,24 +20,9 @@ from tasks.split import extend as split_extend
 from tasks.vocab import extend as vocab_extend
 
 
-# declared here rather than in tasks.graph beside expand_apply: the extend nodes import publish's helpers, one
-# module deeper than the graph's longest import chain allows
 def expand_extend() -> list[Node]:
-    """``prepflow run --extend``'s nodes: apply's (the parent's fill values and statistics, no balancing), with
-    the new rows' splits by row (``tasks.split.extend``), the parent's vocabularies extended by the new files'
-    values (``tasks.vocab.extend``) and a publish that links the parent's shards (``tasks.publish.extend``)."""
-    replaced = {n.name: n for n in (split_extend.NODE, vocab_extend.NODE)}
-    nodes: list[Node] = []
-    for n in expand_apply():
-        if n.name == publish_extend.NODE.name:
-            versions = {**artifact_code_versions(), **{m.module: m.code_version for m in
-                                                       (fitted.FILL_MISSING, split_extend.NODE, vocab_extend.NODE,
-                                                        publish_extend.NODE)}}
-            nodes.append(dataclasses.replace(publish_extend.NODE, inputs=tuple(m.name for m in nodes),
-                                             args=(versions,)))
-        else:
-            nodes.append(replaced.get(n.name, n))
-    return nodes
+    """``--extend``'s node list (``tasks.graph.expand_extend`` with the extend nodes)."""
+    return graph_extend(split_extend.NODE, vocab_extend.NODE, publish_extend.NODE)
 
 
 def extend_in_process(config, dataset, output: str = "artifacts", parent: str | None = None,
@@ -58,11 +41,6 @@ def extend_in_process(config, dataset, output: str = "artifacts", parent: str | 
 
 
 def extend_summary(ctx, results: dict) -> dict:
-    """``--json``'s summary of an extend: a run's, with ``mode``, ``parent``, ``new_rows``, ``refit_advised``."""
-    art = results["publish"].artifact
-    summary = PipelineResult(art, list(results.values())).summary()
-    summary.update(mode="extend", extended=True, parent=art["parent"], new_rows=art["new_rows"],
-                   refit_advised=art["refit_advised"],
-                   files={"total": len(ctx.extend["kept"]) + len(ctx.extend["new"]), "new": len(ctx.extend["new"]),
-                          "dropped": [f["name"] for f in ctx.extend["dropped"]]})
-    return summary
+    """``--json``'s summary of an extend (``flows.extend_context.summary_of``)."""
+    return summary_of(ctx, PipelineResult(results["publish"].artifact, list(results.values())).summary(),
+                      results["publish"].artifact)

@@ -162,6 +162,7 @@ def extend_context(config, dataset, output: str, parent: str | None = None, wind
     """The run context of an extend, or the parent's summary when there is nothing to add."""
     if npartitions is not None and npartitions < 1:
         raise ConfigError(f"npartitions must be at least 1, got {npartitions}")
+    dataset = as_dataset(dataset)  # the CLI's list of one entry: the folder or glob it names
     art = parent_of(str(output), parent)
     manifest = art.manifest
     parsed = extend_config(config, manifest, str(art.path))
@@ -183,3 +184,12 @@ def extend_context(config, dataset, output: str, parent: str | None = None, wind
                   "new": [{k: f[k] for k in ("name", "fingerprint")} for f in matched["new"]],
                   "kept": matched["kept"], "dropped": matched["dropped"]}
     return ctx
+
+
+def summary_of(ctx: RunContext, summary: dict, art: dict) -> dict:
+    """A run's summary of an extend (``summary``, of its published ``art``) with ``mode``, ``parent``,
+    ``new_rows``, ``refit_advised`` and its files (``total``, ``new``, ``dropped``)."""
+    return {**summary, "mode": "extend", "extended": True, "parent": art["parent"], "new_rows": art["new_rows"],
+            "refit_advised": art["refit_advised"],
+            "files": {"total": len(ctx.extend["kept"]) + len(ctx.extend["new"]), "new": len(ctx.extend["new"]),
+                      "dropped": [f["name"] for f in ctx.extend["dropped"]]}}

@@ -114,7 +114,8 @@ def _run_flow(args: argparse.Namespace, config, fingerprint: str | None = None) 
             with tags(*run_tags(args.dataset, config), *record.tags), stage_output(args):
                 summary = flow(config=args.config, dataset=args.dataset, output=args.output,
                                cache_dir=args.cache_dir, npartitions=args.npartitions,
-                               dask_address=args.dask_address, dataset_fingerprint=fingerprint)
+                               dask_address=args.dask_address, dataset_fingerprint=fingerprint,
+                               **_extend_parameters(args))
         except Exception as exc:
             if not bookkeeping.is_api_failure(exc):
                 record.finish()  # a failed run, recorded as Failed
@@ -129,6 +130,13 @@ def _run_flow(args: argparse.Namespace, config, fingerprint: str | None = None) 
 
 
 
+def _extend_parameters(args: argparse.Namespace) -> dict:
+    """The flow's extend parameters, only for an extend (a plain run's parameters stay as they were)."""
+    if not getattr(args, "extend", False):
+        return {}
+    return {"extend": True, "parent": args.parent, "window": args.window}
+
+
 def _finish_without_prefect(args: argparse.Namespace, without_prefect, bookkeeping) -> dict:
     print("prepflow: warning: the Prefect API failed; finishing the run without it (its UI record is "
           "incomplete)", file=sys.stderr)
@@ -140,6 +148,11 @@ def _without_prefect(args: argparse.Namespace, without_prefect) -> dict:
         console.quiet_prefect_console()
     _freeze_imports()
     with stage_output(args):
+        if getattr(args, "extend", False):
+            from flows.extend import extend_in_process
+
+            return extend_in_process(args.config, args.dataset, args.output, args.parent, args.window,
+                                     args.cache_dir, args.npartitions, args.dask_address)
         return without_prefect.run(args.config, args.dataset, args.output, args.cache_dir, args.npartitions,
                                    args.dask_address)
 
@@ -188,17 +201,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _extend(args: argparse.Namespace, start: float) -> int:
-    """``--extend``: the extend graph in this process (``flows.extend``)."""
+    """``--extend``: the preprocess flow's extend graph (``flows.extend``), or the same graph in this process
+    without the Prefect API."""
+    from tasks.config.loader import load_config
+
     if not args.extend:
         raise ConfigError("--parent and --window apply to --extend")
-    from flows.extend import extend_in_process
-
+    config = load_config(args.config)
     check_output(args.output)
     check_cache_dir(args.cache_dir)
-    dataset = args.dataset[0] if len(args.dataset) == 1 else args.dataset
-    with console.collected_warnings() as collected, stage_output(args):
-        summary = extend_in_process(args.config, dataset, args.output, args.parent, args.window, args.cache_dir,
-                                    args.npartitions, args.dask_address)
+    with console.collected_warnings() as collected:
+        summary = _run_flow(args, config)
     summary = {**summary, "warnings": list(collected.lines)} if collected.lines else summary
     _report(args, summary, time.perf_counter() - start)
     return 0
