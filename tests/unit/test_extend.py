@@ -328,3 +328,11 @@ def test_an_untyped_config_extends_the_artifact_it_typed(data, tmp_path):
     write_csv(day(2), data / "day_2.csv")
     child = _extend(data, tmp_path, config=untyped)
     assert child["extended"] and child["parent"]["artifact_id"] == parent["artifact_id"]
+
+
+def test_a_one_row_file_extends_whatever_split_it_lands_in(data, tmp_path):
+    parent = _parent(data, tmp_path)
+    write_csv(day(2, n=1), data / "day_2.csv")
+    child = _extend(data, tmp_path)
+    assert sum(child["rows"].values()) == sum(parent["rows"].values()) + 1
+    assert sum(child["new_rows"].values()) == 1
