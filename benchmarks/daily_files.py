@@ -17,6 +17,9 @@ hash, so the earlier files keep their fits: ``tasks.runtime.file_fits``); ``--ex
 split, which moves a few rows of every file when rows are added (ingest is then the only reused stage).
 
     .venv/bin/python benchmarks/daily_files.py --rows 1000000 --files 8 --workers 0,2 --work /tmp/daily
+
+``--extend``: the same first run, then ``prepflow run --extend`` after one more file (same cache) against the
+cold run: CPU ratio, and the bytes the extend wrote against the new file's share of the artifact.
 """
 
 from __future__ import annotations
@@ -53,13 +56,14 @@ def ensure_days(store: Path, rows: int, count: int) -> None:
             generate(rows, day(store, i), seed=1000 + i)
 
 
-def run(folder: Path, cfg: Path, cache: Path, out: Path, workers: int, work: Path, memory_limit: str) -> dict:
+def run(folder: Path, cfg: Path, cache: Path, out: Path, workers: int, work: Path, memory_limit: str,
+        extra: tuple[str, ...] = ()) -> dict:
     """One ``prepflow run`` of ``folder``: CPU (prepflow process + workers), wall, peak RSS, stages."""
     from distributed import Client
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PREPFLOW_HOME": str(work / "home")}
     cmd = [sys.executable, "-m", "flows.cli", "run", str(cfg), "--dataset", str(folder), "--output", str(out),
-           "--cache-dir", str(cache), "--json", "--always-run-flow"]
+           "--cache-dir", str(cache), "--json", "--always-run-flow", *extra]
     with contextlib.ExitStack() as stack:
         client = None
         if workers:
@@ -78,6 +82,51 @@ def run(folder: Path, cfg: Path, cache: Path, out: Path, workers: int, work: Pat
             "stages": {s["name"]: [round(s["seconds"], 1), s["cached"]] for s in summary["stages"]}}
 
 
+def tree_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def written_bytes(artifact: Path, parent: Path) -> int:
+    """The bytes of an artifact's files that are not hard links of its parent's (what an extend wrote: the new
+    shards, the grown vocabularies, the metadata)."""
+    shared = {p.stat().st_ino for p in parent.rglob("*") if p.is_file()}
+    return sum(p.stat().st_size for p in artifact.rglob("*") if p.is_file() and p.stat().st_ino not in shared)
+
+
+def extend_case(args, store: Path, cfg: Path, work: Path, workers: int) -> dict:
+    """``--extend``: a run on ``--files`` files, one more file added, ``prepflow run --extend`` (same cache),
+    against a cold run on the grown folder: CPU, and the bytes the extend wrote (its artifact's files that
+    are not links of the parent's, and its cache entries) against the new file's share of the artifact."""
+    base = work / f"extend-w{workers}"
+    shutil.rmtree(base, ignore_errors=True)
+    folder, grown = base / "days", base / "grown"
+    folder.mkdir(parents=True)
+    grown.mkdir()
+    for i in range(args.files):
+        os.link(day(store, i), day(folder, i))
+    for i in range(args.files + 1):
+        os.link(day(store, i), day(grown, i))
+    first = run(folder, cfg, base / "cache", base / "out", workers, base, args.memory_limit)
+    os.link(day(store, args.files), day(folder, args.files))
+    cache_before = tree_bytes(base / "cache")
+    extended = run(folder, cfg, base / "cache", base / "out", workers, base, args.memory_limit, ("--extend",))
+    cache_written = tree_bytes(base / "cache") - cache_before
+    cold = run(grown, cfg, base / "cache_cold", base / "out_cold", workers, base, args.memory_limit)
+    child = base / "out" / extended["artifact_id"]
+    manifest = json.loads((child / "manifest.json").read_text())
+    total_rows = sum(manifest["rows"].values())
+    new_rows = manifest["dataset_files"][-1]["rows"]
+    share = tree_bytes(child) * new_rows / total_rows
+    artifact_written = written_bytes(child, base / "out" / first["artifact_id"])
+    return {"workers": workers, "rows_per_file": args.rows, "files": args.files, "first": first,
+            "extend_after_one_more_file": extended, "cold_on_grown": cold,
+            "extend_over_cold_cpu": round(extended["cpu_s"] / cold["cpu_s"], 3),
+            "artifact_bytes_written": artifact_written, "cache_bytes_written": cache_written,
+            "new_file_share_bytes": round(share),
+            "artifact_written_over_share": round(artifact_written / share, 3),
+            "artifact_and_cache_written_over_share": round((artifact_written + cache_written) / share, 3)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows per daily file")
@@ -87,6 +136,8 @@ def main() -> None:
     parser.add_argument("--memory-limit", default="8GB")
     parser.add_argument("--exact-split", action="store_true", help="the default exact random split")
     parser.add_argument("--work", type=Path, default=Path("/tmp/prepflow-daily"))
+    parser.add_argument("--extend", action="store_true",
+                        help="measure `prepflow run --extend` after one more file instead of the incremental rerun")
     args = parser.parse_args()
 
     work = args.work
@@ -98,6 +149,9 @@ def main() -> None:
         cfg_dict["preprocessing"]["split"]["exact"] = False
     cfg.write_text(yaml.safe_dump(cfg_dict))
     for workers in [int(w) for w in args.workers.split(",")]:
+        if args.extend:
+            print(json.dumps(extend_case(args, store, cfg, work, workers)), flush=True)
+            continue
         base = work / f"w{workers}"
         shutil.rmtree(base, ignore_errors=True)
         folder, grown = base / "days", base / "grown"

@@ -27,9 +27,18 @@ from core.errors import ConfigError
 
 
 def run(config, dataset, output: str | os.PathLike = "artifacts", *, cache_dir: str | os.PathLike = ".prepflow-cache",
-        npartitions: int | None = None, dask_address: str | None = None) -> dict:
+        npartitions: int | None = None, dask_address: str | None = None, extend: bool = False,
+        parent: str | os.PathLike | None = None, window: int | None = None) -> dict:
     """Preprocess ``dataset`` with ``config`` and publish the artifact under ``output``; ``prepflow run
-    --json``'s summary (see the module docstring)."""
+    --json``'s summary (see the module docstring). ``extend``: a child of ``parent`` (default: ``output``'s
+    LATEST) that keeps its fit and rows and adds the new files (``flows.extend``); ``window``: the newest N files."""
+    if extend:
+        from flows.extend import extend_in_process  # heavy (the stages): when an extend is asked for
+
+        return extend_in_process(config, dataset, str(output), None if parent is None else str(parent), window,
+                                 str(cache_dir), npartitions, dask_address)
+    if parent is not None or window is not None:
+        raise ConfigError("parent and window apply to an extend (extend=True)")
     from flows import console, without_prefect  # heavy (the stages): when a run is asked for
     from flows.output_target import check_cache_dir, check_output
     from tasks.config.loader import load_config, parse_config

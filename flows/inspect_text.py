@@ -30,6 +30,15 @@ def inspect_lines(info: dict, path: object, files_verified: int | None) -> Itera
     fitted = info["fitted_from"]
     if fitted:  # an artifact of `prepflow apply`: the artifact whose fitted state encoded it
         yield f"fitted from {shown(fitted['artifact_id'])}  ({shown(fitted['path'])})"
+    if info.get("lineage"):  # an extend: its parents back to the last refit, nearest first
+        yield "lineage (extend of):"
+        for parent in info["lineage"]:
+            state = "missing" if parent.get("missing") else shown(parent.get("mode"))
+            yield f"  {shown(parent['artifact_id'])}  {state}  ({shown(parent['path'])})"
+    if info.get("refit_advised"):
+        yield "refit advised: " + "; ".join(shown(r) for r in info["refit_advised"])
+    if info.get("dropped_files"):
+        yield "dropped by the window: " + ", ".join(shown(f["name"]) for f in info["dropped_files"])
     if info["dataset_files"]:  # a folder's or glob's files, in name order: what the artifact covers
         yield f"files ({len(info['dataset_files'])}):"
         for f in info["dataset_files"]:

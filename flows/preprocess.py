@@ -27,6 +27,7 @@ from prefect.utilities.annotations import opaque, quote
 
 from flows import bookkeeping
 from flows.apply_context import apply_context, with_references
+from flows.extend_context import extend_context, summary_of
 from flows.reporting import drift_artifact, report_artifact, statistics_artifact, validation_artifact
 from flows.resilience import retry_options
 from flows.run_labels import parameters_run_name
@@ -34,12 +35,15 @@ from storage.cache import StageCache
 from tasks.config.loader import load_config, parse_config
 from tasks.config.schema import Config
 from tasks.dataset.files import as_dataset
-from tasks.graph import PipelineResult, execute, expand_apply, run_graph
+from tasks.graph import PipelineResult, execute, expand_apply, expand_extend, run_graph
+from tasks.publish import extend as publish_extend
 from tasks.report import page as report
 from tasks.runtime import dask_run
 from tasks.runtime.context import RunContext
 from tasks.runtime.node import Node
 from tasks.runtime.outputs import Output
+from tasks.split import extend as split_extend
+from tasks.vocab import extend as vocab_extend
 
 # Transient I/O (S3, network filesystems) is retried with exponential backoff; prepflow's own errors
 # and other failures are not (flows/resilience.py).
@@ -118,10 +122,15 @@ def _shared_path(path: str) -> str:
 @flow(name="preprocess", log_prints=True, flow_run_name=parameters_run_name)  # a CLI run names its own
 def preprocess(config: str | dict | Config, dataset: str | list[str], output: str = "artifacts", cache_dir: str = ".prepflow-cache",
                npartitions: int | None = None, dask_address: str | None = None,
-               dataset_fingerprint: str | None = None) -> dict:
+               dataset_fingerprint: str | None = None, extend: bool = False, parent: str | None = None,
+               window: int | None = None) -> dict:
     """Preprocess ``dataset`` with ``config`` (a path or the config as a mapping, as a deployment passes it; or
-    the ``Config`` ``prepflow run`` parsed, used as it is) into a GPU-ready artifact under ``output``. ``dataset_fingerprint``: the dataset's sha256 when the caller has already
-    hashed it (``prepflow run`` does, to look for a published artifact), so it is read once."""
+    the ``Config`` ``prepflow run`` parsed, used as it is) into a GPU-ready artifact under ``output``.
+    ``dataset_fingerprint``: the dataset's sha256 when the caller has already hashed it (``prepflow run`` does,
+    to look for a published artifact), so it is read once. ``extend``: a child of ``parent`` (default:
+    ``output``'s LATEST) with the new files only (``flows.extend``)."""
+    if extend:
+        return _extend(config, dataset, output, cache_dir, npartitions, dask_address, parent, window)
     ctx = RunContext(config_value(config), as_dataset(dataset), StageCache(_shared_path(cache_dir)), npartitions, output,
                      dataset_fingerprint)
     # The flow run carries the run's tags (flows/run_labels.py); its task runs none. Prefect asks its API for
@@ -137,6 +146,25 @@ def preprocess(config: str | dict | Config, dataset: str | list[str], output: st
         drift_artifact(summary.get("drift") or {})  # the skew of the validation and test splits
         summary["report_path"] = _data(report_task(summary))  # on a worker of the cluster, if any
     get_run_logger().info("artifact %s (%s)", summary["artifact_id"], summary["artifact_path"])
+    return summary
+
+
+def _extend(config, dataset, output, cache_dir, npartitions, dask_address, parent, window) -> dict:
+    """The extend graph (``flows.extend``), each node a task; with no new file nothing runs."""
+    ctx = extend_context(config, dataset, output, parent, window, _shared_path(cache_dir), npartitions)
+    if isinstance(ctx, dict):  # no new file: the parent is the result
+        return {**ctx, "refit_advised": []}
+    with TagsContext(current_tags=set()), dask_run.client(dask_address):
+        nodes = expand_extend(split_extend.NODE, vocab_extend.NODE, publish_extend.NODE)
+        results = run_graph(ctx, _prefect_call, local=not dask_address, nodes=nodes)
+        stages = list(results.values())
+        art = results["publish"].artifact
+        summary = summary_of(ctx, PipelineResult(art, stages).summary(), art)
+        statistics_artifact(stages)
+        drift_artifact(summary.get("drift") or {})
+        summary["report_path"] = _data(report_task(summary))
+    get_run_logger().info("artifact %s (%s), extends %s", summary["artifact_id"], summary["artifact_path"],
+                          summary["parent"]["artifact_id"])
     return summary
 
 

@@ -26,6 +26,7 @@ each rank's shards through a bounded local cache (``storage.shard_stream``); ``r
 
 from __future__ import annotations
 
+import json
 import os
 from functools import cached_property
 from pathlib import Path
@@ -201,7 +202,23 @@ class Artifact:
             "url": self.url, "formats": {s: self.formats(s) for s in self.splits}, "features": features,
             "columns": self.column_specs(), "channels": spec["channel_spec"], "row_id": self.row_id,
             "statistics": stats, "dataset_files": self.manifest.get("dataset_files", []),
-            "fitted_from": self.manifest.get("fitted_from")}
+            "fitted_from": self.manifest.get("fitted_from"), "mode": self.manifest.get("mode"),
+            "lineage": self.lineage(), "refit_advised": self.manifest.get("refit_advised"),
+            "dropped_files": self.manifest.get("dropped_files", [])}
+
+    def lineage(self) -> list[dict]:
+        """An extend's chain of parents back to the last refit (``artifact_id``, ``path``, ``mode``), nearest
+        first; a parent that can no longer be read ends the chain with ``"missing": True``."""
+        chain, manifest = [], self.manifest
+        while manifest.get("mode") == "extend" and manifest.get("parent") and len(chain) < 10_000:
+            parent = dict(manifest["parent"])
+            try:
+                manifest = json.loads((Path(parent["path"]) / "manifest.json").read_text())
+            except (OSError, ValueError, TypeError):
+                chain.append({**parent, "missing": True})
+                break
+            chain.append({**parent, "mode": manifest.get("mode", "refit")})
+        return chain
 
     def column_specs(self) -> dict[str, dict]:
         """Every published column's dtype and shape as ``read_split`` returns it: a lazy or lazy_cached media

@@ -108,6 +108,23 @@ def expand_apply() -> list[Node]:
     return nodes
 
 
+def expand_extend(split_node: Node, vocab_node: Node, publish_node: Node) -> list[Node]:
+    """``prepflow run --extend``'s nodes: apply's (the parent's fill values, no balancing), with ``split_node``
+    (the new rows' splits by row), ``vocab_node`` (the parent's vocabularies extended) and ``publish_node`` (the
+    parent's shards linked). The callers (``flows.extend``, ``flows.preprocess``) hand the extend nodes in:
+    their publish imports publish's helpers, one module deeper than this module's import chain allows."""
+    replaced = {split_node.name: split_node, vocab_node.name: vocab_node}
+    nodes: list[Node] = []
+    for n in expand_apply():
+        if n.name == publish.NODE.name:
+            versions = {**artifact_code_versions(), **{m.module: m.code_version for m in
+                                                       (fitted.FILL_MISSING, split_node, vocab_node, publish_node)}}
+            nodes.append(dataclasses.replace(publish_node, inputs=tuple(m.name for m in nodes), args=(versions,)))
+        else:
+            nodes.append(replaced.get(n.name, n))
+    return nodes
+
+
 def artifact_code_versions() -> dict[str, str]:
     """The code versions that join the artifact id, by module: a change in the code of any stage whose
     output the artifact holds gives a new artifact id."""

@@ -37,6 +37,11 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
                         "(every stage then shows as Cached in the UI)")
     p.add_argument("--stats", action="store_true",
                    help="print the run's statistics table after the summary (they are in the report either way)")
+    p.add_argument("--extend", action="store_true",
+                   help="keep the parent artifact's fit, rows and ids; encode the new files only, vocabularies "
+                        "extended (docs/apply-and-drift.md)")
+    p.add_argument("--parent", default=None, help="--extend: the artifact to extend (default: OUTPUT's LATEST)")
+    p.add_argument("--window", type=int, default=None, help="--extend: keep the newest N files by name")
     p.add_argument("--verbose", action="store_true",
                    help="show Prefect's own log lines (quiet by default; they always reach the Prefect UI); "
                         "no progress bar then")
@@ -110,7 +115,8 @@ def _run_flow(args: argparse.Namespace, config, fingerprint: str | None = None) 
             with tags(*run_tags(args.dataset, config), *record.tags), stage_output(args):
                 summary = flow(config=config, dataset=args.dataset, output=args.output,
                                cache_dir=args.cache_dir, npartitions=args.npartitions,
-                               dask_address=args.dask_address, dataset_fingerprint=fingerprint)
+                               dask_address=args.dask_address, dataset_fingerprint=fingerprint,
+                               **_extend_parameters(args))
         except Exception as exc:
             if not bookkeeping.is_api_failure(exc):
                 record.finish()  # a failed run, recorded as Failed
@@ -125,6 +131,13 @@ def _run_flow(args: argparse.Namespace, config, fingerprint: str | None = None) 
 
 
 
+def _extend_parameters(args: argparse.Namespace) -> dict:
+    """The flow's extend parameters, only for an extend (a plain run's parameters stay as they were)."""
+    if not getattr(args, "extend", False):
+        return {}
+    return {"extend": True, "parent": args.parent, "window": args.window}
+
+
 def _finish_without_prefect(args: argparse.Namespace, without_prefect, bookkeeping, config) -> dict:
     print("prepflow: warning: the Prefect API failed; finishing the run without it (its UI record is "
           "incomplete)", file=sys.stderr)
@@ -136,6 +149,11 @@ def _without_prefect(args: argparse.Namespace, without_prefect, config) -> dict:
         console.quiet_prefect_console()
     _freeze_imports()
     with stage_output(args):
+        if getattr(args, "extend", False):
+            from flows.extend import extend_in_process
+
+            return extend_in_process(args.config, args.dataset, args.output, args.parent, args.window,
+                                     args.cache_dir, args.npartitions, args.dask_address)
         return without_prefect.run_config(config, args.dataset, args.output, args.cache_dir, args.npartitions,
                                           args.dask_address)
 
@@ -156,6 +174,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.npartitions is not None and args.npartitions < 1:
         raise ConfigError(f"--npartitions must be at least 1, got {args.npartitions}")
     start = time.perf_counter()
+    if args.extend or args.parent is not None or args.window is not None:
+        return _extend(args, start)
     config = load_config(args.config)  # the run's one parse: config errors before any server start or data read
     if config.stages:  # so is a malformed custom-stage DAG
         from tasks.custom import plan as custom_plan
@@ -177,6 +197,23 @@ def cmd_run(args: argparse.Namespace) -> int:
                 f"`prepflow report {summary['artifact_path']}` builds the report again")
         print(f"prepflow: warning: {note}", file=sys.stderr)
         summary = {**summary, "warnings": [*summary.get("warnings", []), note]}
+    _report(args, summary, time.perf_counter() - start)
+    return 0
+
+
+def _extend(args: argparse.Namespace, start: float) -> int:
+    """``--extend``: the preprocess flow's extend graph (``flows.extend``), or the same graph in this process
+    without the Prefect API."""
+    from tasks.config.loader import load_config
+
+    if not args.extend:
+        raise ConfigError("--parent and --window apply to --extend")
+    config = load_config(args.config)
+    check_output(args.output)
+    check_cache_dir(args.cache_dir)
+    with console.collected_warnings() as collected:
+        summary = _run_flow(args, config)
+    summary = {**summary, "warnings": list(collected.lines)} if collected.lines else summary
     _report(args, summary, time.perf_counter() - start)
     return 0
 

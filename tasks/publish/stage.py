@@ -394,6 +394,7 @@ def _publish(ctx, output: Path, code_versions: dict[str, str], fingerprint: str,
             "artifact_id": art_id,
             "dataset_fingerprint": fingerprint,
             **({"dataset_files": dataset_files} if dataset_files else {}),
+            "mode": "apply" if ctx.fitted_from else "refit",  # an extend's manifest says extend (tasks.publish.extend)
             "config_hash": stable_hash(config_json),
             "encoding_version": ENCODING_VERSION,
             "prepflow_version": PREPFLOW_VERSION,

@@ -49,6 +49,11 @@ def summary_section(view: ArtifactView) -> str:
         ["encoding / schema", f"{m.get('encoding_version')} / {m.get('schema_version')}"],
         *([["fitted from", f"{m['fitted_from']['artifact_id']} ({m['fitted_from']['path']}): prepflow apply"]]
           if m.get("fitted_from") else []),
+        *([["extend of", f"{m['parent']['artifact_id']} ({m['parent']['path']}): prepflow run --extend"]]
+          if m.get("mode") == "extend" and m.get("parent") else []),
+        *([["refit advised", "; ".join(m["refit_advised"])]] if m.get("refit_advised") else []),
+        *([["dropped by the window", ", ".join(f["name"] for f in m["dropped_files"])]]
+          if m.get("dropped_files") else []),
     ]
     ordered = [s for s in SPLITS if s in rows] + [s for s in rows if s not in SPLITS]
     split_rows = [[s, Raw(f'<td class="num">{int(rows[s])}</td>'),

@@ -26,6 +26,7 @@ class RunContext:
     fingerprint: str | None = None  # the dataset's, when the caller has already hashed it (tasks.ingest.stage)
     media_dir: str | None = None  # where ``media-cache:`` references resolve (default: the stage cache's folder)
     fitted_from: dict | None = None  # prepflow apply: the fitted artifact (artifact_id, path) and the output split
+    extend: dict | None = None  # --extend: the parent, the new rows' first number, the files kept, new, dropped
 
     def __post_init__(self) -> None:
         # Untyped features get their type (and a feature object) from the infer_types stage.
