@@ -93,19 +93,25 @@ def written_bytes(artifact: Path, parent: Path) -> int:
     return sum(p.stat().st_size for p in artifact.rglob("*") if p.is_file() and p.stat().st_ino not in shared)
 
 
+def day_folders(base: Path, store: Path, files: int) -> tuple[Path, Path]:
+    """A fresh ``base`` with ``days`` (the first ``files`` days) and ``grown`` (one more), linked from ``store``."""
+    shutil.rmtree(base, ignore_errors=True)
+    folder, grown = base / "days", base / "grown"
+    folder.mkdir(parents=True)
+    grown.mkdir()
+    for i in range(files):
+        os.link(day(store, i), day(folder, i))
+    for i in range(files + 1):
+        os.link(day(store, i), day(grown, i))
+    return folder, grown
+
+
 def extend_case(args, store: Path, cfg: Path, work: Path, workers: int) -> dict:
     """``--extend``: a run on ``--files`` files, one more file added, ``prepflow run --extend`` (same cache),
     against a cold run on the grown folder: CPU, and the bytes the extend wrote (its artifact's files that
     are not links of the parent's, and its cache entries) against the new file's share of the artifact."""
     base = work / f"extend-w{workers}"
-    shutil.rmtree(base, ignore_errors=True)
-    folder, grown = base / "days", base / "grown"
-    folder.mkdir(parents=True)
-    grown.mkdir()
-    for i in range(args.files):
-        os.link(day(store, i), day(folder, i))
-    for i in range(args.files + 1):
-        os.link(day(store, i), day(grown, i))
+    folder, grown = day_folders(base, store, args.files)
     first = run(folder, cfg, base / "cache", base / "out", workers, base, args.memory_limit)
     os.link(day(store, args.files), day(folder, args.files))
     cache_before = tree_bytes(base / "cache")
@@ -153,14 +159,7 @@ def main() -> None:
             print(json.dumps(extend_case(args, store, cfg, work, workers)), flush=True)
             continue
         base = work / f"w{workers}"
-        shutil.rmtree(base, ignore_errors=True)
-        folder, grown = base / "days", base / "grown"
-        folder.mkdir(parents=True)
-        grown.mkdir()
-        for i in range(args.files):
-            os.link(day(store, i), day(folder, i))
-        for i in range(args.files + 1):
-            os.link(day(store, i), day(grown, i))
+        folder, grown = day_folders(base, store, args.files)
         first = run(folder, cfg, base / "cache", base / "out", workers, base, args.memory_limit)
         os.link(day(store, args.files), day(folder, args.files))
         rerun = run(folder, cfg, base / "cache", base / "out", workers, base, args.memory_limit)

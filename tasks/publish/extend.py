@@ -34,16 +34,14 @@ from tasks.config.constants import ROW, SPLIT_NAMES
 from tasks.publish import rows as published_rows
 from tasks.publish import shards
 from tasks.publish.stage import (
-    ENCODING_VERSION,
     MANIFEST,
     PREPFLOW_VERSION,
-    SCHEMA_VERSION,
     _describe_rest,
     artifact_id,
     channel_spec,
     column_specs,
-    created_at,
     find_existing,
+    manifest_fields,
     normalized_config,
     sweep_output,
     write_latest,
@@ -228,21 +226,12 @@ def _publish(ctx, output: Path, art_id: str, fingerprint: str, parent: Path, par
         }
         (staging / FEATURE_SPEC).write_text(yaml.safe_dump(feature_spec, sort_keys=False))
         manifest = {
-            "schema_version": SCHEMA_VERSION,
-            "artifact_id": art_id,
-            "dataset_fingerprint": fingerprint,
+            **manifest_fields(art_id, fingerprint, config_json, rows, _describe_rest(staging, described)),
             "dataset_files": _dataset_files(ext, inputs),
             "dropped_files": [{k: f[k] for k in ("name", "fingerprint", "rows", "row_range")} for f in ext["dropped"]],
             "parent": dict(ext["parent"]),
             "mode": "extend",
             "refit_advised": advice,
-            "config_hash": stable_hash(config_json),
-            "encoding_version": ENCODING_VERSION,
-            "prepflow_version": PREPFLOW_VERSION,
-            "created_at": created_at(),
-            "rows": rows,
-            "config": config_json,
-            "files": _describe_rest(staging, described),
             "statistics": stats,
             "validation": {g.results()["gate"]: g.results() for g in inputs if isinstance(g, GateResult)},
         }

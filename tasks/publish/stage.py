@@ -98,6 +98,15 @@ def normalized_config(config) -> dict:
     return config.model_dump(mode="json", exclude_none=True)
 
 
+def manifest_fields(art_id: str, fingerprint: str, config_json: dict, rows: dict, files: dict) -> dict:
+    """What every manifest says, whichever graph published it (a run, an apply, an extend): the schema, the id,
+    the dataset's fingerprint, the config and its hash, the versions, the rows per split and the files."""
+    return {"schema_version": SCHEMA_VERSION, "artifact_id": art_id, "dataset_fingerprint": fingerprint,
+            "config_hash": stable_hash(config_json), "encoding_version": ENCODING_VERSION,
+            "prepflow_version": PREPFLOW_VERSION, "created_at": created_at(), "rows": rows, "config": config_json,
+            "files": files}
+
+
 def created_at() -> str:
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     when = dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc) if epoch else dt.datetime.now(dt.timezone.utc)
@@ -390,18 +399,9 @@ def _publish(ctx, output: Path, code_versions: dict[str, str], fingerprint: str,
         for file_name, spec in split_binary.artifact_specs(feature_spec, layout, rows).items():
             (staging / file_name).write_text(yaml.safe_dump(spec, sort_keys=False))
         manifest = {
-            "schema_version": SCHEMA_VERSION,
-            "artifact_id": art_id,
-            "dataset_fingerprint": fingerprint,
+            **manifest_fields(art_id, fingerprint, config_json, rows, _describe_rest(staging, described)),
             **({"dataset_files": dataset_files} if dataset_files else {}),
             "mode": "apply" if ctx.fitted_from else "refit",  # an extend's manifest says extend (tasks.publish.extend)
-            "config_hash": stable_hash(config_json),
-            "encoding_version": ENCODING_VERSION,
-            "prepflow_version": PREPFLOW_VERSION,
-            "created_at": created_at(),
-            "rows": rows,
-            "config": config_json,
-            "files": _describe_rest(staging, described),
             "statistics": stage_stats,
             "validation": validation or {},
             **({"fitted_from": {k: ctx.fitted_from[k] for k in ("artifact_id", "path")}} if ctx.fitted_from else {}),
