@@ -31,6 +31,15 @@ class Run:
     def error_lines(self) -> list[str]:
         return [line for line in self.lines if line.startswith(ERROR)]
 
+    def one_error(self, *needles: str) -> str:
+        """The run's one ``prepflow: error:`` line (exit 1 or 2, no traceback), holding each of ``needles``."""
+        assert self.code in (1, 2), self.text[-2000:]
+        errors = self.error_lines()
+        assert len(errors) == 1 and "Traceback" not in self.text, self.text[-2000:]
+        for needle in needles:
+            assert needle in errors[0], errors[0]
+        return errors[0]
+
 
 def runner(capfd, monkeypatch):
     """The body of a test module's ``prepflow`` fixture (``yield from runner(capfd, monkeypatch)``): yields

@@ -52,12 +52,7 @@ def data(tmp_path) -> Path:
 
 
 def one_error(result, *needles: str) -> str:
-    assert result.code in (1, 2), result.text[-2000:]
-    errors = result.error_lines()
-    assert len(errors) == 1 and "Traceback" not in result.text, result.text[-2000:]
-    for needle in needles:
-        assert needle in errors[0], errors[0]
-    return errors[0]
+    return result.one_error(*needles)
 
 
 # ---- the loader --------------------------------------------------------------------------------------
