@@ -10,7 +10,6 @@ Arrow column into a numpy array (fixed-size lists become n x d arrays).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +17,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from core.errors import DataError, IntegrityError, shown
+from core.errors import DataError, IntegrityError
 from core.yaml_load import load_yaml
-from storage.artifact_read import FEATURE_SPEC, LATEST, MANIFEST, read_latest, read_small
+from storage.artifact_read import (  # noqa: F401  (json_object: this module's API too)
+    FEATURE_SPEC,
+    LATEST,
+    MANIFEST,
+    json_object,
+    read_latest,
+    read_small,
+)
 from storage.safe_paths import check_name, real_root, under
 from storage.split_binary import prepflow_view
 
@@ -77,20 +83,6 @@ def check_spec_files(root: Path, spec: dict, where: str, root_real: str | None =
                 under(root, name, at, root_real)
             if chunk.get("memmap") is not None and "/" in check_name(chunk["memmap"], f"{at}.memmap"):
                 raise IntegrityError(f"{at}.memmap: {chunk['memmap']!r} is not one plain file name")
-
-
-def json_object(data: str | bytes, where: str, what: str) -> dict:
-    """``data``, the bytes of the artifact's file ``where``, as the JSON object ``what`` it must hold; damaged
-    JSON or another JSON value is one ``IntegrityError`` naming the file and what was expected."""
-    try:
-        value = json.loads(data)
-    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
-        raise IntegrityError(f"{where}: not valid JSON ({shown(str(exc))}); expected {what}, a JSON object; the "
-                             "artifact is damaged (prepflow inspect --verify checks every file against its "
-                             "manifest)") from None
-    if not isinstance(value, dict):
-        raise IntegrityError(f"{where}: a JSON {type(value).__name__}, expected {what}, a JSON object")
-    return value
 
 
 def yaml_problem(exc: Exception) -> str:

@@ -28,7 +28,7 @@ import os
 import stat
 from pathlib import Path
 
-from core.errors import DataError, IntegrityError, quoted
+from core.errors import DataError, IntegrityError, quoted, shown
 from storage.safe_paths import (  # noqa: F401  (listed_file, MANIFEST and DAMAGED: this module's API too)
     DAMAGED,
     MANIFEST,
@@ -108,17 +108,23 @@ def read_small(root: str | os.PathLike, manifest: dict, name: str) -> bytes:
     return check_bytes(data, files[name], str(path))
 
 
-def json_of(data: bytes, where: str | os.PathLike):
-    """A small file's bytes (``read_small``) parsed as JSON; unreadable JSON is one line naming the file."""
+def json_object(data: str | bytes, where: str, what: str) -> dict:
+    """``data``, the bytes of the artifact's file ``where``, as the JSON object ``what`` it must hold; damaged
+    JSON or another JSON value is one ``IntegrityError`` naming the file and what was expected."""
     try:
-        return json.loads(data)
-    except ValueError as exc:
-        raise IntegrityError(f"{where}: unreadable JSON ({str(exc)[:200]}); {DAMAGED}") from None
+        value = json.loads(data)
+    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
+        raise IntegrityError(f"{where}: not valid JSON ({shown(str(exc))}); expected {what}, a JSON object; the "
+                             "artifact is damaged (prepflow inspect --verify checks every file against its "
+                             "manifest)") from None
+    if not isinstance(value, dict):
+        raise IntegrityError(f"{where}: a JSON {type(value).__name__}, expected {what}, a JSON object")
+    return value
 
 
-def read_json(root: str | os.PathLike, manifest: dict, name: str):
-    """A small listed JSON file (``read_small``), parsed."""
-    return json_of(read_small(root, manifest, name), Path(root) / name)
+def read_json(root: str | os.PathLike, manifest: dict, name: str, what: str) -> dict:
+    """A small listed JSON file (``read_small``) holding the JSON object ``what``, parsed."""
+    return json_object(read_small(root, manifest, name), str(Path(root) / name), what)
 
 
 def check_chunks(root: str | os.PathLike, files: dict, chunks: list) -> None:

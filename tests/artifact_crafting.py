@@ -11,8 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 import yaml
 
+from core.errors import IntegrityError
 from tests.helpers import run, write_csv
 
 CONFIG = {
@@ -73,3 +75,14 @@ def npy_with_rows(path: Path, rows: int) -> None:
     with open(path, "wb") as fh:
         np.lib.format.write_array_header_1_0(fh, header)
         fh.write(arr.tobytes())
+
+
+def refused(call, *needles: str, error: type[Exception] = IntegrityError) -> str:
+    """The one-line message of the ``error`` that ``call()`` raises, holding each of ``needles``."""
+    with pytest.raises(error) as info:
+        call()
+    message = str(info.value)
+    assert "\n" not in message, message
+    for needle in needles:
+        assert needle in message, message
+    return message

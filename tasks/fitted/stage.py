@@ -48,7 +48,8 @@ def read_metadata(path: str | Path) -> dict:
     """The artifact's ``training_set_metadata.json`` without the ``__row__`` entry publish adds, read through
     ``storage.artifact_read`` (inside the folder, of the size and sha256 its manifest lists)."""
     meta_path = Path(path) / fitted_metadata.METADATA_FILE
-    metadata = artifact_read.read_json(path, artifact_read.read_manifest(path), fitted_metadata.METADATA_FILE)
+    metadata = artifact_read.read_json(path, artifact_read.read_manifest(path), fitted_metadata.METADATA_FILE,
+                                      "every feature's fitted metadata")
     if not isinstance(metadata, dict):
         raise DataError(f"{meta_path}: not a mapping of features; {path} is not a complete prepflow artifact")
     return {name: meta for name, meta in metadata.items() if name != ROW}

@@ -37,7 +37,8 @@ UNBOUNDED = 2**31 - 2  # most_common with no cap: every counted value comes back
 
 def parent_metadata(path: str) -> dict:
     """The parent artifact's metadata (without ``__row__``), its vocabularies inline."""
-    metadata = artifact_read.read_json(path, artifact_read.read_manifest(path), fitted_metadata.METADATA_FILE)
+    metadata = artifact_read.read_json(path, artifact_read.read_manifest(path), fitted_metadata.METADATA_FILE,
+                                      "every feature's fitted metadata")
     return {name: meta for name, meta in metadata.items() if name != ROW}
 
 

@@ -20,11 +20,21 @@ import fsspec
 import numpy as np
 import pytest
 
-from core.errors import ConfigError, DataError, IntegrityError
+from core.errors import ConfigError, DataError
 from flows.cli import main as cli_main
 from prepflow import Artifact, Preprocessor
 from tasks.config.loader import parse_config
-from tests.artifact_crafting import CONFIG, copy, edit_json, edit_spec, frame, npy_with_rows, publish, sign
+from tests.artifact_crafting import (
+    CONFIG,
+    copy,
+    edit_json,
+    edit_spec,
+    frame,
+    npy_with_rows,
+    publish,
+    refused,
+    sign,
+)
 from tests.conftest import ROOT
 from tests.helpers import run, write_config, write_csv
 
@@ -41,14 +51,6 @@ def art(made, tmp_path) -> Path:
     return copy(made, tmp_path)
 
 
-def refused(call, *needles: str, error=IntegrityError) -> str:
-    with pytest.raises(error) as info:
-        call()
-    message = str(info.value)
-    assert "\n" not in message, message
-    for needle in needles:
-        assert needle in message, message
-    return message
 
 
 def python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:

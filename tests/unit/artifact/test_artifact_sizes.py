@@ -22,11 +22,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from core.errors import IntegrityError
 from prepflow import Artifact, Preprocessor
 from storage import npy
 from storage.size_checks import MAX_ROW_ITEMS
-from tests.artifact_crafting import CONFIG, copy, edit_json, edit_spec, frame, sign
+from tests.artifact_crafting import CONFIG, copy, edit_json, edit_spec, frame, refused, sign
 from tests.conftest import ROOT
 from tests.helpers import run, write_csv
 
@@ -48,14 +47,6 @@ def art(made, tmp_path) -> Path:
     return copy(made, tmp_path)
 
 
-def refused(call, *needles: str) -> str:
-    with pytest.raises(IntegrityError) as info:
-        call()
-    message = str(info.value)
-    assert "\n" not in message, message
-    for needle in needles:
-        assert needle in message, message
-    return message
 
 
 def measured(code: str, env: dict | None = None) -> tuple[list[str], float, float]:
